@@ -1,0 +1,185 @@
+// Package api is writ's request/reply protocol over NATS: subject names,
+// the JSON request bodies workers and operators send, and a client that
+// retries with the same idempotency key until the issuer answers.
+//
+// Identity is never read from a body. A worker's NATS user may publish only
+// under writ.api.<worker>.>, and the issuer takes the worker id from the
+// subject; operators publish under writ.op.>.
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Version is the request body version this build speaks. Bodies carry it in
+// "v"; an issuer answers unsupported_version to anything else.
+const Version = 1
+
+// MaxBodyBytes bounds a request body.
+const MaxBodyBytes = 512 << 10
+
+// Subject roots.
+const (
+	WorkerPrefix   = "writ.api."
+	OperatorPrefix = "writ.op."
+)
+
+// Worker operations (the last subject token).
+const (
+	OpGrant  = "grant"
+	OpSpend  = "spend"
+	OpEffect = "effect"
+)
+
+// Operator subjects.
+const (
+	SubjectRevoke    = OperatorPrefix + "revoke"
+	SubjectReinstate = OperatorPrefix + "reinstate"
+	SubjectPolicy    = OperatorPrefix + "policy"
+	SubjectStatus    = OperatorPrefix + "status"
+)
+
+// WorkerSubject is the subject a worker sends op on.
+func WorkerSubject(worker, op string) string { return WorkerPrefix + worker + "." + op }
+
+// WorkerWildcard matches every worker request.
+const WorkerWildcard = WorkerPrefix + "*.*"
+
+// Errors.
+var (
+	// ErrBadSubject: a subject is not writ.api.<worker>.<op> with a valid
+	// worker token and a known op.
+	ErrBadSubject = errors.New("api: bad subject")
+	// ErrBadToken: an id is not a single safe NATS token.
+	ErrBadToken = errors.New("api: bad id")
+)
+
+// ParseWorkerSubject splits writ.api.<worker>.<op>.
+func ParseWorkerSubject(subj string) (worker, op string, err error) {
+	rest, ok := strings.CutPrefix(subj, WorkerPrefix)
+	if !ok {
+		return "", "", fmt.Errorf("%w: %q", ErrBadSubject, subj)
+	}
+	worker, op, ok = strings.Cut(rest, ".")
+	if !ok || strings.Contains(op, ".") {
+		return "", "", fmt.Errorf("%w: %q (want writ.api.<worker>.<op>)", ErrBadSubject, subj)
+	}
+	if err := ValidID(worker); err != nil {
+		return "", "", fmt.Errorf("%w: worker: %v", ErrBadSubject, err)
+	}
+	switch op {
+	case OpGrant, OpSpend, OpEffect:
+		return worker, op, nil
+	}
+	return "", "", fmt.Errorf("%w: unknown operation %q", ErrBadSubject, op)
+}
+
+// ValidID checks a worker, lane, source or session id: 1-64 of
+// [A-Za-z0-9_-]. This keeps ids usable as NATS subject tokens and as
+// revocation counter keys.
+func ValidID(s string) error {
+	if s == "" || len(s) > 64 {
+		return fmt.Errorf("%w: %q must be 1-64 characters", ErrBadToken, s)
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return fmt.Errorf("%w: %q contains %q (use letters, digits, - and _)", ErrBadToken, s, r)
+		}
+	}
+	return nil
+}
+
+// GrantRequest asks for a grant for one exact tool call.
+type GrantRequest struct {
+	V              int             `json:"v"`
+	Lane           string          `json:"lane"`
+	Session        string          `json:"session,omitempty"`
+	Tool           string          `json:"tool"`
+	Args           json.RawMessage `json:"args"`
+	TTLMillis      int64           `json:"ttl_ms,omitempty"`
+	Sources        []string        `json:"sources,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key"`
+}
+
+// SpendRequest spends a grant. Args (or their Digest, hex) must be the
+// same request the grant was minted for.
+type SpendRequest struct {
+	V              int             `json:"v"`
+	GrantID        string          `json:"grant_id"`
+	Args           json.RawMessage `json:"args,omitempty"`
+	Digest         string          `json:"digest,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key"`
+}
+
+// EffectRequest reports what happened after a spend.
+type EffectRequest struct {
+	V        int    `json:"v"`
+	GrantID  string `json:"grant_id"`
+	Outcome  string `json:"outcome"`
+	Verifier string `json:"verifier"`
+}
+
+// RevokeRequest names exactly one of Worker, Source or Lane.
+type RevokeRequest struct {
+	V      int    `json:"v"`
+	Worker string `json:"worker,omitempty"`
+	Source string `json:"source,omitempty"`
+	Lane   string `json:"lane,omitempty"`
+}
+
+// ReinstateRequest lifts a revoked worker's bar.
+type ReinstateRequest struct {
+	V      int    `json:"v"`
+	Worker string `json:"worker"`
+}
+
+// PolicyRequest applies a policy document (JSON) and moves the epoch.
+type PolicyRequest struct {
+	V      int             `json:"v"`
+	Policy json.RawMessage `json:"policy"`
+}
+
+// StatusRequest asks the leader for its status.
+type StatusRequest struct {
+	V int `json:"v"`
+}
+
+// Peer is one raft server as the leader sees it.
+type Peer struct {
+	ID       string `json:"id"`
+	Address  string `json:"address"`
+	Suffrage string `json:"suffrage"`
+	Leader   bool   `json:"leader"`
+}
+
+// Status is the leader's view of the cluster and the state machine.
+type Status struct {
+	Node          string `json:"node"`
+	Leader        string `json:"leader"`
+	State         string `json:"state"`
+	Term          uint64 `json:"term"`
+	CommitIndex   uint64 `json:"commit_index"`
+	AppliedIndex  uint64 `json:"applied_index"`
+	Peers         []Peer `json:"peers"`
+	Clock         int64  `json:"clock"`
+	Epoch         uint64 `json:"epoch"`
+	PolicyDigest  string `json:"policy_digest"`
+	StateDigest   string `json:"state_digest"`
+	Grants        int    `json:"grants"`
+	Permitted     int    `json:"permitted"`
+	Spent         int    `json:"spent"`
+	Closed        int    `json:"closed"`
+	Revoked       int    `json:"revoked"`
+	Idempotency   int    `json:"idempotency_records"`
+	Counters      int    `json:"counters"`
+	BarredWorkers int    `json:"barred_workers"`
+	Seq           uint64 `json:"seq"`
+	Head          string `json:"head"`
+	Published     uint64 `json:"published"`
+	Outbox        int    `json:"outbox"`
+	StreamLastSeq uint64 `json:"stream_last_seq"`
+	DevMode       bool   `json:"dev_mode"`
+}

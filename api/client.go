@@ -1,0 +1,154 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/writ-dev/writ/grants"
+)
+
+// ErrUnavailable is returned when no issuer answered before the context
+// ended. The caller may retry with the same idempotency key.
+var ErrUnavailable = errors.New("api: issuer unavailable")
+
+// Client sends requests to the issuer and retries them, with the same
+// idempotency key, until an answer arrives or ctx ends. Answers come only
+// after the entry is committed, so a retried request that was already
+// applied gets its original answer.
+type Client struct {
+	NC *nats.Conn
+	// Worker is this client's worker id; it picks the subject, and the
+	// NATS server's permissions make sure it is really ours.
+	Worker string
+	// Attempt bounds one try; Client retries until ctx ends.
+	Attempt time.Duration
+}
+
+// NewClient returns a client for worker (empty for operators).
+func NewClient(nc *nats.Conn, worker string) *Client {
+	return &Client{NC: nc, Worker: worker, Attempt: 2 * time.Second}
+}
+
+// NewKey returns a fresh idempotency key.
+func NewKey() string { return uuid.NewString() }
+
+// Grant asks for a grant. An empty IdempotencyKey is filled in.
+func (c *Client) Grant(ctx context.Context, r GrantRequest) (grants.Envelope, error) {
+	r.V = Version
+	if r.IdempotencyKey == "" {
+		r.IdempotencyKey = NewKey()
+	}
+	return c.envelope(ctx, WorkerSubject(c.Worker, OpGrant), r)
+}
+
+// Spend spends a grant. An empty IdempotencyKey is filled in.
+func (c *Client) Spend(ctx context.Context, r SpendRequest) (grants.Envelope, error) {
+	r.V = Version
+	if r.IdempotencyKey == "" {
+		r.IdempotencyKey = NewKey()
+	}
+	return c.envelope(ctx, WorkerSubject(c.Worker, OpSpend), r)
+}
+
+// Effect reports an outcome.
+func (c *Client) Effect(ctx context.Context, r EffectRequest) (grants.Envelope, error) {
+	r.V = Version
+	return c.envelope(ctx, WorkerSubject(c.Worker, OpEffect), r)
+}
+
+// Revoke bumps a revocation counter.
+func (c *Client) Revoke(ctx context.Context, r RevokeRequest) (grants.Envelope, error) {
+	r.V = Version
+	return c.envelope(ctx, SubjectRevoke, r)
+}
+
+// Reinstate lifts a worker's bar.
+func (c *Client) Reinstate(ctx context.Context, r ReinstateRequest) (grants.Envelope, error) {
+	r.V = Version
+	return c.envelope(ctx, SubjectReinstate, r)
+}
+
+// SetPolicy applies a policy document.
+func (c *Client) SetPolicy(ctx context.Context, doc json.RawMessage) (grants.Envelope, error) {
+	return c.envelope(ctx, SubjectPolicy, PolicyRequest{V: Version, Policy: doc})
+}
+
+// Status asks the leader for its status.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var st Status
+	data, err := c.call(ctx, SubjectStatus, StatusRequest{V: Version})
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		return st, fmt.Errorf("api: decoding status: %w", err)
+	}
+	return st, nil
+}
+
+func (c *Client) envelope(ctx context.Context, subj string, body any) (grants.Envelope, error) {
+	var env grants.Envelope
+	data, err := c.call(ctx, subj, body)
+	if err != nil {
+		return env, err
+	}
+	if err := json.Unmarshal(data, &env); err != nil {
+		return env, fmt.Errorf("api: decoding answer: %w", err)
+	}
+	return env, nil
+}
+
+// call sends body and retries on timeouts, "no responders" and
+// issuer_unavailable answers until ctx ends.
+func (c *Client) call(ctx context.Context, subj string, body any) ([]byte, error) {
+	payload, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("api: encoding request: %w", err)
+	}
+	attempt := c.Attempt
+	if attempt <= 0 {
+		attempt = 2 * time.Second
+	}
+	backoff := 20 * time.Millisecond
+	var last error
+	for {
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		msg, err := c.NC.RequestWithContext(actx, subj, payload)
+		cancel()
+		if err == nil {
+			if !unavailable(msg.Data) {
+				return msg.Data, nil
+			}
+			last = errors.New("issuer answered issuer_unavailable")
+		} else {
+			last = err
+			if !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+				if ctx.Err() == nil && !errors.Is(err, nats.ErrConnectionClosed) {
+					// Permission violations and the like are final.
+					return nil, fmt.Errorf("api: %s: %w", subj, err)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %s: %v (last error: %v)", ErrUnavailable, subj, ctx.Err(), last)
+		case <-time.After(backoff):
+		}
+		if backoff < 500*time.Millisecond {
+			backoff *= 2
+		}
+	}
+}
+
+func unavailable(data []byte) bool {
+	var probe struct {
+		Reason grants.Reason `json:"reason"`
+	}
+	return json.Unmarshal(data, &probe) == nil && probe.Reason == grants.ReasonIssuerUnavail
+}

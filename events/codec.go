@@ -1,0 +1,221 @@
+package events
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Wire types of a field key (the low three bits).
+const (
+	wireVarint = 0
+	wireBytes  = 2
+)
+
+// MaxFieldLen bounds a single length-delimited field so a hostile length
+// prefix cannot make a decoder allocate without limit.
+const MaxFieldLen = 16 << 20
+
+// Writer appends tag-ordered fields to a buffer. It is the canonical encoder
+// for events and is reused by the state machine for commands and snapshots.
+// Zero values are skipped so each value has exactly one encoding; callers
+// must write tags in ascending order.
+type Writer struct {
+	buf []byte
+}
+
+// NewWriter returns a Writer that appends to buf[:0].
+func NewWriter(buf []byte) *Writer { return &Writer{buf: buf[:0]} }
+
+// Bytes returns the encoded buffer.
+func (w *Writer) Bytes() []byte { return w.buf }
+
+// Len is the number of bytes written so far.
+func (w *Writer) Len() int { return len(w.buf) }
+
+// Byte appends one raw byte (used for the leading version byte).
+func (w *Writer) Byte(b byte) { w.buf = append(w.buf, b) }
+
+func (w *Writer) key(tag uint32, wt uint8) {
+	w.buf = binary.AppendUvarint(w.buf, uint64(tag)<<3|uint64(wt))
+}
+
+// Uint writes a varint field, omitted when v is zero.
+func (w *Writer) Uint(tag uint32, v uint64) {
+	if v == 0 {
+		return
+	}
+	w.key(tag, wireVarint)
+	w.buf = binary.AppendUvarint(w.buf, v)
+}
+
+// Int writes a signed varint field (zig-zag), omitted when v is zero.
+func (w *Writer) Int(tag uint32, v int64) {
+	if v == 0 {
+		return
+	}
+	w.key(tag, wireVarint)
+	w.buf = binary.AppendUvarint(w.buf, uint64(v<<1)^uint64(v>>63))
+}
+
+// Bool writes 1 for true and nothing for false.
+func (w *Writer) Bool(tag uint32, v bool) {
+	if v {
+		w.Uint(tag, 1)
+	}
+}
+
+// Raw writes a length-delimited field, omitted when empty.
+func (w *Writer) Raw(tag uint32, b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	w.key(tag, wireBytes)
+	w.buf = binary.AppendUvarint(w.buf, uint64(len(b)))
+	w.buf = append(w.buf, b...)
+}
+
+// String writes a length-delimited string field, omitted when empty.
+func (w *Writer) String(tag uint32, s string) {
+	if s == "" {
+		return
+	}
+	w.key(tag, wireBytes)
+	w.buf = binary.AppendUvarint(w.buf, uint64(len(s)))
+	w.buf = append(w.buf, s...)
+}
+
+// Strings writes one field per element; empty elements are written too so
+// that positions are kept, which keeps list encodings unambiguous.
+func (w *Writer) Strings(tag uint32, ss []string) {
+	for _, s := range ss {
+		w.key(tag, wireBytes)
+		w.buf = binary.AppendUvarint(w.buf, uint64(len(s)))
+		w.buf = append(w.buf, s...)
+	}
+}
+
+// Hash writes a 32-byte digest field, omitted when zero.
+func (w *Writer) Hash(tag uint32, h Hash) {
+	if h.IsZero() {
+		return
+	}
+	w.Raw(tag, h[:])
+}
+
+// Field is one decoded field.
+type Field struct {
+	Tag  uint32
+	Wire uint8
+	Uint uint64 // for wire type 0
+	Data []byte // for wire type 2; aliases the input
+}
+
+// Int decodes a zig-zag varint field value.
+func (f Field) Int() int64 { return int64(f.Uint>>1) ^ -int64(f.Uint&1) }
+
+// Reader iterates the fields of an encoding in order, enforcing canonical
+// form: ascending tags (repeats allowed only for length-delimited fields),
+// minimal varints, no zero-valued fields and bounded lengths.
+type Reader struct {
+	data    []byte
+	off     int
+	lastTag uint32
+	lastWT  uint8
+	err     error
+}
+
+// NewReader reads fields from data.
+func NewReader(data []byte) *Reader { return &Reader{data: data} }
+
+// Offset is the position of the next unread byte.
+func (r *Reader) Offset() int { return r.off }
+
+// Err returns the first decoding error.
+func (r *Reader) Err() error { return r.err }
+
+func (r *Reader) fail(format string, args ...any) bool {
+	r.err = fmt.Errorf("%w: at byte %d: %s", ErrMalformed, r.off, fmt.Sprintf(format, args...))
+	return false
+}
+
+func (r *Reader) uvarint() (uint64, bool) {
+	v, n := binary.Uvarint(r.data[r.off:])
+	if n <= 0 {
+		return 0, r.fail("bad varint")
+	}
+	// Reject non-minimal encodings: they would give one value two encodings.
+	if n > 1 && r.data[r.off+n-1] == 0 {
+		return 0, r.fail("non-minimal varint")
+	}
+	r.off += n
+	return v, true
+}
+
+// Next decodes the next field into f. It returns false at the end of input
+// or on error (check Err).
+func (r *Reader) Next(f *Field) bool {
+	if r.err != nil || r.off >= len(r.data) {
+		return false
+	}
+	k, ok := r.uvarint()
+	if !ok {
+		return false
+	}
+	if k>>3 > 1<<24 {
+		return r.fail("tag %d out of range", k>>3)
+	}
+	tag, wt := uint32(k>>3), uint8(k&7)
+	if tag == 0 {
+		return r.fail("tag 0")
+	}
+	switch {
+	case tag < r.lastTag:
+		return r.fail("tag %d after tag %d", tag, r.lastTag)
+	case tag == r.lastTag && (wt != wireBytes || r.lastWT != wireBytes):
+		return r.fail("repeated scalar tag %d", tag)
+	}
+	r.lastTag, r.lastWT = tag, wt
+	f.Tag, f.Wire, f.Uint, f.Data = tag, wt, 0, nil
+	switch wt {
+	case wireVarint:
+		v, ok := r.uvarint()
+		if !ok {
+			return false
+		}
+		if v == 0 {
+			return r.fail("zero value written for tag %d", tag)
+		}
+		f.Uint = v
+	case wireBytes:
+		n, ok := r.uvarint()
+		if !ok {
+			return false
+		}
+		if n > MaxFieldLen || n > uint64(len(r.data)-r.off) {
+			return r.fail("field %d length %d exceeds input", tag, n)
+		}
+		f.Data = r.data[r.off : r.off+int(n)]
+		r.off += int(n)
+	default:
+		return r.fail("unknown wire type %d for tag %d", wt, tag)
+	}
+	return true
+}
+
+// Expect checks that field f has wire type wt; it records an error otherwise.
+func (r *Reader) Expect(f *Field, wt uint8) bool {
+	if f.Wire != wt {
+		return r.fail("tag %d has wire type %d, want %d", f.Tag, f.Wire, wt)
+	}
+	return true
+}
+
+// Failf records a semantic decoding error (for example an empty element
+// where one is not allowed) and stops iteration.
+func (r *Reader) Failf(format string, args ...any) { r.fail(format, args...) }
+
+// WireVarint and WireBytes are exported for decoders outside this package.
+const (
+	WireVarint = wireVarint
+	WireBytes  = wireBytes
+)

@@ -1,0 +1,341 @@
+package events
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Version is the encoding version this package writes.
+const Version = 1
+
+// Counter is a revocation counter as bound by a grant or moved by a
+// revocation: a key such as "worker/w1" or "source/s9" and its value.
+type Counter struct {
+	Key   string `json:"key"`
+	Value uint64 `json:"value"`
+}
+
+// Event is one receipt. Which fields are set depends on Kind; every field is
+// optional on the wire. Payloads carry ids and digests, never raw content or
+// secrets (a policy document is the operator's trust root, not a secret).
+type Event struct {
+	Version      uint8     `json:"v"`
+	Seq          uint64    `json:"seq"`
+	Kind         Kind      `json:"kind"`
+	RaftIndex    uint64    `json:"raft_index,omitempty"`
+	Time         int64     `json:"time"`
+	Prev         Hash      `json:"prev"`
+	Node         string    `json:"node,omitempty"`
+	GrantID      string    `json:"grant_id,omitempty"`
+	Worker       string    `json:"worker,omitempty"`
+	Lane         string    `json:"lane,omitempty"`
+	Session      string    `json:"session,omitempty"`
+	Tool         string    `json:"tool,omitempty"`
+	Digest       Hash      `json:"digest,omitzero"`
+	Epoch        uint64    `json:"epoch,omitempty"`
+	Decision     string    `json:"decision,omitempty"`
+	Reason       string    `json:"reason,omitempty"`
+	Missing      string    `json:"missing,omitempty"`
+	Recovery     string    `json:"recovery,omitempty"`
+	IssuedAt     int64     `json:"issued_at,omitempty"`
+	ExpiresAt    int64     `json:"expires_at,omitempty"`
+	IdemKey      string    `json:"idempotency_key,omitempty"`
+	Outcome      string    `json:"outcome,omitempty"`
+	Verifier     string    `json:"verifier,omitempty"`
+	RefSeq       uint64    `json:"ref_seq,omitempty"`
+	Counters     []Counter `json:"counters,omitempty"`
+	Cancelled    []string  `json:"cancelled,omitempty"`
+	Rules        []string  `json:"rules,omitempty"`
+	Target       string    `json:"target,omitempty"`
+	Consequence  string    `json:"consequence,omitempty"`
+	Actor        string    `json:"actor,omitempty"`
+	Policy       []byte    `json:"policy,omitempty"`
+	PolicyDigest Hash      `json:"policy_digest,omitzero"`
+	Sources      []string  `json:"sources,omitempty"`
+	Detail       string    `json:"detail,omitempty"`
+	Hash         Hash      `json:"hash"`
+}
+
+// Field tags. Append only; never renumber or reuse. Retired tags: none.
+const (
+	tagSeq          = 1
+	tagKind         = 2
+	tagRaftIndex    = 3
+	tagTime         = 4
+	tagPrev         = 5
+	tagNode         = 6
+	tagGrantID      = 7
+	tagWorker       = 8
+	tagLane         = 9
+	tagSession      = 10
+	tagTool         = 11
+	tagDigest       = 12
+	tagEpoch        = 13
+	tagDecision     = 14
+	tagReason       = 15
+	tagMissing      = 16
+	tagRecovery     = 17
+	tagIssuedAt     = 18
+	tagExpiresAt    = 19
+	tagIdemKey      = 20
+	tagOutcome      = 21
+	tagVerifier     = 22
+	tagRefSeq       = 23
+	tagCounters     = 24
+	tagCancelled    = 25
+	tagRules        = 26
+	tagTarget       = 27
+	tagConsequence  = 28
+	tagActor        = 29
+	tagPolicy       = 30
+	tagPolicyDigest = 31
+	tagSources      = 32
+	tagDetail       = 33
+	tagHash         = 127
+)
+
+// appendBody appends the version byte and every field except the hash.
+func (e *Event) appendBody(buf []byte) []byte {
+	w := Writer{buf: buf}
+	w.Byte(Version)
+	w.Uint(tagSeq, e.Seq)
+	w.Uint(tagKind, uint64(e.Kind))
+	w.Uint(tagRaftIndex, e.RaftIndex)
+	w.Int(tagTime, e.Time)
+	w.Hash(tagPrev, e.Prev)
+	w.String(tagNode, e.Node)
+	w.String(tagGrantID, e.GrantID)
+	w.String(tagWorker, e.Worker)
+	w.String(tagLane, e.Lane)
+	w.String(tagSession, e.Session)
+	w.String(tagTool, e.Tool)
+	w.Hash(tagDigest, e.Digest)
+	w.Uint(tagEpoch, e.Epoch)
+	w.String(tagDecision, e.Decision)
+	w.String(tagReason, e.Reason)
+	w.String(tagMissing, e.Missing)
+	w.String(tagRecovery, e.Recovery)
+	w.Int(tagIssuedAt, e.IssuedAt)
+	w.Int(tagExpiresAt, e.ExpiresAt)
+	w.String(tagIdemKey, e.IdemKey)
+	w.String(tagOutcome, e.Outcome)
+	w.String(tagVerifier, e.Verifier)
+	w.Uint(tagRefSeq, e.RefSeq)
+	var scratch [80]byte
+	for _, c := range e.Counters {
+		b := binary.AppendUvarint(scratch[:0], c.Value)
+		b = append(b, c.Key...)
+		w.key(tagCounters, wireBytes)
+		w.buf = binary.AppendUvarint(w.buf, uint64(len(b)))
+		w.buf = append(w.buf, b...)
+	}
+	w.Strings(tagCancelled, e.Cancelled)
+	w.Strings(tagRules, e.Rules)
+	w.String(tagTarget, e.Target)
+	w.String(tagConsequence, e.Consequence)
+	w.String(tagActor, e.Actor)
+	w.Raw(tagPolicy, e.Policy)
+	w.Hash(tagPolicyDigest, e.PolicyDigest)
+	w.Strings(tagSources, e.Sources)
+	w.String(tagDetail, e.Detail)
+	return w.buf
+}
+
+// Seal sets e.Version and e.Hash from the event's other fields and returns
+// the canonical encoding, appended to buf.
+func (e *Event) Seal(buf []byte) []byte {
+	e.Version = Version
+	start := len(buf)
+	buf = e.appendBody(buf)
+	e.Hash = Sum(buf[start:])
+	w := Writer{buf: buf}
+	w.Raw(tagHash, e.Hash[:])
+	return w.buf
+}
+
+// Encode returns the canonical encoding of a sealed event. It recomputes
+// the hash, so an Event whose Hash field was edited by hand encodes to the
+// bytes it should have had; use Decode to check stored bytes.
+func (e Event) Encode() []byte { return e.Seal(nil) }
+
+// Decode parses and verifies one encoded event: canonical form, known
+// version and a stored hash equal to the SHA-256 of the bytes before it.
+// Unknown tags are skipped (forward compatibility); unknown kinds decode
+// (an auditor reports them) but Kind.Known is false.
+func Decode(b []byte) (Event, error) {
+	var e Event
+	if len(b) == 0 {
+		return e, fmt.Errorf("%w: empty input", ErrMalformed)
+	}
+	if b[0] != Version {
+		return e, fmt.Errorf("%w: %d (this build reads %d)", ErrUnsupportedVersion, b[0], Version)
+	}
+	e.Version = b[0]
+	r := NewReader(b[1:])
+	var f Field
+	hashAt := -1
+	for {
+		pos := r.Offset()
+		if !r.Next(&f) {
+			break
+		}
+		if hashAt >= 0 {
+			r.Failf("field %d after hash", f.Tag)
+			break
+		}
+		if !decodeField(r, &e, &f) {
+			break
+		}
+		if f.Tag == tagHash {
+			hashAt = 1 + pos
+		}
+	}
+	if err := r.Err(); err != nil {
+		return Event{}, err
+	}
+	if hashAt < 0 {
+		return Event{}, fmt.Errorf("%w: missing hash field", ErrMalformed)
+	}
+	if got := Sum(b[:hashAt]); got != e.Hash {
+		return Event{}, fmt.Errorf("%w: seq %d stored %s, computed %s", ErrHashMismatch, e.Seq, e.Hash.Short(), got.Short())
+	}
+	return e, nil
+}
+
+func decodeField(r *Reader, e *Event, f *Field) bool {
+	str := func(dst *string) bool {
+		if !r.Expect(f, wireBytes) {
+			return false
+		}
+		*dst = string(f.Data)
+		return true
+	}
+	u := func(dst *uint64) bool {
+		if !r.Expect(f, wireVarint) {
+			return false
+		}
+		*dst = f.Uint
+		return true
+	}
+	i := func(dst *int64) bool {
+		if !r.Expect(f, wireVarint) {
+			return false
+		}
+		*dst = f.Int()
+		return true
+	}
+	h := func(dst *Hash) bool {
+		if !r.Expect(f, wireBytes) {
+			return false
+		}
+		v, err := HashFromBytes(f.Data)
+		if err != nil {
+			r.Failf("tag %d: %v", f.Tag, err)
+			return false
+		}
+		*dst = v
+		return true
+	}
+	list := func(dst *[]string) bool {
+		if !r.Expect(f, wireBytes) {
+			return false
+		}
+		*dst = append(*dst, string(f.Data))
+		return true
+	}
+	switch f.Tag {
+	case tagSeq:
+		return u(&e.Seq)
+	case tagKind:
+		var k uint64
+		if !u(&k) {
+			return false
+		}
+		if k > 0xffff {
+			r.Failf("kind %d out of range", k)
+			return false
+		}
+		e.Kind = Kind(k)
+		return true
+	case tagRaftIndex:
+		return u(&e.RaftIndex)
+	case tagTime:
+		return i(&e.Time)
+	case tagPrev:
+		return h(&e.Prev)
+	case tagNode:
+		return str(&e.Node)
+	case tagGrantID:
+		return str(&e.GrantID)
+	case tagWorker:
+		return str(&e.Worker)
+	case tagLane:
+		return str(&e.Lane)
+	case tagSession:
+		return str(&e.Session)
+	case tagTool:
+		return str(&e.Tool)
+	case tagDigest:
+		return h(&e.Digest)
+	case tagEpoch:
+		return u(&e.Epoch)
+	case tagDecision:
+		return str(&e.Decision)
+	case tagReason:
+		return str(&e.Reason)
+	case tagMissing:
+		return str(&e.Missing)
+	case tagRecovery:
+		return str(&e.Recovery)
+	case tagIssuedAt:
+		return i(&e.IssuedAt)
+	case tagExpiresAt:
+		return i(&e.ExpiresAt)
+	case tagIdemKey:
+		return str(&e.IdemKey)
+	case tagOutcome:
+		return str(&e.Outcome)
+	case tagVerifier:
+		return str(&e.Verifier)
+	case tagRefSeq:
+		return u(&e.RefSeq)
+	case tagCounters:
+		if !r.Expect(f, wireBytes) {
+			return false
+		}
+		v, n := binary.Uvarint(f.Data)
+		if n <= 0 || (n > 1 && f.Data[n-1] == 0) {
+			r.Failf("counter value is not a minimal varint")
+			return false
+		}
+		e.Counters = append(e.Counters, Counter{Key: string(f.Data[n:]), Value: v})
+		return true
+	case tagCancelled:
+		return list(&e.Cancelled)
+	case tagRules:
+		return list(&e.Rules)
+	case tagTarget:
+		return str(&e.Target)
+	case tagConsequence:
+		return str(&e.Consequence)
+	case tagActor:
+		return str(&e.Actor)
+	case tagPolicy:
+		if !r.Expect(f, wireBytes) {
+			return false
+		}
+		e.Policy = append([]byte(nil), f.Data...)
+		return true
+	case tagPolicyDigest:
+		return h(&e.PolicyDigest)
+	case tagSources:
+		return list(&e.Sources)
+	case tagDetail:
+		return str(&e.Detail)
+	case tagHash:
+		return h(&e.Hash)
+	default:
+		// Unknown tag from a newer writer: skipped, still covered by the hash.
+		return true
+	}
+}

@@ -1,0 +1,86 @@
+package events
+
+import "fmt"
+
+// Kind says what happened. Values are part of the wire format: append only,
+// never renumber, never reuse. Retired kinds: none yet.
+type Kind uint16
+
+const (
+	// KindPermit: a grant was minted for one exact request.
+	KindPermit Kind = 1
+	// KindDeny: a grant request was refused.
+	KindDeny Kind = 2
+	// KindAttempt: a grant was spent; execution may start.
+	KindAttempt Kind = 3
+	// KindSpendRefused: a spend was refused; the grant is unchanged.
+	KindSpendRefused Kind = 4
+	// KindEffect: an effect report was recorded against a spent grant.
+	KindEffect Kind = 5
+	// KindEffectRefused: an effect report could not be tied to an attempt.
+	KindEffectRefused Kind = 6
+	// KindRevoke: a revocation counter moved (worker, source, lane, ...).
+	KindRevoke Kind = 7
+	// KindEpoch: a policy was applied and the policy epoch moved.
+	KindEpoch Kind = 8
+	// KindReinstate: a previously revoked worker may ask for grants again.
+	KindReinstate Kind = 9
+)
+
+var kindNames = map[Kind]string{
+	KindPermit:        "permit",
+	KindDeny:          "deny",
+	KindAttempt:       "attempt",
+	KindSpendRefused:  "spend_refused",
+	KindEffect:        "effect",
+	KindEffectRefused: "effect_refused",
+	KindRevoke:        "revoke",
+	KindEpoch:         "epoch",
+	KindReinstate:     "reinstate",
+}
+
+var kindSubjects = map[Kind]string{
+	KindPermit:        SubjectPrefix + "permit",
+	KindDeny:          SubjectPrefix + "deny",
+	KindAttempt:       SubjectPrefix + "attempt",
+	KindSpendRefused:  SubjectPrefix + "spend.refused",
+	KindEffect:        SubjectPrefix + "effect",
+	KindEffectRefused: SubjectPrefix + "effect.refused",
+	KindRevoke:        SubjectPrefix + "revoke",
+	KindEpoch:         SubjectPrefix + "epoch",
+	KindReinstate:     SubjectPrefix + "reinstate",
+}
+
+// Known reports whether k is a kind this version of writ understands.
+func (k Kind) Known() bool { _, ok := kindNames[k]; return ok }
+
+// String returns the kind's stable lower-case name, or "kind(N)".
+func (k Kind) String() string {
+	if n, ok := kindNames[k]; ok {
+		return n
+	}
+	return fmt.Sprintf("kind(%d)", uint16(k))
+}
+
+// KindFromString is the inverse of String for known kinds.
+func KindFromString(s string) (Kind, bool) {
+	for k, n := range kindNames {
+		if n == s {
+			return k, true
+		}
+	}
+	return 0, false
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (k *Kind) UnmarshalText(b []byte) error {
+	v, ok := KindFromString(string(b))
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownKind, b)
+	}
+	*k = v
+	return nil
+}

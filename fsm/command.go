@@ -1,0 +1,269 @@
+package fsm
+
+import (
+	"fmt"
+
+	"github.com/writ-dev/writ/events"
+)
+
+// Op is a command type. Values are stored in the raft log: append only,
+// never renumber or reuse. Retired values: none.
+type Op uint8
+
+// Commands.
+const (
+	// OpRequest asks for a grant for one exact request.
+	OpRequest Op = 1
+	// OpSpend spends a grant (the attempt).
+	OpSpend Op = 2
+	// OpEffect reports the outcome of a spent grant.
+	OpEffect Op = 3
+	// OpRevoke bumps a revocation counter (and bars a worker).
+	OpRevoke Op = 4
+	// OpSetPolicy applies a policy document and moves the epoch.
+	OpSetPolicy Op = 5
+	// OpPublished confirms receipts up to Seq are in the stream.
+	OpPublished Op = 6
+	// OpReinstate lifts a worker's bar.
+	OpReinstate Op = 7
+)
+
+var opNames = map[Op]string{
+	OpRequest: "request", OpSpend: "spend", OpEffect: "effect", OpRevoke: "revoke",
+	OpSetPolicy: "set_policy", OpPublished: "published", OpReinstate: "reinstate",
+}
+
+func (o Op) String() string {
+	if n, ok := opNames[o]; ok {
+		return n
+	}
+	return fmt.Sprintf("op(%d)", uint8(o))
+}
+
+// Command is one request to the state machine. Caller is the identity the
+// transport established (a worker id or "operator:<name>"), never a value
+// the client wrote in its payload.
+type Command struct {
+	Op       Op
+	Caller   string
+	GrantID  string // chosen by the proposing leader for OpRequest
+	Lane     string
+	Session  string
+	Tool     string
+	Digest   events.Hash // H(tool, canonical args), computed by the leader
+	IdemKey  string
+	TTL      int64 // requested lifetime (ns); 0 = the lane's
+	Sources  []string
+	Outcome  string
+	Verifier string
+	Key      string // counter key for OpRevoke; worker id for OpReinstate
+	Policy   []byte // canonical policy document for OpSetPolicy
+	Seq      uint64 // watermark for OpPublished
+}
+
+// Batch is one raft log entry: commands the leader coalesced, stamped with
+// its wall clock (unix ns) and node id when it proposed them.
+type Batch struct {
+	Time     int64
+	Node     string
+	Commands []Command
+}
+
+// Version of the batch encoding.
+const batchVersion = 1
+
+// Limits enforced when decoding a log entry.
+const (
+	MaxBatchCommands = 4096
+)
+
+// Command field tags: append only.
+const (
+	ctOp       = 1
+	ctCaller   = 2
+	ctGrantID  = 3
+	ctLane     = 4
+	ctSession  = 5
+	ctTool     = 6
+	ctDigest   = 7
+	ctIdemKey  = 8
+	ctTTL      = 9
+	ctSources  = 10
+	ctOutcome  = 11
+	ctVerifier = 12
+	ctKey      = 13
+	ctPolicy   = 14
+	ctSeq      = 15
+)
+
+// Batch field tags: append only.
+const (
+	btTime    = 1
+	btNode    = 2
+	btCommand = 3
+)
+
+// AppendEncode appends the command's canonical encoding to buf.
+func (c *Command) AppendEncode(buf []byte) []byte {
+	w := events.NewWriter(buf)
+	w.Uint(ctOp, uint64(c.Op))
+	w.String(ctCaller, c.Caller)
+	w.String(ctGrantID, c.GrantID)
+	w.String(ctLane, c.Lane)
+	w.String(ctSession, c.Session)
+	w.String(ctTool, c.Tool)
+	w.Hash(ctDigest, c.Digest)
+	w.String(ctIdemKey, c.IdemKey)
+	w.Int(ctTTL, c.TTL)
+	w.Strings(ctSources, c.Sources)
+	w.String(ctOutcome, c.Outcome)
+	w.String(ctVerifier, c.Verifier)
+	w.String(ctKey, c.Key)
+	w.Raw(ctPolicy, c.Policy)
+	w.Uint(ctSeq, c.Seq)
+	return w.Bytes()
+}
+
+// DecodeCommand parses one command.
+func DecodeCommand(b []byte) (Command, error) {
+	var c Command
+	r := events.NewReader(b)
+	var f events.Field
+	for r.Next(&f) {
+		ok := true
+		switch f.Tag {
+		case ctOp:
+			if ok = r.Expect(&f, events.WireVarint); ok {
+				if f.Uint > 255 {
+					r.Failf("op %d out of range", f.Uint)
+					ok = false
+				}
+				c.Op = Op(f.Uint)
+			}
+		case ctCaller:
+			ok = str(r, &f, &c.Caller)
+		case ctGrantID:
+			ok = str(r, &f, &c.GrantID)
+		case ctLane:
+			ok = str(r, &f, &c.Lane)
+		case ctSession:
+			ok = str(r, &f, &c.Session)
+		case ctTool:
+			ok = str(r, &f, &c.Tool)
+		case ctDigest:
+			ok = hash(r, &f, &c.Digest)
+		case ctIdemKey:
+			ok = str(r, &f, &c.IdemKey)
+		case ctTTL:
+			if ok = r.Expect(&f, events.WireVarint); ok {
+				c.TTL = f.Int()
+			}
+		case ctSources:
+			var s string
+			if ok = str(r, &f, &s); ok {
+				c.Sources = append(c.Sources, s)
+			}
+		case ctOutcome:
+			ok = str(r, &f, &c.Outcome)
+		case ctVerifier:
+			ok = str(r, &f, &c.Verifier)
+		case ctKey:
+			ok = str(r, &f, &c.Key)
+		case ctPolicy:
+			if ok = r.Expect(&f, events.WireBytes); ok {
+				c.Policy = append([]byte(nil), f.Data...)
+			}
+		case ctSeq:
+			if ok = r.Expect(&f, events.WireVarint); ok {
+				c.Seq = f.Uint
+			}
+		}
+		if !ok {
+			break
+		}
+	}
+	if err := r.Err(); err != nil {
+		return Command{}, fmt.Errorf("%w: command: %v", ErrBadEntry, err)
+	}
+	return c, nil
+}
+
+// Encode returns the canonical encoding of a batch: one version byte then
+// tagged fields.
+func (b *Batch) Encode() []byte {
+	buf := make([]byte, 0, 64+len(b.Commands)*128)
+	w := events.NewWriter(buf)
+	w.Byte(batchVersion)
+	w.Int(btTime, b.Time)
+	w.String(btNode, b.Node)
+	var scratch []byte
+	for i := range b.Commands {
+		scratch = b.Commands[i].AppendEncode(scratch[:0])
+		// An all-zero command would encode empty; Raw would drop it, so
+		// write it through Strings, which keeps empty elements.
+		w.Strings(btCommand, []string{string(scratch)})
+	}
+	return w.Bytes()
+}
+
+// DecodeBatch parses a log entry. Malformed entries return ErrBadEntry and
+// are answered as invalid by the adapter; they never change state.
+func DecodeBatch(data []byte) (Batch, error) {
+	var b Batch
+	if len(data) == 0 {
+		return b, fmt.Errorf("%w: empty entry", ErrBadEntry)
+	}
+	if data[0] != batchVersion {
+		return b, fmt.Errorf("%w: batch version %d (this build reads %d)", ErrBadEntry, data[0], batchVersion)
+	}
+	r := events.NewReader(data[1:])
+	var f events.Field
+	for r.Next(&f) {
+		switch f.Tag {
+		case btTime:
+			if r.Expect(&f, events.WireVarint) {
+				b.Time = f.Int()
+			}
+		case btNode:
+			str(r, &f, &b.Node)
+		case btCommand:
+			if !r.Expect(&f, events.WireBytes) {
+				break
+			}
+			if len(b.Commands) >= MaxBatchCommands {
+				r.Failf("more than %d commands", MaxBatchCommands)
+				break
+			}
+			c, err := DecodeCommand(f.Data)
+			if err != nil {
+				return Batch{}, err
+			}
+			b.Commands = append(b.Commands, c)
+		}
+	}
+	if err := r.Err(); err != nil {
+		return Batch{}, fmt.Errorf("%w: %v", ErrBadEntry, err)
+	}
+	return b, nil
+}
+
+func str(r *events.Reader, f *events.Field, dst *string) bool {
+	if !r.Expect(f, events.WireBytes) {
+		return false
+	}
+	*dst = string(f.Data)
+	return true
+}
+
+func hash(r *events.Reader, f *events.Field, dst *events.Hash) bool {
+	if !r.Expect(f, events.WireBytes) {
+		return false
+	}
+	h, err := events.HashFromBytes(f.Data)
+	if err != nil {
+		r.Failf("%v", err)
+		return false
+	}
+	*dst = h
+	return true
+}

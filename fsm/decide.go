@@ -1,0 +1,249 @@
+package fsm
+
+import (
+	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/policy"
+	"github.com/writ-dev/writ/revocation"
+)
+
+// Outcome is what Decide concluded for one command: either events to record
+// (the first one is the answer) or, for a retry or a pure bookkeeping
+// command, an answer that records nothing.
+type Outcome struct {
+	Events []events.Event
+	Reply  *grants.Envelope
+}
+
+func record(evs ...events.Event) Outcome { return Outcome{Events: evs} }
+
+func reply(env grants.Envelope) Outcome { return Outcome{Reply: &env} }
+
+// Decide judges one command against the state at control-plane time now.
+// It does not modify s.
+func Decide(s *State, now int64, node string, c Command) Outcome {
+	switch c.Op {
+	case OpRequest:
+		return decideRequest(s, now, node, c)
+	case OpSpend:
+		return decideSpend(s, now, node, c)
+	case OpEffect:
+		return decideEffect(s, now, node, c)
+	case OpRevoke:
+		return decideRevoke(s, now, node, c)
+	case OpSetPolicy:
+		return decideSetPolicy(s, now, node, c)
+	case OpReinstate:
+		return decideReinstate(s, now, node, c)
+	case OpPublished:
+		return reply(grants.Envelope{Decision: grants.Permit, Seq: c.Seq})
+	}
+	return reply(grants.Refuse(grants.ReasonInvalidRequest, "op", "unknown command "+c.Op.String()))
+}
+
+func base(kind events.Kind, now int64, node string, c Command) events.Event {
+	return events.Event{Kind: kind, Time: now, Node: node, Actor: c.Caller}
+}
+
+func deny(e events.Event, r grants.Reason, missing, detail string) events.Event {
+	e.Decision = string(grants.Deny)
+	e.Reason = string(r)
+	e.Missing = missing
+	e.Recovery = string(grants.RecoveryFor(r))
+	e.Detail = detail
+	return e
+}
+
+func decideRequest(s *State, now int64, node string, c Command) Outcome {
+	e := base(events.KindDeny, now, node, c)
+	e.Worker, e.Lane, e.Session, e.Tool = c.Caller, c.Lane, c.Session, c.Tool
+	e.Digest, e.IdemKey, e.Epoch, e.Sources = c.Digest, c.IdemKey, s.epoch, c.Sources
+
+	if c.IdemKey != "" {
+		if r, ok := s.idem[idemID{c.Caller, c.IdemKey}]; ok {
+			if r.Digest == c.Digest && r.Tool == c.Tool {
+				return reply(s.requestAnswer(r))
+			}
+			e.IdemKey = "" // a conflicting reuse must not replace the original record
+			return record(deny(e, grants.ReasonIdemConflict, "fresh idempotency_key",
+				"this idempotency key was first used for a different request"))
+		}
+	}
+	switch {
+	case c.Caller == "" || c.Tool == "" || c.Lane == "" || c.GrantID == "" || c.Digest.IsZero():
+		return record(deny(e, grants.ReasonInvalidRequest, "caller, lane, tool, grant id and digest", "request is missing a required field"))
+	case c.TTL < 0:
+		return record(deny(e, grants.ReasonInvalidRequest, "ttl", "ttl must not be negative"))
+	case s.grants[c.GrantID] != nil:
+		return record(deny(e, grants.ReasonInvalidRequest, "unique grant id", "grant id already in use"))
+	case s.barred[c.Caller]:
+		return record(deny(e, grants.ReasonWorkerRevoked, "worker reinstated", "worker "+c.Caller+" is revoked"))
+	case s.policy == nil:
+		return record(deny(e, grants.ReasonDeniedByPolicy, "policy applied", "no policy has been applied yet"))
+	}
+	v := s.policy.Evaluate(c.Caller, c.Lane, c.Tool)
+	e.Rules = []string{v.Rule}
+	if !v.Allowed {
+		return record(deny(e, grants.Reason(v.Reason), v.Missing, ""))
+	}
+	ttl := int64(v.TTL)
+	if c.TTL > 0 && c.TTL < ttl {
+		ttl = c.TTL
+	}
+	if ttl < int64(policy.MinTTL) {
+		ttl = int64(policy.MinTTL)
+	}
+	keys := make([]string, 0, 2+len(c.Sources))
+	keys = append(keys, revocation.Key(revocation.ScopeWorker, c.Caller), revocation.Key(revocation.ScopeLane, c.Lane))
+	for _, src := range c.Sources {
+		keys = append(keys, revocation.Key(revocation.ScopeSource, src))
+	}
+	e.Kind = events.KindPermit
+	e.Decision = string(grants.Permit)
+	e.GrantID = c.GrantID
+	e.IssuedAt = now
+	e.ExpiresAt = now + ttl
+	e.Counters = s.counters.Bind(keys...)
+	return record(e)
+}
+
+// requestAnswer rebuilds the original answer to a request from its record.
+func (s *State) requestAnswer(r *idemRecord) grants.Envelope {
+	if r.GrantID != "" {
+		if g, ok := s.grants[r.GrantID]; ok {
+			return permitEnvelope(g)
+		}
+	}
+	env := grants.Refuse(r.Reason, r.Missing, r.Detail)
+	env.Seq, env.Kind, env.Epoch, env.Rules, env.Digest = r.Seq, events.KindDeny, r.Epoch, r.Rules, r.Digest
+	return env
+}
+
+func permitEnvelope(g *grants.Grant) grants.Envelope {
+	return grants.Envelope{
+		Decision: grants.Permit, GrantID: g.ID, Epoch: g.Epoch, IssuedAt: g.IssuedAt,
+		ExpiresAt: g.ExpiresAt, Seq: g.PermitSeq, Kind: events.KindPermit, Digest: g.Digest,
+		Counters: g.Counters,
+	}
+}
+
+func attemptEnvelope(g *grants.Grant) grants.Envelope {
+	return grants.Envelope{
+		Decision: grants.Permit, GrantID: g.ID, Epoch: g.Epoch, IssuedAt: g.IssuedAt,
+		ExpiresAt: g.ExpiresAt, Seq: g.AttemptSeq, Kind: events.KindAttempt, Digest: g.Digest,
+	}
+}
+
+func decideSpend(s *State, now int64, node string, c Command) Outcome {
+	e := base(events.KindSpendRefused, now, node, c)
+	e.GrantID, e.Worker, e.Digest, e.IdemKey, e.Epoch = c.GrantID, c.Caller, c.Digest, c.IdemKey, s.epoch
+	g, ok := s.grants[c.GrantID]
+	if !ok {
+		return record(deny(e, grants.ReasonUnknownGrant, "live grant", ""))
+	}
+	if grants.IsRetry(g, c.Caller, c.Digest, c.IdemKey) {
+		return reply(attemptEnvelope(g))
+	}
+	e.RefSeq = g.PermitSeq
+	if r, missing := grants.CheckSpend(g, grants.SpendInput{
+		Now: now, Spender: c.Caller, Digest: c.Digest, IdemKey: c.IdemKey,
+		Epoch: s.epoch, Counters: &s.counters,
+	}); r != grants.ReasonNone {
+		if r != grants.ReasonNotGrantee {
+			e.ExpiresAt = g.ExpiresAt
+		}
+		return record(deny(e, r, missing, ""))
+	}
+	e.Kind = events.KindAttempt
+	e.Decision = string(grants.Permit)
+	e.Tool, e.Lane, e.Session = g.Tool, g.Lane, g.Session
+	e.IssuedAt, e.ExpiresAt = g.IssuedAt, g.ExpiresAt
+	e.Counters = g.Counters
+	return record(e)
+}
+
+func decideEffect(s *State, now int64, node string, c Command) Outcome {
+	e := base(events.KindEffectRefused, now, node, c)
+	e.GrantID, e.Worker, e.Outcome, e.Verifier = c.GrantID, c.Caller, c.Outcome, c.Verifier
+	if !grants.ValidOutcome(c.Outcome) || c.Verifier == "" {
+		return record(deny(e, grants.ReasonInvalidRequest, "outcome and verifier", "outcome must be confirmed, failed or unknown, and a verifier must be named"))
+	}
+	g, ok := s.grants[c.GrantID]
+	if !ok {
+		return record(deny(e, grants.ReasonUnknownGrant, "live grant", ""))
+	}
+	if g.Worker != c.Caller {
+		return record(deny(e, grants.ReasonNotGrantee, "grantee="+g.Worker, ""))
+	}
+	e.RefSeq = g.AttemptSeq
+	switch g.Status {
+	case grants.StatusPermitted, grants.StatusRevoked:
+		return record(deny(e, grants.ReasonNotSpent, "attempt", ""))
+	case grants.StatusClosed:
+		switch {
+		case g.Outcome == c.Outcome && g.Verifier == c.Verifier, g.Outcome == grants.OutcomeContested:
+			// Duplicate confirmations collapse; a contested grant stays contested.
+			env := grants.Envelope{Decision: grants.Permit, GrantID: g.ID, Seq: g.EffectSeq, Kind: events.KindEffect, Outcome: g.Outcome}
+			return reply(env)
+		case g.Outcome == grants.OutcomeUnknown:
+			// A later definite report resolves an unknown outcome.
+		case c.Outcome == grants.OutcomeUnknown:
+			env := grants.Envelope{Decision: grants.Permit, GrantID: g.ID, Seq: g.EffectSeq, Kind: events.KindEffect, Outcome: g.Outcome}
+			return reply(env)
+		default:
+			e.Kind = events.KindEffect
+			e.Decision = string(grants.Permit)
+			e.Outcome = grants.OutcomeContested
+			e.Reason = string(grants.ReasonEffectConflict)
+			e.Recovery = string(grants.RecoveryFor(grants.ReasonEffectConflict))
+			e.Detail = c.Verifier + " reported " + c.Outcome + " after " + g.Verifier + " reported " + g.Outcome
+			e.Digest = g.Digest
+			return record(e)
+		}
+	}
+	e.Kind = events.KindEffect
+	e.Decision = string(grants.Permit)
+	e.Digest = g.Digest
+	return record(e)
+}
+
+func decideRevoke(s *State, now int64, node string, c Command) Outcome {
+	scope, id, err := revocation.ParseKey(c.Key)
+	if err != nil {
+		return reply(grants.Refuse(grants.ReasonInvalidRequest, "key", err.Error()))
+	}
+	e := base(events.KindRevoke, now, node, c)
+	e.Decision = string(grants.Permit)
+	e.Counters = []events.Counter{{Key: c.Key, Value: s.counters.Get(c.Key) + 1}}
+	if scope == revocation.ScopeWorker {
+		e.Worker = id
+		e.Cancelled = s.outstanding(id)
+	}
+	return record(e)
+}
+
+func decideReinstate(s *State, now int64, node string, c Command) Outcome {
+	if c.Key == "" {
+		return reply(grants.Refuse(grants.ReasonInvalidRequest, "worker", "worker id is required"))
+	}
+	if !s.barred[c.Key] {
+		return reply(grants.Envelope{Decision: grants.Permit, Detail: "worker " + c.Key + " is not revoked"})
+	}
+	e := base(events.KindReinstate, now, node, c)
+	e.Decision = string(grants.Permit)
+	e.Worker = c.Key
+	return record(e)
+}
+
+func decideSetPolicy(s *State, now int64, node string, c Command) Outcome {
+	p, err := policy.Parse(c.Policy)
+	if err != nil {
+		return reply(grants.Refuse(grants.ReasonInvalidRequest, "policy", err.Error()))
+	}
+	e := base(events.KindEpoch, now, node, c)
+	e.Decision = string(grants.Permit)
+	e.Epoch = s.epoch + 1
+	e.Policy = p.Canonical()
+	e.PolicyDigest = events.Sum(e.Policy)
+	return record(e)
+}

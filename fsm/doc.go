@@ -1,0 +1,26 @@
+// Package fsm is writ's deterministic state machine: it decides each
+// committed command against the replicated state and folds the resulting
+// events back into that state.
+//
+// The package is pure. It never reads a clock, draws a random number, does
+// I/O or lets map iteration order reach its output: the same log gives
+// byte-identical state and byte-identical events on every replica and on
+// replay. Time comes from the batch (the leader's wall clock when it
+// proposed) through the control-plane clock max(clock, batch time).
+//
+// Work is split in two, as in event sourcing:
+//
+//   - Decide(state, command) holds all judgement (policy, spend rules,
+//     expiry) and returns events; it never changes state.
+//   - Evolve(state, event) holds none: it only records what an event says.
+//
+// Apply runs Decide and then Evolve for each command of a batch, links the
+// events into the hash chain and keeps them in an outbox until the leader
+// confirms they are in the receipt stream. Folding the receipt stream with
+// Evolve alone rebuilds the authority state, which is how an auditor checks
+// the digest an issuer reports.
+//
+// Business refusals (expired, already spent, revoked, ...) are results and
+// events, identical on every replica, never Go errors. State is not safe for
+// concurrent use; the raft adapter serialises access.
+package fsm

@@ -1,0 +1,85 @@
+package fsm
+
+import (
+	"fmt"
+
+	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/policy"
+	"github.com/writ-dev/writ/revocation"
+)
+
+// Evolve folds one sealed event into the state. It makes no judgement: it
+// records what the event says. It returns an error only for an event that
+// cannot belong to this state (broken chain, unknown kind, a policy that
+// does not parse); the state is unchanged in that case.
+func Evolve(s *State, e events.Event) error {
+	if err := s.chain.Check(e); err != nil {
+		return fmt.Errorf("%w: %v", ErrReplay, err)
+	}
+	if !e.Kind.Known() {
+		return fmt.Errorf("%w: seq %d has unknown kind %d", ErrReplay, e.Seq, e.Kind)
+	}
+	var pol *policy.Policy
+	if e.Kind == events.KindEpoch {
+		p, err := policy.Parse(e.Policy)
+		if err != nil {
+			return fmt.Errorf("%w: seq %d: %v", ErrReplay, e.Seq, err)
+		}
+		pol = p
+	}
+	s.chain.Advance(e)
+	s.advance(e.Time)
+
+	switch e.Kind {
+	case events.KindPermit:
+		g := &grants.Grant{
+			ID: e.GrantID, Node: e.Node, Worker: e.Worker, Lane: e.Lane, Session: e.Session,
+			Tool: e.Tool, Digest: e.Digest, Epoch: e.Epoch, Counters: e.Counters,
+			Sources: e.Sources, IssuedAt: e.IssuedAt, ExpiresAt: e.ExpiresAt,
+			IdemKey: e.IdemKey, PermitSeq: e.Seq, Status: grants.StatusPermitted,
+		}
+		s.addGrant(g)
+		if e.IdemKey != "" {
+			s.addIdem(idemID{e.Worker, e.IdemKey}, &idemRecord{
+				Tool: e.Tool, Digest: e.Digest, Seq: e.Seq, GrantID: e.GrantID, Epoch: e.Epoch,
+				Until: e.ExpiresAt + RetainMargin,
+			})
+		}
+	case events.KindDeny:
+		if e.IdemKey != "" {
+			s.addIdem(idemID{e.Worker, e.IdemKey}, &idemRecord{
+				Tool: e.Tool, Digest: e.Digest, Seq: e.Seq, Reason: grants.Reason(e.Reason),
+				Missing: e.Missing, Detail: e.Detail, Rules: e.Rules, Epoch: e.Epoch,
+				Until: e.Time + RetainMargin,
+			})
+		}
+	case events.KindAttempt:
+		if g := s.grants[e.GrantID]; g != nil {
+			g.Status, g.AttemptKey, g.AttemptSeq = grants.StatusSpent, e.IdemKey, e.Seq
+		}
+	case events.KindEffect:
+		if g := s.grants[e.GrantID]; g != nil {
+			g.Status, g.Outcome, g.Verifier, g.EffectSeq = grants.StatusClosed, e.Outcome, e.Verifier, e.Seq
+		}
+	case events.KindRevoke:
+		for _, c := range e.Counters {
+			s.counters.Set(c.Key, c.Value)
+			if scope, id, err := revocation.ParseKey(c.Key); err == nil && scope == revocation.ScopeWorker {
+				s.barred[id] = true
+			}
+		}
+		for _, id := range e.Cancelled {
+			if g := s.grants[id]; g != nil && g.Status == grants.StatusPermitted {
+				g.Status, g.RevokedSeq = grants.StatusRevoked, e.Seq
+			}
+		}
+	case events.KindReinstate:
+		delete(s.barred, e.Worker)
+	case events.KindEpoch:
+		s.epoch, s.policy, s.polDigest = e.Epoch, pol, e.PolicyDigest
+	case events.KindSpendRefused, events.KindEffectRefused:
+		// Durable evidence only; no state beyond the clock and the chain.
+	}
+	return nil
+}

@@ -1,0 +1,248 @@
+package fsm
+
+import (
+	"container/heap"
+	"sort"
+	"time"
+
+	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/policy"
+	"github.com/writ-dev/writ/revocation"
+)
+
+// RetainMargin is how long past its expiry a grant (and the idempotency
+// record of its request) stays in memory, on the control-plane clock. After
+// that a spend is refused as unknown_grant, which is what it would be as
+// expired anyway; the grant lives on in the receipt stream.
+const RetainMargin = int64(5 * time.Minute)
+
+// idemID identifies a grant request's idempotency record.
+type idemID struct {
+	Worker string
+	Key    string
+}
+
+// idemRecord is enough to answer a retried request with its original
+// envelope: permits are rebuilt from the grant, refusals from the record.
+type idemRecord struct {
+	Tool    string
+	Digest  events.Hash
+	Seq     uint64
+	GrantID string // set for permits
+	Reason  grants.Reason
+	Missing string
+	Detail  string
+	Rules   []string
+	Epoch   uint64
+	Until   int64 // forgotten when the clock passes this
+}
+
+// State is the replicated state. The zero value is not usable; call New.
+type State struct {
+	clock     int64
+	epoch     uint64
+	policy    *policy.Policy // nil until the first policy is applied
+	polDigest events.Hash
+	counters  revocation.Counters
+	barred    map[string]bool
+	grants    map[string]*grants.Grant
+	byWorker  map[string]map[string]struct{}
+	idem      map[idemID]*idemRecord
+	expiry    expiryHeap
+	chain     events.Chain
+
+	// Publication bookkeeping, not authority: excluded from Digest.
+	outbox    []Pending
+	published uint64
+}
+
+// Pending is an encoded event waiting to be confirmed in the stream.
+type Pending struct {
+	Seq     uint64
+	Subject string
+	Data    []byte
+}
+
+// New returns the empty state: no policy (every request is refused until
+// one is applied), epoch 0, clock 0.
+func New() *State {
+	return &State{
+		barred:   map[string]bool{},
+		grants:   map[string]*grants.Grant{},
+		byWorker: map[string]map[string]struct{}{},
+		idem:     map[idemID]*idemRecord{},
+	}
+}
+
+// Clock is the control-plane clock (unix ns).
+func (s *State) Clock() int64 { return s.clock }
+
+// Epoch is the current policy epoch.
+func (s *State) Epoch() uint64 { return s.epoch }
+
+// Policy returns the policy in force (nil before the first one) and its
+// digest. The caller must not modify it.
+func (s *State) Policy() (*policy.Policy, events.Hash) { return s.policy, s.polDigest }
+
+// Chain is the receipt chain head.
+func (s *State) Chain() events.Chain { return s.chain }
+
+// Published is the highest receipt sequence confirmed in the stream.
+func (s *State) Published() uint64 { return s.published }
+
+// Outbox returns up to max pending receipts after seq (all when max <= 0).
+// The returned slice is a copy; the Data buffers are shared and immutable.
+func (s *State) Outbox(after uint64, max int) []Pending {
+	i := sort.Search(len(s.outbox), func(i int) bool { return s.outbox[i].Seq > after })
+	end := len(s.outbox)
+	if max > 0 && end-i > max {
+		end = i + max
+	}
+	return append([]Pending(nil), s.outbox[i:end]...)
+}
+
+// OutboxLen is the number of receipts not yet confirmed published.
+func (s *State) OutboxLen() int { return len(s.outbox) }
+
+// Grant returns a copy of a live grant.
+func (s *State) Grant(id string) (grants.Grant, bool) {
+	g, ok := s.grants[id]
+	if !ok {
+		return grants.Grant{}, false
+	}
+	return *g, true
+}
+
+// Stats summarises the state for status displays.
+type Stats struct {
+	Clock     int64  `json:"clock"`
+	Epoch     uint64 `json:"epoch"`
+	Grants    int    `json:"grants"`
+	Permitted int    `json:"permitted"`
+	Spent     int    `json:"spent"`
+	Closed    int    `json:"closed"`
+	Revoked   int    `json:"revoked"`
+	Idem      int    `json:"idempotency_records"`
+	Counters  int    `json:"counters"`
+	Barred    int    `json:"barred_workers"`
+	Seq       uint64 `json:"seq"`
+	Head      string `json:"head"`
+	Published uint64 `json:"published"`
+	Outbox    int    `json:"outbox"`
+}
+
+// Stats counts what the state holds.
+func (s *State) Stats() Stats {
+	st := Stats{
+		Clock: s.clock, Epoch: s.epoch, Grants: len(s.grants), Idem: len(s.idem),
+		Counters: s.counters.Len(), Barred: len(s.barred), Seq: s.chain.Seq,
+		Head: s.chain.Head.String(), Published: s.published, Outbox: len(s.outbox),
+	}
+	for _, g := range s.grants {
+		switch g.Status {
+		case grants.StatusPermitted:
+			st.Permitted++
+		case grants.StatusSpent:
+			st.Spent++
+		case grants.StatusClosed:
+			st.Closed++
+		case grants.StatusRevoked:
+			st.Revoked++
+		}
+	}
+	return st
+}
+
+// expiryItem schedules a grant or an idempotency record for removal.
+type expiryItem struct {
+	At    int64
+	Grant string // grant id, or "" for an idempotency record
+	Idem  idemID
+}
+
+func (a expiryItem) less(b expiryItem) bool {
+	if a.At != b.At {
+		return a.At < b.At
+	}
+	if a.Grant != b.Grant {
+		return a.Grant < b.Grant
+	}
+	if a.Idem.Worker != b.Idem.Worker {
+		return a.Idem.Worker < b.Idem.Worker
+	}
+	return a.Idem.Key < b.Idem.Key
+}
+
+// expiryHeap pops in a total order (time, then ids), so removals happen in
+// the same order on every replica whatever the heap's internal layout.
+type expiryHeap []expiryItem
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].less(h[j]) }
+func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(expiryItem)) }
+func (h *expiryHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return it
+}
+
+// advance moves the clock forward (never back) and forgets grants and
+// idempotency records whose retention has passed.
+func (s *State) advance(t int64) {
+	if t > s.clock {
+		s.clock = t
+	}
+	for len(s.expiry) > 0 && s.expiry[0].At <= s.clock {
+		it := heap.Pop(&s.expiry).(expiryItem)
+		if it.Grant != "" {
+			if g, ok := s.grants[it.Grant]; ok && g.ExpiresAt+RetainMargin == it.At {
+				s.dropGrant(g)
+			}
+			continue
+		}
+		if r, ok := s.idem[it.Idem]; ok && r.Until == it.At {
+			delete(s.idem, it.Idem)
+		}
+	}
+}
+
+func (s *State) dropGrant(g *grants.Grant) {
+	delete(s.grants, g.ID)
+	if m := s.byWorker[g.Worker]; m != nil {
+		delete(m, g.ID)
+		if len(m) == 0 {
+			delete(s.byWorker, g.Worker)
+		}
+	}
+}
+
+func (s *State) addGrant(g *grants.Grant) {
+	s.grants[g.ID] = g
+	m := s.byWorker[g.Worker]
+	if m == nil {
+		m = map[string]struct{}{}
+		s.byWorker[g.Worker] = m
+	}
+	m[g.ID] = struct{}{}
+	heap.Push(&s.expiry, expiryItem{At: g.ExpiresAt + RetainMargin, Grant: g.ID})
+}
+
+func (s *State) addIdem(id idemID, r *idemRecord) {
+	s.idem[id] = r
+	heap.Push(&s.expiry, expiryItem{At: r.Until, Idem: id})
+}
+
+// outstanding returns the ids of a worker's unspent grants, sorted.
+func (s *State) outstanding(worker string) []string {
+	var ids []string
+	for id := range s.byWorker[worker] {
+		if g := s.grants[id]; g != nil && g.Status == grants.StatusPermitted {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}

@@ -1,0 +1,104 @@
+package grants
+
+// Decision is the top-level answer in an envelope.
+type Decision string
+
+// Decisions. Stable wire values.
+const (
+	Permit           Decision = "permit"
+	Deny             Decision = "deny"
+	ApprovalRequired Decision = "approval_required"
+)
+
+// Reason is a machine code saying why a request or spend was refused. The
+// values are a stable wire contract: add new ones, never rename or reuse.
+type Reason string
+
+// Recovery is the one safe next step a refused caller may take.
+type Recovery string
+
+// Recovery classes. Stable wire values.
+const (
+	RecoverNone                 Recovery = "none"
+	RecoverRequestNewGrant      Recovery = "request_new_grant"
+	RecoverRefreshApproval      Recovery = "refresh_approval"
+	RecoverRerenderArtifact     Recovery = "rerender_artifact"
+	RecoverNarrowDestination    Recovery = "narrow_destination"
+	RecoverReacquireOwnership   Recovery = "reacquire_ownership"
+	RecoverReconcileConsumption Recovery = "reconcile_consumption"
+	RecoverRetryAuthority       Recovery = "retry_authority_lookup"
+	RecoverFixRequest           Recovery = "fix_request"
+)
+
+// Reasons. Each has one row in Reasons below.
+const (
+	ReasonNone            Reason = ""
+	ReasonExpired         Reason = "expired"
+	ReasonEpochStale      Reason = "epoch_stale"
+	ReasonSourceRevoked   Reason = "source_revoked"
+	ReasonWorkerRevoked   Reason = "worker_revoked"
+	ReasonLaneRevoked     Reason = "lane_revoked"
+	ReasonDestRevoked     Reason = "destination_revoked"
+	ReasonOwnerStale      Reason = "owner_stale"
+	ReasonDigestMismatch  Reason = "digest_mismatch"
+	ReasonAlreadySpent    Reason = "already_spent"
+	ReasonNotGrantee      Reason = "not_grantee"
+	ReasonUnknownGrant    Reason = "unknown_grant"
+	ReasonNotSpent        Reason = "not_spent"
+	ReasonGrantRevoked    Reason = "grant_revoked"
+	ReasonDeniedByPolicy  Reason = "denied_by_policy"
+	ReasonLaneMismatch    Reason = "lane_mismatch"
+	ReasonIdemConflict    Reason = "idempotency_conflict"
+	ReasonInvalidRequest  Reason = "invalid_request"
+	ReasonUnauthorized    Reason = "unauthorized"
+	ReasonIssuerUnavail   Reason = "issuer_unavailable"
+	ReasonEffectConflict  Reason = "effect_conflict"
+	ReasonUnknownVersion  Reason = "unsupported_version"
+	ReasonRequestTooLarge Reason = "request_too_large"
+)
+
+// ReasonInfo documents one reason code.
+type ReasonInfo struct {
+	Reason   Reason
+	Recovery Recovery // the one safe next step
+	Meaning  string
+}
+
+// Reasons is the single table of refusal codes, their recovery class and
+// meaning. The README's envelope table is generated from the same facts; a
+// test checks every Reason constant appears here exactly once.
+var Reasons = []ReasonInfo{
+	{ReasonExpired, RecoverRequestNewGrant, "the control-plane clock passed the grant's expiry"},
+	{ReasonEpochStale, RecoverRequestNewGrant, "a new policy epoch was applied after the grant was minted"},
+	{ReasonSourceRevoked, RecoverRequestNewGrant, "an origin source bound by the grant was revoked"},
+	{ReasonWorkerRevoked, RecoverNone, "the worker was revoked; an operator must reinstate it"},
+	{ReasonLaneRevoked, RecoverRequestNewGrant, "the lane's revocation counter moved after minting"},
+	{ReasonDestRevoked, RecoverNarrowDestination, "the destination's revocation counter moved after minting"},
+	{ReasonOwnerStale, RecoverReacquireOwnership, "the route's owner generation moved after minting"},
+	{ReasonDigestMismatch, RecoverRequestNewGrant, "the presented request is not the one the grant was minted for"},
+	{ReasonAlreadySpent, RecoverReconcileConsumption, "the grant was already spent under another idempotency key"},
+	{ReasonNotGrantee, RecoverNone, "the caller is not the worker the grant was minted for"},
+	{ReasonUnknownGrant, RecoverRequestNewGrant, "no live grant has this id (never minted, or aged out after expiry)"},
+	{ReasonNotSpent, RecoverNone, "an effect was reported for a grant that was never spent"},
+	{ReasonGrantRevoked, RecoverRequestNewGrant, "the grant was cancelled by a revocation"},
+	{ReasonDeniedByPolicy, RecoverNone, "the policy does not allow this tool in this lane"},
+	{ReasonLaneMismatch, RecoverNone, "the policy places this worker in a different lane"},
+	{ReasonIdemConflict, RecoverFixRequest, "the idempotency key was already used for a different request"},
+	{ReasonInvalidRequest, RecoverFixRequest, "the request is malformed; the detail names the field"},
+	{ReasonUnauthorized, RecoverNone, "the caller may not use this subject"},
+	{ReasonIssuerUnavail, RecoverRetryAuthority, "no issuer answered or the entry could not be committed; retry with the same idempotency key"},
+	{ReasonEffectConflict, RecoverReconcileConsumption, "a different outcome was already recorded; the effect is now contested"},
+	{ReasonUnknownVersion, RecoverFixRequest, "the request's version is not one this issuer speaks"},
+	{ReasonRequestTooLarge, RecoverFixRequest, "the request exceeds the size limit"},
+}
+
+// RecoveryFor returns the recovery class of a reason (RecoverNone for
+// unknown reasons and for ReasonNone).
+func RecoveryFor(r Reason) Recovery {
+	for _, ri := range Reasons {
+		if ri.Reason == r {
+			return ri.Recovery
+		}
+	}
+	return RecoverNone
+}

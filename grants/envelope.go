@@ -1,0 +1,52 @@
+package grants
+
+import "github.com/writ-dev/writ/events"
+
+// Envelope is every answer the issuer gives: a program acts on Decision,
+// Reason and Recovery without parsing prose. Times are unix nanoseconds on
+// the control-plane clock.
+type Envelope struct {
+	Decision  Decision         `json:"decision"`
+	GrantID   string           `json:"grant_id,omitempty"`
+	ReviewID  string           `json:"review_id,omitempty"`
+	Reason    Reason           `json:"reason,omitempty"`
+	Missing   string           `json:"missing,omitempty"`
+	Recovery  Recovery         `json:"recovery,omitempty"`
+	Epoch     uint64           `json:"epoch,omitempty"`
+	IssuedAt  int64            `json:"issued_at,omitempty"`
+	ExpiresAt int64            `json:"expires_at,omitempty"`
+	Seq       uint64           `json:"seq,omitempty"` // receipt sequence of this answer
+	Kind      events.Kind      `json:"kind,omitempty"`
+	Digest    events.Hash      `json:"digest,omitzero"`
+	Counters  []events.Counter `json:"counters,omitempty"` // grounds: counters seen
+	Rules     []string         `json:"rules,omitempty"`    // grounds: rule ids
+	Outcome   string           `json:"outcome,omitempty"`
+	Detail    string           `json:"detail,omitempty"`
+}
+
+// Refuse builds a deny envelope with the reason's recovery class.
+func Refuse(r Reason, missing, detail string) Envelope {
+	return Envelope{Decision: Deny, Reason: r, Missing: missing, Recovery: RecoveryFor(r), Detail: detail}
+}
+
+// FromEvent builds the envelope a caller receives for the receipt e.
+func FromEvent(e events.Event) Envelope {
+	env := Envelope{
+		Decision:  Decision(e.Decision),
+		GrantID:   e.GrantID,
+		Reason:    Reason(e.Reason),
+		Missing:   e.Missing,
+		Recovery:  Recovery(e.Recovery),
+		Epoch:     e.Epoch,
+		IssuedAt:  e.IssuedAt,
+		ExpiresAt: e.ExpiresAt,
+		Seq:       e.Seq,
+		Kind:      e.Kind,
+		Digest:    e.Digest,
+		Counters:  e.Counters,
+		Rules:     e.Rules,
+		Outcome:   e.Outcome,
+		Detail:    e.Detail,
+	}
+	return env
+}
