@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/connect"
+	"github.com/writ-dev/writ/grants"
+)
+
+// operatorClient dials NATS with the shared flags and returns a client and
+// a context bounded by --timeout.
+func operatorClient(ctx context.Context, o *connect.Options) (*api.Client, context.Context, func(), error) {
+	o.Name = "writ-operator"
+	nc, err := o.Dial()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	return api.NewClient(nc, ""), cctx, func() { cancel(); nc.Close() }, nil
+}
+
+// printEnvelope writes env as JSON and turns a refusal into refusedError.
+func printEnvelope(w io.Writer, env grants.Envelope) error {
+	b, _ := json.MarshalIndent(env, "", "  ")
+	fmt.Fprintln(w, string(b))
+	if env.Decision != grants.Permit {
+		msg := fmt.Sprintf("refused: %s", env.Reason)
+		if env.Detail != "" {
+			msg += ": " + env.Detail
+		}
+		return refusedError{msg}
+	}
+	return nil
+}
+
+func addConnFlags(cmd *cobra.Command, o *connect.Options) {
+	o.AddFlags(cmd.Flags())
+}

@@ -1,0 +1,320 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/writ-dev/writ/issuer"
+	"github.com/writ-dev/writ/natsbus"
+	"github.com/writ-dev/writ/policy"
+	"github.com/writ-dev/writ/raftnode"
+)
+
+type serveFlags struct {
+	dev         bool
+	insecure    bool
+	nodeID      string
+	dataDir     string
+	raftAddr    string
+	raftAdv     string
+	peers       string
+	natsURL     string
+	natsHost    string
+	natsPort    int
+	clusterPort int
+	routes      string
+	authFile    string
+	policyFile  string
+	logLevel    string
+	replicas    int
+}
+
+func serveCmd(stdout, stderr io.Writer) *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "run an issuer node",
+		Long: `Run one issuer node: a raft member with a boltdb log (fsync on every
+append) and, unless --nats-url is given, an embedded NATS server with
+JetStream (file store, fsync on every write).
+
+Development (one node, no credentials, NATS on 127.0.0.1:4222):
+  issuer serve --dev
+
+A three-node cluster on one machine:
+  issuer serve --node-id n1 --data-dir d1 --raft-addr 127.0.0.1:7001 \
+    --nats-port 4222 --cluster-port 6222 \
+    --peers n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003 \
+    --routes nats-route://127.0.0.1:6222,nats-route://127.0.0.1:6223,nats-route://127.0.0.1:6224 \
+    --auth auth.json
+  (and the same for n2, n3 with their own ports and data dirs)
+
+--auth names a JSON file of NATS users:
+  {"users":[{"name":"w1","role":"worker","password_file":"w1.pw"},
+            {"name":"ops","role":"operator","password_file":"ops.pw"},
+            {"name":"audit","role":"auditor","password_file":"audit.pw"}]}
+A worker may publish only under writ.api.<name>.>, so it can neither ask
+nor spend in another's name. Without --auth a non-dev node refuses to
+start unless --insecure-no-auth is given.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return serve(cmd.Context(), f, stdout, stderr)
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&f.dev, "dev", false, "single-node development issuer without credentials")
+	fl.BoolVar(&f.insecure, "insecure-no-auth", false, "run a non-dev node without NATS credentials (never in production)")
+	fl.StringVar(&f.nodeID, "node-id", "", "this node's raft id (dev: \"dev\")")
+	fl.StringVar(&f.dataDir, "data-dir", "", "where the raft log, snapshots and JetStream store live (dev: ./writ-data)")
+	fl.StringVar(&f.raftAddr, "raft-addr", "", "host:port for the raft transport (dev: 127.0.0.1:7000)")
+	fl.StringVar(&f.raftAdv, "raft-advertise", "", "host:port peers dial, when different from --raft-addr")
+	fl.StringVar(&f.peers, "peers", "", "initial members as id=host:port,... (this node included); used only to bootstrap")
+	fl.StringVar(&f.natsURL, "nats-url", "", "use this NATS cluster instead of an embedded server")
+	fl.StringVar(&f.natsHost, "nats-host", "127.0.0.1", "embedded NATS client listen host")
+	fl.IntVar(&f.natsPort, "nats-port", 4222, "embedded NATS client port")
+	fl.IntVar(&f.clusterPort, "cluster-port", 0, "embedded NATS route port (enables the NATS cluster)")
+	fl.StringVar(&f.routes, "routes", "", "NATS route URLs of the cluster, comma separated")
+	fl.StringVar(&f.authFile, "auth", "", "JSON file of NATS users (see above)")
+	fl.StringVar(&f.policyFile, "policy", "", "policy document applied when the log has none (default: built-in)")
+	fl.StringVar(&f.logLevel, "log-level", "info", "error, warn, info or debug")
+	fl.IntVar(&f.replicas, "stream-replicas", 0, "receipt stream replicas (default: 1 for one peer, 3 otherwise)")
+	return cmd
+}
+
+func (f *serveFlags) applyDev() {
+	if !f.dev {
+		return
+	}
+	if f.nodeID == "" {
+		f.nodeID = "dev"
+	}
+	if f.dataDir == "" {
+		f.dataDir = "writ-data"
+	}
+	if f.raftAddr == "" {
+		f.raftAddr = "127.0.0.1:7000"
+	}
+}
+
+func parsePeers(s string) ([]raftnode.Peer, error) {
+	var out []raftnode.Peer
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		id, addr, ok := strings.Cut(item, "=")
+		if !ok {
+			return nil, fmt.Errorf("--peers: %q is not id=host:port", item)
+		}
+		out = append(out, raftnode.Peer{ID: id, Addr: addr})
+	}
+	return out, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// authFile is the --auth document.
+type authFile struct {
+	Users []struct {
+		Name         string `json:"name"`
+		Role         string `json:"role"`
+		PasswordFile string `json:"password_file"`
+	} `json:"users"`
+}
+
+func loadUsers(path string) ([]natsbus.User, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--auth: %w", err)
+	}
+	var af authFile
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&af); err != nil {
+		return nil, fmt.Errorf("--auth %s: %w", path, err)
+	}
+	var users []natsbus.User
+	for i, u := range af.Users {
+		pwPath := u.PasswordFile
+		if !filepath.IsAbs(pwPath) {
+			pwPath = filepath.Join(filepath.Dir(path), pwPath)
+		}
+		pw, err := os.ReadFile(pwPath)
+		if err != nil {
+			return nil, fmt.Errorf("--auth %s: users[%d].password_file: %w", path, i, err)
+		}
+		p := strings.TrimSpace(string(pw))
+		switch u.Role {
+		case "worker":
+			users = append(users, natsbus.WorkerUser(u.Name, p))
+		case "operator":
+			users = append(users, natsbus.OperatorUser(u.Name, p))
+		case "auditor":
+			users = append(users, natsbus.AuditorUser(u.Name, p))
+		case "issuer":
+			users = append(users, natsbus.IssuerUser(u.Name, p))
+		default:
+			return nil, fmt.Errorf("--auth %s: users[%d].role: %q is not worker, operator, auditor or issuer", path, i, u.Role)
+		}
+	}
+	return users, nil
+}
+
+func randomSecret() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
+	f.applyDev()
+	level := slog.LevelInfo
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return usageError{fmt.Errorf("--log-level: %w", err)}
+	}
+	lg := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("node", f.nodeID)
+
+	peers, err := parsePeers(f.peers)
+	if err != nil {
+		return usageError{err}
+	}
+	if len(peers) == 0 && f.raftAddr != "" && f.nodeID != "" {
+		adv := f.raftAdv
+		if adv == "" {
+			adv = f.raftAddr
+		}
+		peers = []raftnode.Peer{{ID: f.nodeID, Addr: adv}}
+	}
+	if !f.dev && f.authFile == "" && f.natsURL == "" && !f.insecure {
+		return usageError{fmt.Errorf("a non-dev node needs NATS credentials: pass --auth FILE (see --help), or --dev for a local single node")}
+	}
+	var initial []byte
+	if f.policyFile != "" {
+		raw, err := os.ReadFile(f.policyFile)
+		if err != nil {
+			return usageError{fmt.Errorf("--policy: %w", err)}
+		}
+		p, err := policy.Parse(raw)
+		if err != nil {
+			return usageError{fmt.Errorf("--policy %s: %w", f.policyFile, err)}
+		}
+		initial = p.Canonical()
+	}
+
+	rcfg := raftnode.DefaultConfig()
+	rcfg.NodeID, rcfg.DataDir, rcfg.RaftBind, rcfg.Advertise, rcfg.Peers = f.nodeID, filepath.Join(f.dataDir, "raft"), f.raftAddr, f.raftAdv, peers
+	if f.logLevel == "debug" {
+		rcfg.LogLevel = "info"
+	}
+	if err := rcfg.Validate(); err != nil {
+		return usageError{err}
+	}
+
+	// NATS: embedded by default.
+	var (
+		ns      *server.Server
+		nc      *nats.Conn
+		connURL = f.natsURL
+	)
+	if f.natsURL == "" {
+		scfg := natsbus.DefaultServerConfig()
+		scfg.Name, scfg.Host, scfg.Port = f.nodeID, f.natsHost, f.natsPort
+		scfg.StoreDir = filepath.Join(f.dataDir, "jetstream")
+		if f.clusterPort != 0 {
+			scfg.ClusterName, scfg.ClusterPort, scfg.Routes = "writ", f.clusterPort, splitList(f.routes)
+			scfg.ClusterHost = f.natsHost
+		}
+		issuerPW := ""
+		if f.authFile != "" {
+			users, err := loadUsers(f.authFile)
+			if err != nil {
+				return usageError{err}
+			}
+			issuerPW = randomSecret()
+			scfg.Users = append(users, natsbus.IssuerUser("writ-issuer-"+f.nodeID, issuerPW))
+		}
+		ns, err = natsbus.StartServer(scfg, func(format string, args ...any) { lg.Debug(fmt.Sprintf(format, args...), "component", "nats") })
+		if err != nil {
+			return fmt.Errorf("starting embedded NATS: %w", err)
+		}
+		defer func() {
+			ns.Shutdown()
+			ns.WaitForShutdown()
+		}()
+		opts := []nats.Option{nats.InProcessServer(ns), nats.Name("writ-issuer-" + f.nodeID), nats.MaxReconnects(-1)}
+		if issuerPW != "" {
+			opts = append(opts, nats.UserInfo("writ-issuer-"+f.nodeID, issuerPW))
+		}
+		nc, err = nats.Connect(ns.ClientURL(), opts...)
+		connURL = ns.ClientURL()
+	} else {
+		nc, err = nats.Connect(f.natsURL, nats.Name("writ-issuer-"+f.nodeID), nats.MaxReconnects(-1))
+	}
+	if err != nil {
+		return fmt.Errorf("connecting to NATS: %w", err)
+	}
+	defer nc.Close()
+
+	node, err := raftnode.Start(rcfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer node.Close()
+
+	icfg := issuer.DefaultConfig()
+	icfg.DevMode, icfg.InitialPolicy, icfg.Logger = f.dev, initial, lg
+	icfg.StreamReplicas = f.replicas
+	if icfg.StreamReplicas == 0 {
+		icfg.StreamReplicas = 1
+		if len(peers) >= 3 {
+			icfg.StreamReplicas = 3
+		}
+	}
+	svc, err := issuer.New(icfg, node, nc)
+	if err != nil {
+		return usageError{err}
+	}
+	if f.dev {
+		fmt.Fprintf(stdout, `writ issuer (development mode) — NO AUTHENTICATION: any local process may act as any worker.
+  node      %s
+  raft      %s
+  nats      %s
+  data      %s
+Talk to it from another shell:
+  worker-agent request --worker w1 --lane coordinator --tool Bash --args '{"command":"ls"}'
+  worker-agent spend <grant_id> --worker w1 --args '{"command":"ls"}'
+  issuer status
+  auditor verify
+Press Ctrl-C to stop.
+`, f.nodeID, f.raftAddr, connURL, f.dataDir)
+	} else {
+		if f.authFile == "" && f.natsURL == "" {
+			lg.Warn("running WITHOUT NATS credentials (--insecure-no-auth): any client may act as any worker")
+		}
+		lg.Info("issuer node started", "raft", f.raftAddr, "nats", connURL, "peers", len(peers))
+	}
+	err = svc.Run(ctx)
+	lg.Info("shutting down")
+	return err
+}

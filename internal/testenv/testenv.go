@@ -1,0 +1,115 @@
+// Package testenv starts real writ issuer nodes for tests: raft with a
+// boltdb log over loopback TCP and an embedded NATS server with JetStream,
+// each in its own temporary directory.
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/writ-dev/writ/issuer"
+	"github.com/writ-dev/writ/natsbus"
+	"github.com/writ-dev/writ/raftnode"
+)
+
+// FreePort returns a currently free TCP port on 127.0.0.1.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Single is a one-node issuer with embedded NATS.
+type Single struct {
+	NATS    *server.Server
+	Node    *raftnode.Node
+	Service *issuer.Service
+	URL     string
+	cancel  context.CancelFunc
+	done    chan error
+	conn    *nats.Conn
+}
+
+// StartSingle starts a single-node issuer in dir and waits until it leads
+// and has applied its initial policy.
+func StartSingle(t testing.TB, dir string, mutate func(*raftnode.Config, *issuer.Config)) *Single {
+	t.Helper()
+	scfg := natsbus.DefaultServerConfig()
+	scfg.Name = "n1"
+	scfg.Port = FreePort(t)
+	scfg.StoreDir = filepath.Join(dir, "jetstream")
+	ns, err := natsbus.StartServer(scfg, nil)
+	if err != nil {
+		t.Fatalf("nats: %v", err)
+	}
+	nc, err := nats.Connect(ns.ClientURL(), nats.InProcessServer(ns))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	rcfg := raftnode.DefaultConfig()
+	addr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	rcfg.NodeID, rcfg.DataDir, rcfg.RaftBind = "n1", filepath.Join(dir, "raft"), addr
+	rcfg.Peers = []raftnode.Peer{{ID: "n1", Addr: addr}}
+	rcfg.LogLevel = "error"
+	rcfg.HeartbeatTimeout, rcfg.ElectionTimeout, rcfg.LeaderLease = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
+	icfg := issuer.DefaultConfig()
+	icfg.DevMode = true
+	if mutate != nil {
+		mutate(&rcfg, &icfg)
+	}
+	node, err := raftnode.Start(rcfg, io.Discard)
+	if err != nil {
+		t.Fatalf("raft: %v", err)
+	}
+	svc, err := issuer.New(icfg, node, nc)
+	if err != nil {
+		t.Fatalf("service: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Single{NATS: ns, Node: node, Service: svc, URL: ns.ClientURL(), cancel: cancel, done: make(chan error, 1), conn: nc}
+	go func() { s.done <- svc.Run(ctx) }()
+	WaitFor(t, 10*time.Second, "leader with a policy", func() bool {
+		st := svc.Status()
+		return st.State == "Leader" && st.Epoch > 0 && st.Published >= 1
+	})
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Stop shuts the issuer down; safe to call twice.
+func (s *Single) Stop() {
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	<-s.done
+	s.cancel = nil
+	s.Node.Close()
+	s.conn.Close()
+	s.NATS.Shutdown()
+	s.NATS.WaitForShutdown()
+}
+
+// WaitFor polls cond until it holds or the deadline passes.
+func WaitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

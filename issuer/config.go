@@ -1,0 +1,60 @@
+package issuer
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Config configures the service. Start from DefaultConfig.
+type Config struct {
+	// DevMode marks a single-node issuer running without NATS credentials;
+	// status reports it so nobody mistakes it for a production cluster.
+	DevMode bool
+	// CommitTimeout bounds how long a request waits for its entry to be
+	// committed before answering issuer_unavailable.
+	CommitTimeout time.Duration
+	// MaxInFlight bounds requests being processed at once.
+	MaxInFlight int
+	// StreamReplicas is the receipt stream's replication factor.
+	StreamReplicas int
+	// InitialPolicy is applied (epoch 1) when a leader finds no policy.
+	InitialPolicy []byte
+	// PublishBatch bounds receipts published per round.
+	PublishBatch int
+	// ConfirmEvery is how often the leader commits the published watermark.
+	ConfirmEvery time.Duration
+	Logger       *slog.Logger
+}
+
+// DefaultConfig returns defaults for a single node.
+func DefaultConfig() Config {
+	return Config{
+		CommitTimeout:  5 * time.Second,
+		MaxInFlight:    8192,
+		StreamReplicas: 1,
+		PublishBatch:   1024,
+		ConfirmEvery:   50 * time.Millisecond,
+	}
+}
+
+// ErrConfig wraps every validation error; the message names the field.
+var ErrConfig = errors.New("issuer: invalid config")
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	switch {
+	case c.CommitTimeout <= 0:
+		return fmt.Errorf("%w: CommitTimeout must be positive", ErrConfig)
+	case c.MaxInFlight < 1:
+		return fmt.Errorf("%w: MaxInFlight must be at least 1", ErrConfig)
+	case c.StreamReplicas != 1 && c.StreamReplicas != 3 && c.StreamReplicas != 5:
+		return fmt.Errorf("%w: StreamReplicas must be 1, 3 or 5, got %d", ErrConfig, c.StreamReplicas)
+	case c.PublishBatch < 1:
+		return fmt.Errorf("%w: PublishBatch must be at least 1", ErrConfig)
+	case c.ConfirmEvery <= 0:
+		return fmt.Errorf("%w: ConfirmEvery must be positive", ErrConfig)
+	}
+	return nil
+}

@@ -1,0 +1,88 @@
+package issuer
+
+import (
+	"context"
+	"time"
+
+	"github.com/writ-dev/writ/fsm"
+	"github.com/writ-dev/writ/natsbus"
+)
+
+// publishLoop copies receipts from the replicated outbox into the stream,
+// in sequence order, and commits the published watermark back through the
+// log so that followers can trim their outboxes too. It starts from the
+// stream's own last sequence, so a new leader neither loses nor repeats a
+// receipt the old one published: the stream's expected-last-sequence check
+// and Nats-Msg-Id de-duplication refuse both.
+func (s *Service) publishLoop(ctx context.Context) error {
+	last, err := s.pub.LastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	s.setStreamSeq(last)
+	var confirmed uint64
+	s.node.View(func(st *fsm.State, _ uint64) { confirmed = st.Published() })
+	lastConfirm := time.Now()
+	retry := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		applied := s.node.Applied()
+		var batch []natsbus.Message
+		s.node.View(func(st *fsm.State, _ uint64) {
+			for _, p := range st.Outbox(last, s.cfg.PublishBatch) {
+				batch = append(batch, natsbus.Message{Seq: p.Seq, Subject: p.Subject, Data: p.Data})
+			}
+			confirmed = st.Published()
+		})
+		if len(batch) > 0 {
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			top, err := s.pub.Publish(pctx, batch)
+			cancel()
+			if top > last {
+				last = top
+				s.setStreamSeq(last)
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				s.log.Warn("publishing receipts", "from", batch[0].Seq, "err", err)
+				if l, lerr := s.pub.LastSeq(ctx); lerr == nil {
+					last = l
+					s.setStreamSeq(l)
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(retry):
+				}
+				continue
+			}
+		}
+		if last > confirmed && (time.Since(lastConfirm) >= s.cfg.ConfirmEvery || len(batch) == 0) {
+			cctx, cancel := context.WithTimeout(ctx, s.cfg.CommitTimeout)
+			_, err := s.node.Propose(cctx, fsm.Command{Op: fsm.OpPublished, Caller: "issuer:" + s.node.ID(), Seq: last})
+			cancel()
+			if err == nil {
+				confirmed, lastConfirm = last, time.Now()
+			} else if isLeaderErr(err) {
+				return nil
+			}
+		}
+		if len(batch) == s.cfg.PublishBatch {
+			continue
+		}
+		timer := time.NewTimer(s.cfg.ConfirmEvery)
+		select {
+		case <-ctx.Done():
+		case <-applied:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+	return nil
+}
+
+func (s *Service) setStreamSeq(v uint64) {
+	s.mu.Lock()
+	s.streamSeq = v
+	s.mu.Unlock()
+}

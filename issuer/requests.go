@@ -1,0 +1,253 @@
+package issuer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/fsm"
+	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/policy"
+	"github.com/writ-dev/writ/revocation"
+)
+
+// Limits on request fields.
+const (
+	maxKeyLen     = 128
+	maxSources    = 64
+	maxVerifier   = 128
+	maxToolLen    = 256
+	maxSessionLen = 128
+)
+
+// requestError is a refusal decided before anything is proposed: the
+// request never reaches the log and changes nothing.
+type requestError struct {
+	reason  grants.Reason
+	missing string
+	detail  string
+}
+
+func (e *requestError) Error() string { return string(e.reason) + ": " + e.detail }
+
+func (e *requestError) envelope() grants.Envelope {
+	return grants.Refuse(e.reason, e.missing, e.detail)
+}
+
+func invalid(field, format string, args ...any) *requestError {
+	return &requestError{reason: grants.ReasonInvalidRequest, missing: field, detail: field + ": " + fmt.Sprintf(format, args...)}
+}
+
+// decodeStrict decodes one JSON object, rejecting unknown fields, trailing
+// data, oversize bodies and any version but api.Version.
+func decodeStrict(data []byte, v any) *requestError {
+	if len(data) > api.MaxBodyBytes {
+		return &requestError{reason: grants.ReasonRequestTooLarge, missing: "body", detail: fmt.Sprintf("body is %d bytes; the limit is %d", len(data), api.MaxBodyBytes)}
+	}
+	var probe struct {
+		V *int `json:"v"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return invalid("body", "not a JSON object: %v", err)
+	}
+	if probe.V == nil {
+		return invalid("v", "missing; this issuer speaks version %d", api.Version)
+	}
+	if *probe.V != api.Version {
+		return &requestError{reason: grants.ReasonUnknownVersion, missing: "v", detail: fmt.Sprintf("version %d is not supported; this issuer speaks version %d", *probe.V, api.Version)}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return invalid("body", "%v", err)
+	}
+	if dec.More() {
+		return invalid("body", "trailing data after the JSON object")
+	}
+	return nil
+}
+
+func checkID(field, v string, required bool) *requestError {
+	if v == "" && !required {
+		return nil
+	}
+	if err := api.ValidID(v); err != nil {
+		return invalid(field, "%v", err)
+	}
+	return nil
+}
+
+func checkText(field, v string, max int, required bool) *requestError {
+	if v == "" {
+		if required {
+			return invalid(field, "required")
+		}
+		return nil
+	}
+	if len(v) > max {
+		return invalid(field, "longer than %d bytes", max)
+	}
+	for _, r := range v {
+		if r < 0x20 || r == 0x7f {
+			return invalid(field, "contains control characters")
+		}
+	}
+	return nil
+}
+
+// grantCommand builds an OpRequest from a worker's body. The worker id comes
+// from the subject; the grant id is chosen here, by the leader.
+func grantCommand(worker string, data []byte) (fsm.Command, *requestError) {
+	var r api.GrantRequest
+	if err := decodeStrict(data, &r); err != nil {
+		return fsm.Command{}, err
+	}
+	for _, e := range []*requestError{
+		checkID("lane", r.Lane, true),
+		checkText("session", r.Session, maxSessionLen, false),
+		checkText("tool", r.Tool, maxToolLen, true),
+		checkText("idempotency_key", r.IdempotencyKey, maxKeyLen, true),
+	} {
+		if e != nil {
+			return fsm.Command{}, e
+		}
+	}
+	if len(r.Args) == 0 {
+		return fsm.Command{}, invalid("args", "required (use {} for a call without arguments)")
+	}
+	digest, err := grants.DigestArgs(r.Tool, r.Args)
+	if err != nil {
+		return fsm.Command{}, invalid("args", "%v", err)
+	}
+	if r.TTLMillis < 0 || time.Duration(r.TTLMillis)*time.Millisecond > policy.MaxTTL {
+		return fsm.Command{}, invalid("ttl_ms", "must be between 0 and %d", policy.MaxTTL.Milliseconds())
+	}
+	if len(r.Sources) > maxSources {
+		return fsm.Command{}, invalid("sources", "at most %d", maxSources)
+	}
+	for _, s := range r.Sources {
+		if e := checkID("sources", s, true); e != nil {
+			return fsm.Command{}, e
+		}
+	}
+	return fsm.Command{
+		Op: fsm.OpRequest, Caller: worker, GrantID: uuid.NewString(), Lane: r.Lane,
+		Session: r.Session, Tool: r.Tool, Digest: digest, IdemKey: r.IdempotencyKey,
+		TTL: r.TTLMillis * int64(time.Millisecond), Sources: r.Sources,
+	}, nil
+}
+
+// spendCommand builds an OpSpend. When the body carries args rather than a
+// digest, it returns their canonical form: the digest binds the tool too,
+// and only the grant knows the tool, so the service completes the digest
+// from the grant it has applied (see Service.resolveDigest).
+func spendCommand(worker string, data []byte) (fsm.Command, []byte, *requestError) {
+	var r api.SpendRequest
+	if err := decodeStrict(data, &r); err != nil {
+		return fsm.Command{}, nil, err
+	}
+	if e := checkText("grant_id", r.GrantID, 64, true); e != nil {
+		return fsm.Command{}, nil, e
+	}
+	if e := checkText("idempotency_key", r.IdempotencyKey, maxKeyLen, true); e != nil {
+		return fsm.Command{}, nil, e
+	}
+	c := fsm.Command{Op: fsm.OpSpend, Caller: worker, GrantID: r.GrantID, IdemKey: r.IdempotencyKey}
+	switch {
+	case len(r.Args) > 0 && r.Digest != "":
+		return c, nil, invalid("args", "give args or digest, not both")
+	case r.Digest != "":
+		h, err := events.ParseHash(r.Digest)
+		if err != nil {
+			return c, nil, invalid("digest", "%v", err)
+		}
+		c.Digest = h
+		return c, nil, nil
+	case len(r.Args) > 0:
+		canon, err := grants.CanonicalJSON(r.Args)
+		if err != nil {
+			return c, nil, invalid("args", "%v", err)
+		}
+		return c, canon, nil
+	}
+	return c, nil, invalid("args", "give the call's args (or their digest) so the spend binds the exact request")
+}
+
+func effectCommand(worker string, data []byte) (fsm.Command, *requestError) {
+	var r api.EffectRequest
+	if err := decodeStrict(data, &r); err != nil {
+		return fsm.Command{}, err
+	}
+	if e := checkText("grant_id", r.GrantID, 64, true); e != nil {
+		return fsm.Command{}, e
+	}
+	if !grants.ValidOutcome(r.Outcome) {
+		return fsm.Command{}, invalid("outcome", "must be confirmed, failed or unknown")
+	}
+	if e := checkText("verifier", r.Verifier, maxVerifier, true); e != nil {
+		return fsm.Command{}, e
+	}
+	return fsm.Command{Op: fsm.OpEffect, Caller: worker, GrantID: r.GrantID, Outcome: r.Outcome, Verifier: r.Verifier}, nil
+}
+
+func revokeCommand(operator string, data []byte) (fsm.Command, *requestError) {
+	var r api.RevokeRequest
+	if err := decodeStrict(data, &r); err != nil {
+		return fsm.Command{}, err
+	}
+	var key string
+	n := 0
+	for _, f := range []struct{ scope, id, field string }{
+		{revocation.ScopeWorker, r.Worker, "worker"},
+		{revocation.ScopeSource, r.Source, "source"},
+		{revocation.ScopeLane, r.Lane, "lane"},
+	} {
+		if f.id == "" {
+			continue
+		}
+		if e := checkID(f.field, f.id, true); e != nil {
+			return fsm.Command{}, e
+		}
+		key = revocation.Key(f.scope, f.id)
+		n++
+	}
+	if n != 1 {
+		return fsm.Command{}, invalid("worker|source|lane", "name exactly one of worker, source or lane")
+	}
+	return fsm.Command{Op: fsm.OpRevoke, Caller: operator, Key: key}, nil
+}
+
+func reinstateCommand(operator string, data []byte) (fsm.Command, *requestError) {
+	var r api.ReinstateRequest
+	if err := decodeStrict(data, &r); err != nil {
+		return fsm.Command{}, err
+	}
+	if e := checkID("worker", r.Worker, true); e != nil {
+		return fsm.Command{}, e
+	}
+	return fsm.Command{Op: fsm.OpReinstate, Caller: operator, Key: r.Worker}, nil
+}
+
+func policyCommand(operator string, data []byte) (fsm.Command, *requestError) {
+	var r api.PolicyRequest
+	if err := decodeStrict(data, &r); err != nil {
+		return fsm.Command{}, err
+	}
+	p, err := policy.Parse(r.Policy)
+	if err != nil {
+		var detail string
+		if errors.Is(err, policy.ErrInvalid) || errors.Is(err, policy.ErrVersion) {
+			detail = err.Error()
+		} else {
+			detail = "policy: " + err.Error()
+		}
+		return fsm.Command{}, invalid("policy", "%s", detail)
+	}
+	return fsm.Command{Op: fsm.OpSetPolicy, Caller: operator, Policy: p.Canonical()}, nil
+}

@@ -1,0 +1,354 @@
+package issuer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/fsm"
+	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/natsbus"
+	"github.com/writ-dev/writ/policy"
+	"github.com/writ-dev/writ/raftnode"
+)
+
+// queueGroup keeps a request from being handled twice if two nodes both
+// believe they lead for a moment; only one of them can commit anyway.
+const queueGroup = "writ-issuer"
+
+// Service is the issuer's NATS face on one node.
+type Service struct {
+	cfg  Config
+	node *raftnode.Node
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	pub  *natsbus.Publisher
+	log  *slog.Logger
+	sem  chan struct{}
+
+	mu        sync.Mutex
+	streamSeq uint64 // last receipt known to be in the stream
+}
+
+// New prepares a service; Run starts it.
+func New(cfg Config, node *raftnode.Node, nc *nats.Conn) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("issuer: jetstream: %w", err)
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	return &Service{
+		cfg: cfg, node: node, nc: nc, js: js, pub: natsbus.NewPublisher(js),
+		log: lg.With("node", node.ID()), sem: make(chan struct{}, cfg.MaxInFlight),
+	}, nil
+}
+
+// Run serves until ctx ends. It answers per-node status always and, while
+// this node leads, the worker and operator API and receipt publication.
+func (s *Service) Run(ctx context.Context) error {
+	nodeSub, err := s.nc.Subscribe(api.SubjectStatus+"."+s.node.ID(), s.handleStatus)
+	if err != nil {
+		return fmt.Errorf("issuer: subscribing to node status: %w", err)
+	}
+	defer nodeSub.Unsubscribe()
+
+	var (
+		leadCancel context.CancelFunc
+		leadDone   chan struct{}
+	)
+	stopLeading := func() {
+		if leadCancel != nil {
+			leadCancel()
+			<-leadDone
+			leadCancel, leadDone = nil, nil
+		}
+	}
+	defer stopLeading()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		leader := s.node.IsLeader()
+		switch {
+		case leader && leadCancel == nil:
+			lctx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			leadCancel, leadDone = cancel, done
+			go func() {
+				defer close(done)
+				if err := s.lead(lctx); err != nil && lctx.Err() == nil {
+					s.log.Error("leading stopped", "err", err)
+				}
+			}()
+		case !leader && leadCancel != nil:
+			s.log.Info("lost leadership; stopped serving")
+			stopLeading()
+		case leader && leadDone != nil:
+			select {
+			case <-leadDone: // lead() failed; try again on the next tick
+				leadCancel()
+				leadCancel, leadDone = nil, nil
+			default:
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.node.LeaderCh():
+		case <-tick.C:
+		}
+	}
+}
+
+// lead runs while this node is the leader.
+func (s *Service) lead(ctx context.Context) error {
+	if err := s.node.Barrier(10 * time.Second); err != nil {
+		return fmt.Errorf("barrier: %w", err)
+	}
+	if _, err := natsbus.EnsureStream(ctx, s.js, s.cfg.StreamReplicas); err != nil {
+		return fmt.Errorf("receipt stream: %w", err)
+	}
+	if err := s.ensurePolicy(ctx); err != nil {
+		return err
+	}
+	var subs []*nats.Subscription
+	defer func() {
+		for _, sub := range subs {
+			_ = sub.Unsubscribe()
+		}
+	}()
+	for subj, h := range map[string]nats.MsgHandler{
+		api.WorkerWildcard:    s.handleWorker,
+		api.SubjectRevoke:     s.handleOperator,
+		api.SubjectReinstate:  s.handleOperator,
+		api.SubjectPolicy:     s.handleOperator,
+		api.SubjectStatus:     s.handleStatus,
+		api.OperatorPrefix + "policy.show": s.handlePolicyShow,
+	} {
+		sub, err := s.nc.QueueSubscribe(subj, queueGroup, h)
+		if err != nil {
+			return fmt.Errorf("subscribing to %s: %w", subj, err)
+		}
+		subs = append(subs, sub)
+	}
+	s.log.Info("leading: serving the API and publishing receipts")
+	return s.publishLoop(ctx)
+}
+
+// ensurePolicy applies the initial policy the first time a leader finds
+// none, so the trust root is always in the log, never implied by code.
+func (s *Service) ensurePolicy(ctx context.Context) error {
+	var epoch uint64
+	s.node.View(func(st *fsm.State, _ uint64) { epoch = st.Epoch() })
+	if epoch > 0 {
+		return nil
+	}
+	doc := s.cfg.InitialPolicy
+	if doc == nil {
+		doc = policy.Default().Canonical()
+	}
+	p, err := policy.Parse(doc)
+	if err != nil {
+		return fmt.Errorf("initial policy: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.CommitTimeout)
+	defer cancel()
+	env, err := s.node.Propose(pctx, fsm.Command{Op: fsm.OpSetPolicy, Caller: "issuer:" + s.node.ID(), Policy: p.Canonical()})
+	if err != nil {
+		return fmt.Errorf("applying initial policy: %w", err)
+	}
+	if env.Decision != grants.Permit {
+		return fmt.Errorf("initial policy refused: %s %s", env.Reason, env.Detail)
+	}
+	s.log.Info("applied initial policy", "epoch", env.Epoch, "digest", p.Digest().Short())
+	return nil
+}
+
+// spawn runs h in its own goroutine, bounded by MaxInFlight, so that
+// concurrent requests can share one raft entry. When the bound is reached
+// the request is answered issuer_unavailable at once (the client retries).
+func (s *Service) spawn(m *nats.Msg, h func(*nats.Msg)) {
+	select {
+	case s.sem <- struct{}{}:
+		go func() {
+			defer func() { <-s.sem }()
+			h(m)
+		}()
+	default:
+		s.respond(m, grants.Refuse(grants.ReasonIssuerUnavail, "capacity", "issuer is at its in-flight limit; retry with the same idempotency key"))
+	}
+}
+
+func (s *Service) handleWorker(m *nats.Msg) { s.spawn(m, s.worker) }
+
+func (s *Service) handleOperator(m *nats.Msg) { s.spawn(m, s.operator) }
+
+func (s *Service) worker(m *nats.Msg) {
+	worker, op, err := api.ParseWorkerSubject(m.Subject)
+	if err != nil {
+		s.respond(m, grants.Refuse(grants.ReasonInvalidRequest, "subject", err.Error()))
+		return
+	}
+	var (
+		cmd  fsm.Command
+		rerr *requestError
+	)
+	switch op {
+	case api.OpGrant:
+		cmd, rerr = grantCommand(worker, m.Data)
+	case api.OpSpend:
+		var canon []byte
+		cmd, canon, rerr = spendCommand(worker, m.Data)
+		if rerr == nil && canon != nil {
+			cmd.Digest = s.resolveDigest(cmd.GrantID, canon)
+		}
+	case api.OpEffect:
+		cmd, rerr = effectCommand(worker, m.Data)
+	}
+	if rerr != nil {
+		s.respond(m, rerr.envelope())
+		return
+	}
+	s.propose(m, cmd)
+}
+
+// resolveDigest completes a spend's request digest with the tool the grant
+// was minted for. An unknown grant gets a digest that matches nothing; the
+// state machine then answers unknown_grant.
+func (s *Service) resolveDigest(grantID string, canonArgs []byte) (h [32]byte) {
+	tool := ""
+	s.node.View(func(st *fsm.State, _ uint64) {
+		if g, ok := st.Grant(grantID); ok {
+			tool = g.Tool
+		}
+	})
+	return grants.RequestDigest(tool, canonArgs)
+}
+
+func (s *Service) operator(m *nats.Msg) {
+	// Who the operator is comes from the NATS user the server
+	// authenticated, not from the body; without auth it is "operator".
+	who := "operator"
+	var (
+		cmd  fsm.Command
+		rerr *requestError
+	)
+	switch m.Subject {
+	case api.SubjectRevoke:
+		cmd, rerr = revokeCommand(who, m.Data)
+	case api.SubjectReinstate:
+		cmd, rerr = reinstateCommand(who, m.Data)
+	case api.SubjectPolicy:
+		cmd, rerr = policyCommand(who, m.Data)
+	default:
+		rerr = invalid("subject", "unknown operator subject %q", m.Subject)
+	}
+	if rerr != nil {
+		s.respond(m, rerr.envelope())
+		return
+	}
+	s.propose(m, cmd)
+}
+
+func (s *Service) propose(m *nats.Msg, cmd fsm.Command) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CommitTimeout)
+	defer cancel()
+	env, err := s.node.Propose(ctx, cmd)
+	if err != nil {
+		detail := "the entry was not confirmed committed; retry with the same idempotency key"
+		if errors.Is(err, raftnode.ErrNotLeader) {
+			detail = "this node is no longer the leader; retry with the same idempotency key"
+		}
+		s.respond(m, grants.Refuse(grants.ReasonIssuerUnavail, "commit", detail))
+		return
+	}
+	s.respond(m, env)
+}
+
+func (s *Service) respond(m *nats.Msg, env grants.Envelope) {
+	if m.Reply == "" {
+		return
+	}
+	data, err := json.Marshal(env)
+	if err != nil {
+		s.log.Error("encoding answer", "err", err)
+		return
+	}
+	if err := m.Respond(data); err != nil {
+		s.log.Warn("answering request", "subject", m.Subject, "err", err)
+	}
+}
+
+// Status builds this node's status.
+func (s *Service) Status() api.Status {
+	r := s.node.Raft()
+	st := api.Status{Node: s.node.ID(), State: r.State().String(), DevMode: s.cfg.DevMode}
+	addr, id := r.LeaderWithID()
+	st.Leader = string(id)
+	_ = addr
+	stats := r.Stats()
+	fmt.Sscan(stats["term"], &st.Term)
+	fmt.Sscan(stats["commit_index"], &st.CommitIndex)
+	if f := r.GetConfiguration(); f.Error() == nil {
+		for _, srv := range f.Configuration().Servers {
+			st.Peers = append(st.Peers, api.Peer{
+				ID: string(srv.ID), Address: string(srv.Address),
+				Suffrage: srv.Suffrage.String(), Leader: srv.ID == id,
+			})
+		}
+	}
+	s.node.View(func(fs *fsm.State, applied uint64) {
+		x := fs.Stats()
+		_, pd := fs.Policy()
+		st.AppliedIndex = applied
+		st.Clock, st.Epoch, st.PolicyDigest = x.Clock, x.Epoch, pd.String()
+		st.StateDigest = fs.Digest().String()
+		st.Grants, st.Permitted, st.Spent, st.Closed, st.Revoked = x.Grants, x.Permitted, x.Spent, x.Closed, x.Revoked
+		st.Idempotency, st.Counters, st.BarredWorkers = x.Idem, x.Counters, x.Barred
+		st.Seq, st.Head, st.Published, st.Outbox = x.Seq, x.Head, x.Published, x.Outbox
+	})
+	s.mu.Lock()
+	st.StreamLastSeq = s.streamSeq
+	s.mu.Unlock()
+	return st
+}
+
+func (s *Service) handleStatus(m *nats.Msg) {
+	data, _ := json.Marshal(s.Status())
+	_ = m.Respond(data)
+}
+
+func (s *Service) handlePolicyShow(m *nats.Msg) {
+	var doc []byte
+	var epoch uint64
+	s.node.View(func(st *fsm.State, _ uint64) {
+		if p, _ := st.Policy(); p != nil {
+			doc = p.Canonical()
+		}
+		epoch = st.Epoch()
+	})
+	data, _ := json.Marshal(struct {
+		Epoch  uint64          `json:"epoch"`
+		Policy json.RawMessage `json:"policy"`
+	}{epoch, doc})
+	_ = m.Respond(data)
+}
+
+// isLeaderErr reports whether err means "not the leader any more".
+func isLeaderErr(err error) bool {
+	return errors.Is(err, raftnode.ErrNotLeader) || errors.Is(err, raft.ErrNotLeader)
+}

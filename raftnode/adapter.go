@@ -1,0 +1,102 @@
+package raftnode
+
+import (
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/writ-dev/writ/fsm"
+	"github.com/writ-dev/writ/grants"
+)
+
+// applyResult is what the adapter returns from Apply for one log entry.
+type applyResult struct {
+	envs []grants.Envelope
+	err  error
+}
+
+// adapter connects fsm.State to raft.FSM. It serialises access: raft calls
+// Apply, Snapshot and Restore from its own goroutines while the publisher
+// and status readers look at the state.
+type adapter struct {
+	mu      sync.RWMutex
+	state   *fsm.State
+	applied uint64
+	notify  func() // called after every apply, outside the lock
+}
+
+func newAdapter() *adapter { return &adapter{state: fsm.New()} }
+
+// Apply implements raft.FSM.
+func (a *adapter) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	b, err := fsm.DecodeBatch(l.Data)
+	if err != nil {
+		// Never reachable from our own leader; refuse without touching state.
+		a.mu.Lock()
+		a.applied = l.Index
+		a.mu.Unlock()
+		return applyResult{err: err}
+	}
+	a.mu.Lock()
+	envs := fsm.Apply(a.state, l.Index, b)
+	a.applied = l.Index
+	a.mu.Unlock()
+	if a.notify != nil {
+		a.notify()
+	}
+	return applyResult{envs: envs}
+}
+
+// Snapshot implements raft.FSM. The encoding is taken under the read lock;
+// persisting happens outside it.
+func (a *adapter) Snapshot() (raft.FSMSnapshot, error) {
+	a.mu.RLock()
+	data := a.state.Snapshot()
+	a.mu.RUnlock()
+	return snapshot(data), nil
+}
+
+// Restore implements raft.FSM. A snapshot that does not decode leaves the
+// current state in place and fails loudly.
+func (a *adapter) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return fmt.Errorf("raftnode: reading snapshot: %w", err)
+	}
+	s, err := fsm.Restore(data)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.state = s
+	a.mu.Unlock()
+	if a.notify != nil {
+		a.notify()
+	}
+	return nil
+}
+
+// view runs f with read access to the state.
+func (a *adapter) view(f func(s *fsm.State, applied uint64)) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	f(a.state, a.applied)
+}
+
+type snapshot []byte
+
+func (s snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("raftnode: writing snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s snapshot) Release() {}

@@ -1,0 +1,218 @@
+package raftnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+
+	"github.com/writ-dev/writ/fsm"
+	"github.com/writ-dev/writ/grants"
+)
+
+// Errors returned by Propose. Both mean the outcome is unknown to this
+// caller: retry with the same idempotency key.
+var (
+	// ErrNotLeader: this node is not the leader (or lost leadership before
+	// the entry committed).
+	ErrNotLeader = errors.New("raftnode: not the leader")
+	// ErrClosed: the node is shutting down.
+	ErrClosed = errors.New("raftnode: node closed")
+)
+
+// Node is one member of the issuer's raft group.
+type Node struct {
+	cfg       Config
+	raft      *raft.Raft
+	fsm       *adapter
+	store     *raftboltdb.BoltStore
+	transport *raft.NetworkTransport
+
+	proposals chan proposal
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+
+	applyMu   sync.Mutex
+	applyCond chan struct{} // closed and replaced after every apply
+}
+
+// Start opens (or creates) the node's storage, starts raft and, for a
+// brand-new data dir with Peers set, bootstraps the cluster.
+func Start(cfg Config, logOut io.Writer) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logOut == nil {
+		logOut = os.Stderr
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("raftnode: data dir: %w", err)
+	}
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLease
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = 256
+	rc.Logger = hclog.New(&hclog.LoggerOptions{
+		Name: "raft", Level: hclog.LevelFromString(cfg.LogLevel), Output: logOut,
+	}).With("node", cfg.NodeID)
+
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path:    filepath.Join(cfg.DataDir, "raft.db"),
+		NoSync:      false, // every append is fsynced; never change this
+		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("raftnode: opening %s: %w (is another issuer using this data dir?)", filepath.Join(cfg.DataDir, "raft.db"), err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.SnapshotRetain, rc.Logger.Named("snapshots"))
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("raftnode: snapshot store: %w", err)
+	}
+	adv, err := net.ResolveTCPAddr("tcp", cfg.advertise())
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("raftnode: advertise address %q: %w", cfg.advertise(), err)
+	}
+	trans, err := raft.NewTCPTransportWithLogger(cfg.RaftBind, adv, 3, 10*time.Second, rc.Logger.Named("transport"))
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("raftnode: raft transport on %s: %w", cfg.RaftBind, err)
+	}
+	logs, err := raft.NewLogCache(1024, store)
+	if err != nil {
+		trans.Close()
+		store.Close()
+		return nil, err
+	}
+	ad := newAdapter()
+	n := &Node{
+		cfg: cfg, fsm: ad, store: store, transport: trans,
+		proposals: make(chan proposal, 4*cfg.BatchMax),
+		stop:      make(chan struct{}),
+		applyCond: make(chan struct{}),
+	}
+	ad.notify = n.signalApplied
+
+	has, err := raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		trans.Close()
+		store.Close()
+		return nil, fmt.Errorf("raftnode: inspecting existing state: %w", err)
+	}
+	if !has && len(cfg.Peers) > 0 {
+		var servers []raft.Server
+		for _, p := range cfg.Peers {
+			servers = append(servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr), Suffrage: raft.Voter})
+		}
+		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, raft.Configuration{Servers: servers}); err != nil {
+			trans.Close()
+			store.Close()
+			return nil, fmt.Errorf("raftnode: bootstrap: %w", err)
+		}
+	}
+	r, err := raft.NewRaft(rc, ad, logs, store, snaps, trans)
+	if err != nil {
+		trans.Close()
+		store.Close()
+		return nil, fmt.Errorf("raftnode: starting raft: %w", err)
+	}
+	n.raft = r
+	n.wg.Add(1)
+	go n.batchLoop()
+	return n, nil
+}
+
+// ID is the node id.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// Raft exposes the underlying raft instance for status and membership.
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// IsLeader reports whether this node currently believes it leads.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// LeaderCh delivers true on gaining and false on losing leadership.
+func (n *Node) LeaderCh() <-chan bool { return n.raft.LeaderCh() }
+
+// Barrier waits until every entry committed before the call is applied
+// locally; a new leader calls it before serving reads or publishing.
+func (n *Node) Barrier(timeout time.Duration) error { return n.raft.Barrier(timeout).Error() }
+
+// View runs f with read access to the applied state. f must not retain s.
+func (n *Node) View(f func(s *fsm.State, applied uint64)) { n.fsm.view(f) }
+
+// Applied returns a channel closed at the next apply.
+func (n *Node) Applied() <-chan struct{} {
+	n.applyMu.Lock()
+	defer n.applyMu.Unlock()
+	return n.applyCond
+}
+
+func (n *Node) signalApplied() {
+	n.applyMu.Lock()
+	close(n.applyCond)
+	n.applyCond = make(chan struct{})
+	n.applyMu.Unlock()
+}
+
+// Snapshot forces a raft snapshot now.
+func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }
+
+// Close stops the batcher, shuts raft down and closes the stores. It is
+// safe to call more than once.
+func (n *Node) Close() error {
+	var err error
+	n.closeOnce.Do(func() {
+		close(n.stop)
+		n.wg.Wait()
+		err = n.raft.Shutdown().Error()
+		if cerr := n.transport.Close(); err == nil {
+			err = cerr
+		}
+		if cerr := n.store.Close(); err == nil {
+			err = cerr
+		}
+	})
+	return err
+}
+
+// Propose submits one command and waits until the log entry that carries it
+// is committed and applied, returning the state machine's answer. Errors
+// (ErrNotLeader, ErrClosed, context) mean the outcome is unknown.
+func (n *Node) Propose(ctx context.Context, c fsm.Command) (grants.Envelope, error) {
+	p := proposal{cmd: c, done: make(chan proposalResult, 1)}
+	if n.raft.State() != raft.Leader {
+		return grants.Envelope{}, ErrNotLeader
+	}
+	select {
+	case n.proposals <- p:
+	case <-n.stop:
+		return grants.Envelope{}, ErrClosed
+	case <-ctx.Done():
+		return grants.Envelope{}, ctx.Err()
+	}
+	select {
+	case r := <-p.done:
+		return r.env, r.err
+	case <-ctx.Done():
+		return grants.Envelope{}, ctx.Err()
+	}
+}
