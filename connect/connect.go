@@ -73,7 +73,10 @@ func (o Options) Dial() (*nats.Conn, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: reading password file: %v", ErrConnect, err)
 		}
-		opts = append(opts, nats.UserInfo(o.User, strings.TrimSpace(string(pw))))
+		opts = append(opts, nats.UserInfo(o.User, strings.TrimSpace(string(pw))),
+			// Authenticated users may only receive replies on their own
+			// inbox prefix; the issuer's embedded server enforces it.
+			nats.CustomInboxPrefix(InboxPrefix(o.User)))
 	}
 	if o.CAFile != "" {
 		opts = append(opts, nats.RootCAs(o.CAFile))
@@ -88,3 +91,8 @@ func (o Options) Dial() (*nats.Conn, error) {
 	}
 	return nc, nil
 }
+
+// InboxPrefix is the reply-subject prefix of an authenticated user. It must
+// equal natsbus.InboxPrefix (a test checks), which the server's
+// permissions are built from.
+func InboxPrefix(user string) string { return "_INBOX." + user }

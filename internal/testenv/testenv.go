@@ -46,15 +46,27 @@ type Single struct {
 // and has applied its initial policy.
 func StartSingle(t testing.TB, dir string, mutate func(*raftnode.Config, *issuer.Config)) *Single {
 	t.Helper()
+	return StartSingleAuth(t, dir, nil, mutate)
+}
+
+// StartSingleAuth is StartSingle with NATS authorization: users are added
+// to the embedded server, plus an issuer user for the service itself.
+func StartSingleAuth(t testing.TB, dir string, users []natsbus.User, mutate func(*raftnode.Config, *issuer.Config)) *Single {
+	t.Helper()
 	scfg := natsbus.DefaultServerConfig()
 	scfg.Name = "n1"
 	scfg.Port = FreePort(t)
 	scfg.StoreDir = filepath.Join(dir, "jetstream")
+	opts := []nats.Option{}
+	if len(users) > 0 {
+		scfg.Users = append(append([]natsbus.User(nil), users...), natsbus.IssuerUser("issuer", "issuer-secret"))
+		opts = append(opts, nats.UserInfo("issuer", "issuer-secret"))
+	}
 	ns, err := natsbus.StartServer(scfg, nil)
 	if err != nil {
 		t.Fatalf("nats: %v", err)
 	}
-	nc, err := nats.Connect(ns.ClientURL(), nats.InProcessServer(ns))
+	nc, err := nats.Connect(ns.ClientURL(), append(opts, nats.InProcessServer(ns))...)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}

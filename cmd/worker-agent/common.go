@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/connect"
+	"github.com/writ-dev/writ/grants"
+)
+
+// maxAttempt bounds one try of a request; api.Client retries until
+// --timeout ends.
+const maxAttempt = 2 * time.Second
+
+// maxNameLen bounds tool names, verifiers and idempotency keys.
+const maxNameLen = 256
+
+// checkWorker validates --worker (which may come from WRIT_WORKER).
+func (g *globals) checkWorker() error {
+	if g.worker == "" {
+		return usageErr("--worker is required (or set %s)", EnvWorker)
+	}
+	return checkID("--worker", g.worker)
+}
+
+// checkConn validates the connection flags that can be checked offline.
+func (g *globals) checkConn() error {
+	if g.conn.Timeout <= 0 {
+		return usageErr("--timeout must be positive, got %v", g.conn.Timeout)
+	}
+	return nil
+}
+
+// checkID validates an id flag with api.ValidID.
+func checkID(flag, v string) error {
+	if err := api.ValidID(v); err != nil {
+		return usageErr("%s: %v", flag, strings.TrimPrefix(err.Error(), api.ErrBadToken.Error()+": "))
+	}
+	return nil
+}
+
+// checkName validates a free-form name (tool, verifier, idempotency key):
+// non-empty, bounded, printable, no spaces.
+func checkName(flag, v string) error {
+	if v == "" {
+		return usageErr("%s must not be empty", flag)
+	}
+	if len(v) > maxNameLen {
+		return usageErr("%s is %d bytes, longer than %d", flag, len(v), maxNameLen)
+	}
+	for _, r := range v {
+		if r == unicode.ReplacementChar || !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return usageErr("%s %q contains %q (no spaces or control characters)", flag, v, r)
+		}
+	}
+	return nil
+}
+
+// argsInput is the --args / --args-file pair.
+type argsInput struct {
+	inline string
+	file   string
+}
+
+func (a *argsInput) given() int {
+	n := 0
+	if a.inline != "" {
+		n++
+	}
+	if a.file != "" {
+		n++
+	}
+	return n
+}
+
+// read returns the canonical JSON of the tool arguments, from --args or
+// --args-file (a path, or - for stdin). The issuer canonicalizes again; doing
+// it here rejects malformed arguments before anything is sent.
+func (a *argsInput) read(stdin io.Reader) (json.RawMessage, error) {
+	flag, raw := "--args", []byte(a.inline)
+	if a.file != "" {
+		flag = "--args-file"
+		var r io.Reader
+		if a.file == "-" {
+			r = stdin
+		} else {
+			f, err := os.Open(a.file)
+			if err != nil {
+				return nil, usageErr("--args-file: %v", err)
+			}
+			defer f.Close()
+			r = f
+		}
+		b, err := io.ReadAll(io.LimitReader(r, grants.MaxArgsBytes+1))
+		if err != nil {
+			return nil, usageErr("--args-file %s: %v", a.file, err)
+		}
+		raw = b
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, usageErr("%s: empty; give the tool arguments as a JSON value (e.g. '{}')", flag)
+	}
+	c, err := grants.CanonicalJSON(raw)
+	if err != nil {
+		msg := strings.TrimPrefix(err.Error(), grants.ErrBadArgs.Error()+": ")
+		if msg == "EOF" || msg == "unexpected EOF" {
+			msg = "unexpected end of input"
+		}
+		return nil, usageErr("%s: not valid JSON arguments: %s", flag, msg)
+	}
+	return c, nil
+}
+
+// newKey returns k, or a fresh idempotency key when k is empty. The CLI
+// picks the key itself so it can name it when the issuer does not answer.
+func newKey(k string) string {
+	if k != "" {
+		return k
+	}
+	return api.NewKey()
+}
+
+// client dials NATS within ctx and returns a client for the worker. The
+// caller closes the connection.
+func (g *globals) client(ctx context.Context) (*api.Client, *nats.Conn, error) {
+	opts := g.conn
+	opts.Name = "worker-agent:" + g.worker
+	type dialed struct {
+		nc  *nats.Conn
+		err error
+	}
+	ch := make(chan dialed, 1)
+	go func() {
+		nc, err := opts.Dial()
+		ch <- dialed{nc, err}
+	}()
+	var d dialed
+	select {
+	case d = <-ch:
+	case <-ctx.Done():
+		go func() {
+			if d := <-ch; d.nc != nil {
+				d.nc.Close()
+			}
+		}()
+		return nil, nil, fmt.Errorf("%w at %s: %v", connect.ErrConnect, opts.URL, ctx.Err())
+	}
+	if d.err != nil {
+		return nil, nil, d.err
+	}
+	c := api.NewClient(d.nc, g.worker)
+	// Several tries fit inside --timeout, each with the same idempotency key.
+	c.Attempt = min(maxAttempt, max(g.conn.Timeout/4, 50*time.Millisecond))
+	return c, d.nc, nil
+}
+
+// call runs one request inside the --timeout deadline and reports its
+// answer: the envelope on stdout, a human line on stderr for anything but a
+// clean permit, and the exit code as the returned error.
+func (g *globals) call(ctx context.Context, key string, do func(context.Context, *api.Client) (grants.Envelope, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, g.conn.Timeout)
+	defer cancel()
+	c, nc, err := g.client(ctx)
+	if err != nil {
+		return g.unavailable(err, key)
+	}
+	defer nc.Close()
+	env, err := do(ctx, c)
+	if err != nil {
+		return g.unavailable(err, key)
+	}
+	return g.report(env)
+}
+
+// report prints env and maps its decision to an exit code.
+func (g *globals) report(env grants.Envelope) error {
+	if err := g.print(env); err != nil {
+		fmt.Fprintf(g.stderr, "worker-agent: writing the envelope: %v\n", err)
+	}
+	switch env.Decision {
+	case grants.Permit:
+		if env.Reason != grants.ReasonNone {
+			// A recorded answer that still needs attention, e.g. a
+			// contested effect.
+			fmt.Fprintln(g.stderr, refusalLine("note", env))
+		}
+		return nil
+	case grants.Deny:
+		fmt.Fprintln(g.stderr, refusalLine("denied", env))
+		g.detail(env)
+		return &exitError{code: ExitDeny}
+	case grants.ApprovalRequired:
+		fmt.Fprintln(g.stderr, refusalLine("approval required", env))
+		g.detail(env)
+		return &exitError{code: ExitApproval}
+	}
+	return &exitError{code: ExitUnavailable, err: fmt.Errorf("the issuer answered with unknown decision %q; do not proceed", env.Decision)}
+}
+
+// refusalLine renders the human summary of an envelope, e.g.
+// "denied: already_spent (missing: unspent) — next: reconcile_consumption".
+func refusalLine(prefix string, env grants.Envelope) string {
+	var b strings.Builder
+	b.WriteString(prefix)
+	b.WriteString(": ")
+	switch {
+	case env.Reason != grants.ReasonNone:
+		b.WriteString(string(env.Reason))
+	case env.Decision == grants.ApprovalRequired:
+		b.WriteString("review")
+	default:
+		b.WriteString("unspecified")
+	}
+	if env.ReviewID != "" {
+		b.WriteString(" [review " + env.ReviewID + "]")
+	}
+	if env.Missing != "" {
+		b.WriteString(" (missing: " + env.Missing + ")")
+	}
+	rec := env.Recovery
+	if rec == "" {
+		rec = grants.RecoveryFor(env.Reason)
+	}
+	if env.Decision == grants.ApprovalRequired && env.Recovery == "" && env.Reason == grants.ReasonNone {
+		b.WriteString(" — do not run the call until the review is decided")
+		return b.String()
+	}
+	b.WriteString(" — next: " + string(rec))
+	return b.String()
+}
+
+func (g *globals) detail(env grants.Envelope) {
+	if env.Detail != "" {
+		fmt.Fprintf(g.stderr, "  detail: %s\n", env.Detail)
+	}
+}
+
+// unavailable reports that nothing is known (exit 3). stdout still gets an
+// envelope (deny / issuer_unavailable, with no receipt sequence: it is this
+// program's verdict, not the issuer's) so scripts always parse one object.
+func (g *globals) unavailable(err error, key string) error {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee
+	}
+	env := grants.Refuse(grants.ReasonIssuerUnavail, "issuer answer", "worker-agent: "+err.Error())
+	_ = g.print(env)
+	msg := "issuer unavailable: nothing is known, do not proceed"
+	if key != "" {
+		msg += "; re-run with --idempotency-key " + key + " to get the original answer"
+	}
+	fmt.Fprintf(g.stderr, "worker-agent: %v\n%s — next: %s\n", err, msg, env.Recovery)
+	return &exitError{code: ExitUnavailable}
+}
+
+// print writes env as one JSON line, or indented with --pretty.
+func (g *globals) print(env grants.Envelope) error {
+	enc := json.NewEncoder(g.stdout)
+	enc.SetEscapeHTML(false)
+	if g.pretty {
+		enc.SetIndent("", "  ")
+	}
+	return enc.Encode(env)
+}

@@ -1,0 +1,178 @@
+// Command worker-agent sits beside one agent runtime and asks writ's issuer
+// for authority before each consequential tool call:
+//
+//	worker-agent request --worker W --lane L --tool T --args JSON   # ask for a grant
+//	worker-agent spend GRANT --worker W --args JSON                  # the call starts: spend it
+//	worker-agent effect GRANT --worker W --outcome confirmed --verifier V
+//
+// Every subcommand prints the issuer's decision envelope as JSON on stdout
+// (one line, or indented with --pretty) and nothing else, so scripts can
+// parse it; a refusal also gets one human line on stderr, such as
+//
+//	denied: already_spent (missing: unspent) — next: reconcile_consumption
+//
+// The worker id comes from --worker or WRIT_WORKER and picks the NATS
+// subject (writ.api.<worker>.<op>); the issuer takes the caller's identity
+// from that subject, never from the body.
+//
+// Exit codes (a stable contract; scripts and hooks branch on them):
+//
+//	0   permit / ok
+//	10  deny: stdout holds the refusal envelope, stderr says why and the next step
+//	11  approval_required: a review was opened; do not run the call
+//	3   issuer unavailable: the connection failed, no answer came within
+//	    --timeout, or the answer could not be understood. Nothing is known:
+//	    the caller must not proceed. Re-running with the same
+//	    --idempotency-key returns the original answer if one was recorded.
+//	2   usage error: bad flags, ids or arguments; nothing was sent
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/writ-dev/writ/connect"
+)
+
+// Exit codes. Keep in step with the package comment and exitCodesHelp.
+const (
+	ExitOK          = 0
+	ExitUsage       = 2
+	ExitUnavailable = 3
+	ExitDeny        = 10
+	ExitApproval    = 11
+)
+
+// EnvWorker supplies --worker when the flag is not given.
+const EnvWorker = "WRIT_WORKER"
+
+const exitCodesHelp = `Exit codes:
+  0   permit / ok
+  10  deny: stdout holds the refusal envelope; stderr says why and the next step
+  11  approval_required: a review was opened; do not run the call
+  3   issuer unavailable: connection failed, no answer within --timeout, or an
+      answer that could not be understood. Nothing is known: do not proceed.
+      Re-run with the same --idempotency-key to get the original answer.
+  2   usage error: bad flags, ids or arguments; nothing was sent`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err))
+}
+
+// exitError carries an exit code out of run. run has already written
+// everything the user should see by the time it returns one.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErr reports a usage error (exit 2).
+func usageErr(format string, a ...any) error {
+	return &exitError{code: ExitUsage, err: fmt.Errorf(format, a...)}
+}
+
+// exitCode maps run's error to the process exit code.
+func exitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	// Only cobra's own argument and flag errors reach here untyped.
+	return ExitUsage
+}
+
+// run is the whole program; main only maps its error to an exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "worker-agent",
+		Short: "Ask writ's issuer for grants, spend them and report their effects",
+		Long: `worker-agent sits beside one agent runtime and asks writ's issuer for a
+single-spend grant before each consequential tool call (request), spends it
+when the call starts (spend), and reports what happened (effect).
+
+stdout carries only the issuer's decision envelope as JSON; refusals also
+get one human line on stderr. The worker id (--worker, env ` + EnvWorker + `)
+picks the NATS subject writ.api.<worker>.<op>; the issuer takes identity from
+the subject. Requests are retried with the same idempotency key until an
+answer arrives or --timeout ends.
+
+` + exitCodesHelp,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cmd.SetOut(g.stderr)
+			_ = cmd.Usage()
+			return usageErr("a subcommand is required (request, spend or effect)")
+		},
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+
+	pf := root.PersistentFlags()
+	g.conn.AddFlags(pf)
+	pf.StringVar(&g.worker, "worker", os.Getenv(EnvWorker), "this worker's id (env "+EnvWorker+")")
+	pf.BoolVar(&g.pretty, "pretty", false, "indent the JSON envelope")
+
+	root.AddCommand(newRequestCmd(g), newSpendCmd(g), newEffectCmd(g))
+
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return nil
+	}
+	var ee *exitError
+	if !errors.As(err, &ee) {
+		// cobra's own parsing errors: unknown flag, missing argument, ...
+		ee = &exitError{code: ExitUsage, err: err}
+	}
+	if ee.err != nil {
+		fmt.Fprintf(stderr, "worker-agent: %v\n", ee.err)
+		if ee.code == ExitUsage {
+			fmt.Fprintf(stderr, "Run '%s --help' for usage and exit codes.\n", cmd.CommandPath())
+		}
+	}
+	return ee
+}
+
+// oneGrant accepts exactly one positional GRANT id.
+func oneGrant(_ *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return usageErr("want exactly one GRANT id argument, got %d", len(args))
+	}
+	return nil
+}
+
+// globals are the flags and streams every subcommand shares.
+type globals struct {
+	conn   connect.Options
+	worker string
+	pretty bool
+
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}

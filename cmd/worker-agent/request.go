@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/grants"
+)
+
+func newRequestCmd(g *globals) *cobra.Command {
+	var (
+		lane, session, tool, key string
+		args                     argsInput
+		ttl                      time.Duration
+		sources                  []string
+	)
+	cmd := &cobra.Command{
+		Use:   "request --worker W --lane L --tool T --args JSON",
+		Short: "Ask the issuer for a grant for one exact tool call",
+		Long: `Ask the issuer for a single-spend grant bound to one exact tool call: the
+tool name and its canonical JSON arguments. On permit, stdout holds the
+envelope with the grant_id to spend when the call starts.
+
+` + exitCodesHelp,
+		Example: `  worker-agent request --worker w1 --lane specialist --tool Bash --args '{"command":"ls"}'
+  echo '{"to":"ops@example.com"}' | worker-agent request --lane isolated --tool send_mail --args-file - --source web-42`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := g.checkWorker(); err != nil {
+				return err
+			}
+			if err := g.checkConn(); err != nil {
+				return err
+			}
+			if lane == "" {
+				return usageErr("--lane is required")
+			}
+			if err := checkID("--lane", lane); err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("session") {
+				if err := checkID("--session", session); err != nil {
+					return err
+				}
+			}
+			if tool == "" {
+				return usageErr("--tool is required")
+			}
+			if err := checkName("--tool", tool); err != nil {
+				return err
+			}
+			var srcs []string
+			seen := map[string]bool{}
+			for _, s := range sources {
+				if err := checkID("--source", s); err != nil {
+					return err
+				}
+				if !seen[s] {
+					seen[s] = true
+					srcs = append(srcs, s)
+				}
+			}
+			if ttl < time.Millisecond {
+				return usageErr("--ttl must be at least 1ms, got %v", ttl)
+			}
+			if cmd.Flags().Changed("idempotency-key") {
+				if err := checkName("--idempotency-key", key); err != nil {
+					return err
+				}
+			}
+			switch args.given() {
+			case 0:
+				return usageErr("--args or --args-file is required (the tool arguments as JSON)")
+			case 2:
+				return usageErr("give either --args or --args-file, not both")
+			}
+			raw, err := args.read(g.stdin)
+			if err != nil {
+				return err
+			}
+			req := api.GrantRequest{
+				Lane: lane, Session: session, Tool: tool, Args: raw,
+				TTLMillis: ttl.Milliseconds(), Sources: srcs, IdempotencyKey: newKey(key),
+			}
+			return g.call(cmd.Context(), req.IdempotencyKey, func(ctx context.Context, c *api.Client) (grants.Envelope, error) {
+				return c.Grant(ctx, req)
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&lane, "lane", "", "lane the call runs in (required)")
+	f.StringVar(&session, "session", "", "agent session id")
+	f.StringVar(&tool, "tool", "", "tool name (required)")
+	f.StringVar(&args.inline, "args", "", "tool arguments as JSON")
+	f.StringVar(&args.file, "args-file", "", "read the tool arguments from a file, or - for stdin")
+	f.DurationVar(&ttl, "ttl", 30*time.Second, "requested lifetime; the issuer may shorten it")
+	f.StringSliceVar(&sources, "source", nil, "id of a source the arguments came from (repeatable)")
+	f.StringVar(&key, "idempotency-key", "", "idempotency key (default: a fresh one; reuse it to retry)")
+	return cmd
+}
