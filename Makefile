@@ -1,0 +1,45 @@
+# writ — common tasks. `make help` lists them.
+GO       ?= go
+BIN      ?= bin
+FUZZTIME ?= 30s
+PKGS     := ./...
+
+.PHONY: help build test test-short bench fuzz verify demo clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+build: ## build issuer, worker-agent and auditor into ./bin
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -o $(BIN)/ ./cmd/issuer ./cmd/worker-agent ./cmd/auditor
+
+test: ## run every test with the race detector (real raft, boltdb, NATS, processes)
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+test-short: ## quick tests without the race detector
+	$(GO) test -count=1 -short $(PKGS)
+
+bench: ## run the Go benchmarks (state machine, replay, verification)
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./fsm/ ./audit/ ./events/
+
+fuzz: ## run every fuzz target for FUZZTIME each
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+verify: ## gofmt, go vet and go.mod drift
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	@cp go.mod /tmp/writ-go.mod.bak; cp go.sum /tmp/writ-go.sum.bak; \
+	 $(GO) mod tidy; \
+	 if ! diff -q go.mod /tmp/writ-go.mod.bak >/dev/null || ! diff -q go.sum /tmp/writ-go.sum.bak >/dev/null; then \
+	   echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit"; \
+	   cp /tmp/writ-go.mod.bak go.mod; cp /tmp/writ-go.sum.bak go.sum; exit 1; fi
+
+demo: build ## start a dev issuer and run the scripted demo fleet against it
+	./scripts/demo.sh
+
+clean: ## remove build output and demo data
+	rm -rf $(BIN) writ-data .demo
