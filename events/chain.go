@@ -25,7 +25,7 @@ func (c *Chain) Append(e *Event, buf []byte) []byte {
 // advance the chain; call Advance after a successful Check.
 func (c Chain) Check(e Event) error {
 	if e.Seq != c.Seq+1 {
-		return fmt.Errorf("%w: expected seq %d, got %d", ErrChain, c.Seq+1, e.Seq)
+		return fmt.Errorf("%w: seq %d does not follow seq %d (want seq %d)", ErrChain, e.Seq, c.Seq, c.Seq+1)
 	}
 	if e.Prev != c.Head {
 		return fmt.Errorf("%w: seq %d prev %s does not match hash %s of seq %d",

@@ -13,10 +13,15 @@
 // strictly ascending tag order. Each field starts with a uvarint key
 // (tag<<3 | wire type); wire type 0 is a uvarint, wire type 2 is a
 // uvarint length followed by that many bytes. Zero values are omitted, so an
-// event has exactly one encoding. The last field is the event's own hash
-// (tag 127): SHA-256 over every byte before it. Decoders skip fields with
-// unknown tags (they still count towards the hash), reject everything else
-// that is malformed, and verify the hash.
+// event has exactly one encoding. Only list fields (counters, cancelled,
+// rules, sources) repeat their tag, once per element; a counter element is
+// the uvarint value followed by the key bytes. The last field is the event's
+// own hash (tag 127): SHA-256 over every byte before it, version byte
+// included. Decoders skip fields with unknown tags (they still count towards
+// the hash), reject everything else that is not canonical (non-minimal
+// varints, tags out of order, a repeated singular field, a field present with
+// its zero value, unknown wire types, lengths past the input), and verify the
+// hash.
 //
 // Tags and kinds are append-only: a value is never reordered, reused or
 // given a new meaning. Retired values are listed next to their tables.

@@ -173,7 +173,8 @@ func Decode(b []byte) (Event, error) {
 	e.Version = b[0]
 	r := NewReader(b[1:])
 	var f Field
-	hashAt := -1
+	hashAt := -1    // offset in b of the hash field's key
+	var prev uint32 // tag of the previous field
 	for {
 		pos := r.Offset()
 		if !r.Next(&f) {
@@ -183,6 +184,14 @@ func Decode(b []byte) (Event, error) {
 			r.Failf("field %d after hash", f.Tag)
 			break
 		}
+		// The Reader allows length-delimited tags to repeat; only list
+		// fields (and unknown tags, which may be lists) may do so here, or
+		// one event would have several encodings.
+		if f.Tag == prev && !repeatable(f.Tag) {
+			r.Failf("repeated field %d", f.Tag)
+			break
+		}
+		prev = f.Tag
 		if !decodeField(r, &e, &f) {
 			break
 		}
@@ -202,9 +211,31 @@ func Decode(b []byte) (Event, error) {
 	return e, nil
 }
 
+// repeatable reports whether a tag may occur several times in a row: the
+// list fields, and tags this version does not know.
+func repeatable(tag uint32) bool {
+	switch tag {
+	case tagCounters, tagCancelled, tagRules, tagSources:
+		return true
+	}
+	return tag > tagDetail && tag != tagHash
+}
+
 func decodeField(r *Reader, e *Event, f *Field) bool {
-	str := func(dst *string) bool {
+	// nonEmpty rejects a present but empty singular field: the writer
+	// omits empty values, so accepting one would give a second encoding.
+	nonEmpty := func() bool {
 		if !r.Expect(f, wireBytes) {
+			return false
+		}
+		if len(f.Data) == 0 {
+			r.Failf("empty value written for tag %d", f.Tag)
+			return false
+		}
+		return true
+	}
+	str := func(dst *string) bool {
+		if !nonEmpty() {
 			return false
 		}
 		*dst = string(f.Data)
@@ -231,6 +262,10 @@ func decodeField(r *Reader, e *Event, f *Field) bool {
 		v, err := HashFromBytes(f.Data)
 		if err != nil {
 			r.Failf("tag %d: %v", f.Tag, err)
+			return false
+		}
+		if v.IsZero() {
+			r.Failf("zero hash written for tag %d", f.Tag)
 			return false
 		}
 		*dst = v
@@ -321,7 +356,7 @@ func decodeField(r *Reader, e *Event, f *Field) bool {
 	case tagActor:
 		return str(&e.Actor)
 	case tagPolicy:
-		if !r.Expect(f, wireBytes) {
+		if !nonEmpty() {
 			return false
 		}
 		e.Policy = append([]byte(nil), f.Data...)

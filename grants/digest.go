@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
+	"io"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/writ-dev/writ/events"
 )
@@ -16,7 +18,7 @@ import (
 // MaxArgsBytes bounds the canonical arguments of one request.
 const MaxArgsBytes = 256 << 10
 
-// MaxArgsDepth bounds nesting in arguments.
+// MaxArgsDepth bounds how many arrays and objects may nest in arguments.
 const MaxArgsDepth = 64
 
 // ErrBadArgs is returned when tool arguments are not a JSON value that
@@ -30,117 +32,210 @@ var ErrBadArgs = errors.New("grants: bad arguments")
 // same number; 12345678901234567890 and 12345678901234567891 stay
 // different — no float64 rounding). Two argument documents with the same
 // meaning produce the same bytes, so the request digest does not depend on
-// how a client formatted its JSON. Duplicate object keys are rejected: they
-// are a classic way to make two parsers disagree about what a request says.
+// how a client formatted its JSON.
+//
+// Input that two parsers could read differently is rejected rather than
+// normalised: duplicate object keys, invalid UTF-8 and escaped lone
+// surrogates ("\ud800"), which encoding/json would otherwise silently turn
+// into U+FFFD. Also rejected: anything after the value, more than
+// MaxArgsDepth nested arrays and objects, exponents beyond ±400, and input
+// or canonical output longer than MaxArgsBytes.
 func CanonicalJSON(raw []byte) ([]byte, error) {
 	if len(raw) > MaxArgsBytes {
 		return nil, fmt.Errorf("%w: %d bytes exceeds limit %d", ErrBadArgs, len(raw), MaxArgsBytes)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var buf bytes.Buffer
-	if err := canon(dec, &buf, 0); err != nil {
+	if !utf8.Valid(raw) {
+		return nil, fmt.Errorf("%w: invalid UTF-8", ErrBadArgs)
+	}
+	if err := checkSurrogates(raw); err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); err == nil {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	c := canonicalizer{dec: dec}
+	var buf bytes.Buffer
+	if err := c.value(&buf, 0); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("%w: trailing data after the JSON value", ErrBadArgs)
 	}
 	return buf.Bytes(), nil
 }
 
-func canon(dec *json.Decoder, out *bytes.Buffer, depth int) error {
-	if depth > MaxArgsDepth {
-		return fmt.Errorf("%w: nesting deeper than %d", ErrBadArgs, MaxArgsDepth)
+// canonicalizer writes the canonical form of the decoder's next value.
+// written counts every byte emitted at the leaves (each byte of the output
+// is emitted exactly once; object members are buffered and copied, not
+// re-emitted), so the output limit is enforced before it is exceeded by
+// much, whatever the nesting.
+type canonicalizer struct {
+	dec     *json.Decoder
+	written int
+}
+
+func (c *canonicalizer) emit(out *bytes.Buffer, s string) error {
+	c.written += len(s)
+	if c.written > MaxArgsBytes {
+		return fmt.Errorf("%w: canonical form exceeds limit %d", ErrBadArgs, MaxArgsBytes)
 	}
-	tok, err := dec.Token()
+	out.WriteString(s)
+	return nil
+}
+
+func (c *canonicalizer) value(out *bytes.Buffer, depth int) error {
+	tok, err := c.dec.Token()
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrBadArgs, err)
 	}
 	switch t := tok.(type) {
 	case json.Delim:
+		// depth counts the arrays and objects around this value.
+		if depth >= MaxArgsDepth {
+			return fmt.Errorf("%w: nesting deeper than %d", ErrBadArgs, MaxArgsDepth)
+		}
 		switch t {
 		case '{':
-			type kv struct {
-				k string
-				v []byte
-			}
-			var kvs []kv
-			seen := map[string]bool{}
-			for dec.More() {
-				kt, err := dec.Token()
-				if err != nil {
-					return fmt.Errorf("%w: %v", ErrBadArgs, err)
-				}
-				k, ok := kt.(string)
-				if !ok {
-					return fmt.Errorf("%w: object key is not a string", ErrBadArgs)
-				}
-				if seen[k] {
-					return fmt.Errorf("%w: duplicate object key %q", ErrBadArgs, k)
-				}
-				seen[k] = true
-				var vb bytes.Buffer
-				if err := canon(dec, &vb, depth+1); err != nil {
-					return err
-				}
-				kvs = append(kvs, kv{k, vb.Bytes()})
-			}
-			if _, err := dec.Token(); err != nil {
-				return fmt.Errorf("%w: %v", ErrBadArgs, err)
-			}
-			sort.Slice(kvs, func(i, j int) bool { return kvs[i].k < kvs[j].k })
-			out.WriteByte('{')
-			for i, e := range kvs {
-				if i > 0 {
-					out.WriteByte(',')
-				}
-				writeString(out, e.k)
-				out.WriteByte(':')
-				out.Write(e.v)
-			}
-			out.WriteByte('}')
+			return c.object(out, depth)
 		case '[':
-			out.WriteByte('[')
-			first := true
-			for dec.More() {
-				if !first {
-					out.WriteByte(',')
-				}
-				first = false
-				if err := canon(dec, out, depth+1); err != nil {
-					return err
-				}
-			}
-			if _, err := dec.Token(); err != nil {
-				return fmt.Errorf("%w: %v", ErrBadArgs, err)
-			}
-			out.WriteByte(']')
-		default:
-			return fmt.Errorf("%w: unexpected %q", ErrBadArgs, t)
+			return c.array(out, depth)
 		}
+		return fmt.Errorf("%w: unexpected %q", ErrBadArgs, t)
 	case string:
-		writeString(out, t)
+		return c.emit(out, quote(t))
 	case json.Number:
 		n, err := canonNumber(string(t))
 		if err != nil {
 			return err
 		}
-		out.WriteString(n)
+		return c.emit(out, n)
 	case bool:
 		if t {
-			out.WriteString("true")
-		} else {
-			out.WriteString("false")
+			return c.emit(out, "true")
 		}
+		return c.emit(out, "false")
 	case nil:
-		out.WriteString("null")
+		return c.emit(out, "null")
+	}
+	return fmt.Errorf("%w: unexpected token %v", ErrBadArgs, tok)
+}
+
+func (c *canonicalizer) object(out *bytes.Buffer, depth int) error {
+	type member struct {
+		k string
+		v []byte
+	}
+	var members []member
+	seen := map[string]bool{}
+	for c.dec.More() {
+		kt, err := c.dec.Token()
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrBadArgs, err)
+		}
+		k, ok := kt.(string)
+		if !ok {
+			return fmt.Errorf("%w: object key is not a string", ErrBadArgs)
+		}
+		if seen[k] {
+			return fmt.Errorf("%w: duplicate object key %q", ErrBadArgs, k)
+		}
+		seen[k] = true
+		var vb bytes.Buffer
+		if err := c.value(&vb, depth+1); err != nil {
+			return err
+		}
+		members = append(members, member{k, vb.Bytes()})
+	}
+	if _, err := c.dec.Token(); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadArgs, err)
+	}
+	sort.Slice(members, func(i, j int) bool { return members[i].k < members[j].k })
+	if err := c.emit(out, "{"); err != nil {
+		return err
+	}
+	for i, m := range members {
+		sep := ""
+		if i > 0 {
+			sep = ","
+		}
+		if err := c.emit(out, sep+quote(m.k)+":"); err != nil {
+			return err
+		}
+		out.Write(m.v) // already counted when it was emitted
+	}
+	return c.emit(out, "}")
+}
+
+func (c *canonicalizer) array(out *bytes.Buffer, depth int) error {
+	if err := c.emit(out, "["); err != nil {
+		return err
+	}
+	for i := 0; c.dec.More(); i++ {
+		if i > 0 {
+			if err := c.emit(out, ","); err != nil {
+				return err
+			}
+		}
+		if err := c.value(out, depth+1); err != nil {
+			return err
+		}
+	}
+	if _, err := c.dec.Token(); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadArgs, err)
+	}
+	return c.emit(out, "]")
+}
+
+// checkSurrogates rejects \u escapes that encode a lone UTF-16 surrogate.
+// encoding/json decodes them to U+FFFD, so "\ud800" and "\ufffd" would
+// share a digest while a tool reading the raw request could see different
+// strings. It only inspects escapes inside strings; syntax errors are left
+// to the decoder.
+func checkSurrogates(raw []byte) error {
+	inString := false
+	for i := 0; i < len(raw); i++ {
+		switch b := raw[i]; {
+		case !inString:
+			inString = b == '"'
+		case b == '"':
+			inString = false
+		case b == '\\':
+			if i+1 < len(raw) && raw[i+1] != 'u' {
+				i++ // a one-character escape such as \" or \\
+				continue
+			}
+			r, ok := hex4(raw, i+2)
+			if !ok {
+				continue // malformed; the decoder reports it
+			}
+			i += 5
+			switch {
+			case utf16.IsSurrogate(r) && r < 0xdc00: // high: a low half must follow
+				lo, ok := hex4(raw, i+3)
+				if i+2 >= len(raw) || raw[i+1] != '\\' || raw[i+2] != 'u' || !ok || lo < 0xdc00 || lo > 0xdfff {
+					return fmt.Errorf("%w: lone surrogate \\u%04x in a string", ErrBadArgs, r)
+				}
+				i += 6
+			case utf16.IsSurrogate(r):
+				return fmt.Errorf("%w: lone surrogate \\u%04x in a string", ErrBadArgs, r)
+			}
+		}
 	}
 	return nil
 }
 
-func writeString(out *bytes.Buffer, s string) {
+// hex4 parses the four hex digits at raw[i:i+4].
+func hex4(raw []byte, i int) (rune, bool) {
+	if i < 0 || i+4 > len(raw) {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(raw[i:i+4]), 16, 16)
+	return rune(v), err == nil
+}
+
+// quote returns s as a JSON string the way encoding/json writes it.
+func quote(s string) string {
 	b, _ := json.Marshal(s) // never fails for a string
-	out.Write(b)
+	return string(b)
 }
 
 // RequestDigest is H(tool, canonical args): SHA-256 over a domain tag, the
@@ -165,32 +260,53 @@ func DigestArgs(tool string, rawArgs []byte) (events.Hash, error) {
 }
 
 // maxExponent bounds the exponent of a number literal so a literal such as
-// 1e999999999 cannot make canonicalization allocate a huge integer.
+// 1e999999999 cannot expand to a huge string of zeros.
 const maxExponent = 400
 
-// canonNumber returns the exact, shortest decimal form of a JSON number.
+// canonNumber returns the exact, shortest decimal form of a JSON number
+// literal (already validated by the decoder): no exponent, no leading or
+// trailing zeros, no "-" on zero. It works on the digits as text, so its
+// cost is linear in the literal's length.
 func canonNumber(lit string) (string, error) {
+	mant, exp := lit, 0
 	if i := strings.IndexAny(lit, "eE"); i >= 0 {
-		exp, err := strconv.Atoi(strings.TrimPrefix(lit[i+1:], "+"))
-		if err != nil || exp > maxExponent || exp < -maxExponent {
+		e, err := strconv.Atoi(strings.TrimPrefix(lit[i+1:], "+"))
+		if err != nil || e > maxExponent || e < -maxExponent {
 			return "", fmt.Errorf("%w: number %s has an exponent outside ±%d", ErrBadArgs, lit, maxExponent)
 		}
+		mant, exp = lit[:i], e
 	}
-	r, ok := new(big.Rat).SetString(lit)
-	if !ok {
+	neg := strings.HasPrefix(mant, "-")
+	mant = strings.TrimPrefix(mant, "-")
+	intPart, frac, _ := strings.Cut(mant, ".")
+	if intPart == "" || strings.Trim(intPart+frac, "0123456789") != "" {
 		return "", fmt.Errorf("%w: bad number %s", ErrBadArgs, lit)
 	}
-	if r.IsInt() {
-		return r.Num().String(), nil
+	// The value is 0.digits × 10^point.
+	digits := intPart + frac
+	point := len(intPart) + exp
+	trimmed := strings.TrimLeft(digits, "0")
+	point -= len(digits) - len(trimmed)
+	digits = strings.TrimRight(trimmed, "0")
+	if digits == "" {
+		return "0", nil
 	}
-	// A decimal literal has a finite decimal expansion; find its length.
-	x := new(big.Rat).Set(r)
-	ten := big.NewRat(10, 1)
-	for digits := 1; digits <= 2*maxExponent+len(lit); digits++ {
-		x.Mul(x, ten)
-		if x.IsInt() {
-			return r.FloatString(digits), nil
-		}
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
 	}
-	return "", fmt.Errorf("%w: number %s has too many digits", ErrBadArgs, lit)
+	switch {
+	case point <= 0:
+		b.WriteString("0.")
+		b.WriteString(strings.Repeat("0", -point))
+		b.WriteString(digits)
+	case point >= len(digits):
+		b.WriteString(digits)
+		b.WriteString(strings.Repeat("0", point-len(digits)))
+	default:
+		b.WriteString(digits[:point])
+		b.WriteByte('.')
+		b.WriteString(digits[point:])
+	}
+	return b.String(), nil
 }

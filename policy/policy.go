@@ -8,8 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
+	"io"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/writ-dev/writ/events"
@@ -30,7 +31,8 @@ const (
 var (
 	// ErrInvalid: the document does not validate; the message names the field.
 	ErrInvalid = errors.New("policy: invalid")
-	// ErrVersion: the document's version is not SchemaVersion.
+	// ErrVersion: the document's version is not SchemaVersion (such an
+	// error wraps ErrInvalid too).
 	ErrVersion = errors.New("policy: unsupported version")
 )
 
@@ -84,20 +86,22 @@ func Default() *Policy {
 	}
 }
 
-// Parse decodes and validates a JSON policy document. Unknown fields are
-// rejected so that a misspelt key is not silently ignored.
+// Parse decodes and validates a JSON policy document. The document is read
+// strictly, because it is the trust root and other tools will read it too:
+// field names must match exactly (encoding/json alone would accept
+// "Version" or "TTL"), unknown fields, duplicate keys, wrongly typed values
+// and trailing data are rejected, and every error names the field.
 func Parse(raw []byte) (*Policy, error) {
 	if len(raw) > MaxDocumentBytes {
 		return nil, fmt.Errorf("%w: document is %d bytes, limit %d", ErrInvalid, len(raw), MaxDocumentBytes)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	var p Policy
-	if err := dec.Decode(&p); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	if err := checkShape(raw); err != nil {
+		return nil, err
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: trailing data after the document", ErrInvalid)
+	var p Policy
+	if err := json.Unmarshal(raw, &p); err != nil {
+		// checkShape admits only documents that unmarshal.
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -105,10 +109,11 @@ func Parse(raw []byte) (*Policy, error) {
 	return &p, nil
 }
 
-// Validate checks the document; errors name the offending field.
+// Validate checks the document; errors wrap ErrInvalid and name the
+// offending field (for example lanes.isolated.ttl or workers.w1).
 func (p *Policy) Validate() error {
 	if p.Version != SchemaVersion {
-		return fmt.Errorf("%w: version: got %d, this build reads %d", ErrVersion, p.Version, SchemaVersion)
+		return fmt.Errorf("%w: %w: version: got %d, this build reads %d", ErrInvalid, ErrVersion, p.Version, SchemaVersion)
 	}
 	if err := checkTTL("default_ttl", p.DefaultTTL, false); err != nil {
 		return err
@@ -124,12 +129,18 @@ func (p *Policy) Validate() error {
 		if err := checkTTL("lanes."+name+".ttl", l.TTL, true); err != nil {
 			return err
 		}
-		for i, t := range append(append([]string(nil), l.Tools...), l.Deny...) {
-			if t == "" {
-				return fmt.Errorf("%w: lanes.%s: tool pattern %d is empty", ErrInvalid, name, i)
-			}
-			if !validPattern(t) {
-				return fmt.Errorf("%w: lanes.%s: bad tool pattern %q", ErrInvalid, name, t)
+		for _, list := range []struct {
+			field    string
+			patterns []string
+		}{{"tools", l.Tools}, {"deny", l.Deny}} {
+			for i, t := range list.patterns {
+				field := fmt.Sprintf("lanes.%s.%s[%d]", name, list.field, i)
+				if t == "" {
+					return fmt.Errorf("%w: %s: tool pattern is empty", ErrInvalid, field)
+				}
+				if err := lanes.ValidPattern(t); err != nil {
+					return fmt.Errorf("%w: %s: %v", ErrInvalid, field, err)
+				}
 			}
 		}
 	}
@@ -145,6 +156,161 @@ func (p *Policy) Validate() error {
 	return nil
 }
 
+// shape describes what a JSON value in a policy document must look like.
+type shape struct {
+	kind   shapeKind
+	fields map[string]*shape // kindStruct: the exact field names
+	elem   *shape            // kindMap, kindList: the element shape
+}
+
+type shapeKind uint8
+
+const (
+	kindStruct shapeKind = iota
+	kindMap
+	kindList
+	kindString
+	kindInt
+	kindDuration
+)
+
+var (
+	laneShape = &shape{kind: kindStruct, fields: map[string]*shape{
+		"tools": {kind: kindList, elem: &shape{kind: kindString}},
+		"deny":  {kind: kindList, elem: &shape{kind: kindString}},
+		"ttl":   {kind: kindDuration},
+	}}
+	documentShape = &shape{kind: kindStruct, fields: map[string]*shape{
+		"version":     {kind: kindInt},
+		"default_ttl": {kind: kindDuration},
+		"lanes":       {kind: kindMap, elem: laneShape},
+		"workers":     {kind: kindMap, elem: &shape{kind: kindString}},
+	}}
+)
+
+// checkShape walks the document's tokens and checks it against
+// documentShape, so that json.Unmarshal afterwards cannot fail or guess.
+// Lists and maps may be null (Canonical writes a lane without tools as
+// "tools":null); scalars may not.
+func checkShape(raw []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := walkShape(dec, documentShape, ""); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: trailing data after the document", ErrInvalid)
+	}
+	return nil
+}
+
+func walkShape(dec *json.Decoder, sh *shape, field string) error {
+	name := field
+	if name == "" {
+		name = "document"
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, name, unexpectedEOF(err))
+	}
+	bad := func(want string) error {
+		return fmt.Errorf("%w: %s: want %s, got %s", ErrInvalid, name, want, describe(tok))
+	}
+	switch sh.kind {
+	case kindString:
+		if _, ok := tok.(string); !ok {
+			return bad("a string")
+		}
+	case kindInt:
+		n, ok := tok.(json.Number)
+		if !ok {
+			return bad("an integer")
+		}
+		if _, err := strconv.Atoi(string(n)); err != nil {
+			return bad("an integer")
+		}
+	case kindDuration:
+		s, ok := tok.(string)
+		if !ok {
+			return bad(`a duration string such as "60s"`)
+		}
+		if _, err := time.ParseDuration(s); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
+		}
+	case kindList:
+		if tok == nil {
+			return nil
+		}
+		if tok != json.Delim('[') {
+			return bad("an array")
+		}
+		for i := 0; dec.More(); i++ {
+			if err := walkShape(dec, sh.elem, fmt.Sprintf("%s[%d]", field, i)); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token()
+	case kindMap, kindStruct:
+		if tok == nil && sh.kind == kindMap {
+			return nil
+		}
+		if tok != json.Delim('{') {
+			return bad("an object")
+		}
+		seen := map[string]bool{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return fmt.Errorf("%w: %s: %v", ErrInvalid, name, unexpectedEOF(err))
+			}
+			k := kt.(string) // object keys are always strings
+			child := k
+			if field != "" {
+				child = field + "." + k
+			}
+			if seen[k] {
+				return fmt.Errorf("%w: %s: duplicate key", ErrInvalid, child)
+			}
+			seen[k] = true
+			elem := sh.elem
+			if sh.kind == kindStruct {
+				var ok bool
+				if elem, ok = sh.fields[k]; !ok {
+					return fmt.Errorf("%w: %s: unknown field", ErrInvalid, child)
+				}
+			}
+			if err := walkShape(dec, elem, child); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, name, unexpectedEOF(err))
+	}
+	return nil
+}
+
+// unexpectedEOF reports running out of input inside the document as such.
+func unexpectedEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+func describe(tok json.Token) string {
+	switch t := tok.(type) {
+	case nil:
+		return "null"
+	case json.Delim:
+		return string(t)
+	case string:
+		return strconv.Quote(t)
+	}
+	return fmt.Sprint(tok)
+}
+
 func checkTTL(field string, d Duration, zeroOK bool) error {
 	if d == 0 && zeroOK {
 		return nil
@@ -153,11 +319,6 @@ func checkTTL(field string, d Duration, zeroOK bool) error {
 		return fmt.Errorf("%w: %s: %s is outside [%s, %s]", ErrInvalid, field, time.Duration(d), MinTTL, MaxTTL)
 	}
 	return nil
-}
-
-func validPattern(p string) bool {
-	_, err := path.Match(p, "")
-	return err == nil
 }
 
 func revocationSafeID(s string) error {

@@ -43,13 +43,22 @@ func ParseKey(key string) (scope, id string, err error) {
 }
 
 // Counters maps counter keys to values. An absent key has value 0. The
-// zero value is ready to use.
+// zero value is ready to use, and a nil *Counters reads as all zeros (only
+// Set and Bump need a non-nil receiver).
 type Counters struct {
 	m map[string]uint64
 }
 
+// values returns the map, nil for a nil receiver (reads then see zeros).
+func (c *Counters) values() map[string]uint64 {
+	if c == nil {
+		return nil
+	}
+	return c.m
+}
+
 // Get returns the current value of key.
-func (c *Counters) Get(key string) uint64 { return c.m[key] }
+func (c *Counters) Get(key string) uint64 { return c.values()[key] }
 
 // Set sets key to v (used by restore and by replay of revoke events).
 func (c *Counters) Set(key string, v uint64) {
@@ -80,15 +89,16 @@ func (c *Counters) Bind(keys ...string) []events.Counter {
 		if i > 0 && sorted[i-1] == k {
 			continue
 		}
-		out = append(out, events.Counter{Key: k, Value: c.m[k]})
+		out = append(out, events.Counter{Key: k, Value: c.values()[k]})
 	}
 	return out
 }
 
 // Stale returns the first bound counter whose value has moved, if any.
 func (c *Counters) Stale(bound []events.Counter) (events.Counter, bool) {
+	m := c.values()
 	for _, b := range bound {
-		if c.m[b.Key] != b.Value {
+		if m[b.Key] != b.Value {
 			return b, true
 		}
 	}
@@ -96,13 +106,14 @@ func (c *Counters) Stale(bound []events.Counter) (events.Counter, bool) {
 }
 
 // Len is the number of non-zero counters.
-func (c *Counters) Len() int { return len(c.m) }
+func (c *Counters) Len() int { return len(c.values()) }
 
 // Sorted returns every non-zero counter sorted by key, for snapshots and
 // digests (never iterate the map directly into output).
 func (c *Counters) Sorted() []events.Counter {
-	out := make([]events.Counter, 0, len(c.m))
-	for k, v := range c.m {
+	m := c.values()
+	out := make([]events.Counter, 0, len(m))
+	for k, v := range m {
 		out = append(out, events.Counter{Key: k, Value: v})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })

@@ -1,0 +1,295 @@
+package events
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+)
+
+var rewrite = flag.Bool("rewrite", false, "regenerate events/testdata/golden from goldenEvents (review the diff: these bytes are kept forever)")
+
+const goldenDir = "testdata/golden"
+
+// t0 is 2026-01-01T00:00:00Z in unix nanoseconds on the control-plane clock.
+const t0 int64 = 1767225600000000000
+
+// goldenPolicy is a canonical policy document as an epoch event carries it.
+const goldenPolicy = `{"version":1,"default_ttl":"1m0s","lanes":{"coordinator":{"tools":["*"],"ttl":"2m0s"},"isolated":{"tools":["Read","Grep"],"ttl":"30s"},"specialist":{"tools":["Read","Edit","Bash"],"deny":["mcp__*"]}},"workers":{"w-cron-1":"isolated"}}`
+
+// goldenEvents is one realistic event of every kind, in the order they are
+// chained (seq 1..n). Together they set every field of Event at least once
+// (TestGoldenCoversEveryField). Never edit an entry: the encoded bytes are a
+// compatibility promise. Add new kinds or fields as new entries.
+func goldenEvents() []Event {
+	reqDigest := Sum([]byte("writ.request.v1 Bash {\"command\":\"go test ./...\"}"))
+	polDigest := Sum([]byte(goldenPolicy))
+	return []Event{
+		{
+			Kind: KindEpoch, RaftIndex: 3, Time: t0, Node: "issuer-a", Actor: "operator",
+			Epoch: 1, Decision: "permit", Policy: []byte(goldenPolicy), PolicyDigest: polDigest,
+		},
+		{
+			Kind: KindPermit, RaftIndex: 7, Time: t0 + 1_500_000_000, Node: "issuer-a",
+			GrantID: "g-01JH6Z3Q8R", Worker: "w-coder-2", Lane: "specialist", Session: "s-7f3a",
+			Tool: "Bash", Digest: reqDigest, Epoch: 1, Decision: "permit",
+			IssuedAt: t0 + 1_500_000_000, ExpiresAt: t0 + 61_500_000_000, IdemKey: "req-42",
+			Counters: []Counter{
+				{Key: "lane/specialist", Value: 0},
+				{Key: "source/doc-17", Value: 2},
+				{Key: "worker/w-coder-2", Value: 1},
+			},
+			Rules: []string{"lanes.specialist.tools:Bash"}, Actor: "w-coder-2",
+			Sources: []string{"doc-17", "issue-tracker"},
+			Target:  "repo:writ-dev/writ", Consequence: "arbitrary_execution",
+		},
+		{
+			Kind: KindDeny, RaftIndex: 8, Time: t0 + 2_000_000_000, Node: "issuer-b",
+			Worker: "w-research-1", Lane: "isolated", Session: "s-91c2", Tool: "mcp__github__create_issue",
+			Digest: Sum([]byte("deny request")), Epoch: 1, Decision: "deny", Reason: "denied_by_policy",
+			Missing: "tool mcp__github__create_issue allowed in lane isolated", Recovery: "none",
+			IdemKey: "req-43", Rules: []string{"lanes.isolated.tools"}, Actor: "w-research-1",
+			Sources: []string{"web-3"},
+		},
+		{
+			Kind: KindAttempt, RaftIndex: 9, Time: t0 + 3_000_000_000, Node: "issuer-a",
+			GrantID: "g-01JH6Z3Q8R", Worker: "w-coder-2", Lane: "specialist", Session: "s-7f3a",
+			Tool: "Bash", Digest: reqDigest, Epoch: 1, Decision: "permit",
+			IssuedAt: t0 + 1_500_000_000, ExpiresAt: t0 + 61_500_000_000, IdemKey: "spend-42",
+			RefSeq: 2, Actor: "w-coder-2",
+			Counters: []Counter{
+				{Key: "lane/specialist", Value: 0},
+				{Key: "source/doc-17", Value: 2},
+				{Key: "worker/w-coder-2", Value: 1},
+			},
+		},
+		{
+			Kind: KindSpendRefused, RaftIndex: 10, Time: t0 + 4_000_000_000, Node: "issuer-a",
+			GrantID: "g-01JH6Z3Q8R", Worker: "w-coder-2", Digest: reqDigest, Epoch: 1,
+			Decision: "deny", Reason: "already_spent", Missing: "unspent", Recovery: "reconcile_consumption",
+			ExpiresAt: t0 + 61_500_000_000, IdemKey: "spend-43", RefSeq: 2, Actor: "w-coder-2",
+		},
+		{
+			Kind: KindEffect, RaftIndex: 11, Time: t0 + 9_000_000_000, Node: "issuer-b",
+			GrantID: "g-01JH6Z3Q8R", Worker: "w-coder-2", Digest: reqDigest, Decision: "permit",
+			Outcome: "confirmed", Verifier: "ci-runner", RefSeq: 4, Actor: "w-coder-2",
+		},
+		{
+			Kind: KindEffectRefused, RaftIndex: 12, Time: t0 + 9_500_000_000, Node: "issuer-b",
+			GrantID: "g-unknown", Worker: "w-coder-2", Decision: "deny", Reason: "unknown_grant",
+			Missing: "live grant", Recovery: "request_new_grant", Outcome: "failed", Verifier: "ci-runner",
+			Actor: "w-coder-2", Detail: "no live grant has this id",
+		},
+		{
+			Kind: KindRevoke, RaftIndex: 13, Time: t0 + 12_000_000_000, Node: "issuer-a",
+			Worker: "w-coder-2", Decision: "permit", Actor: "operator",
+			Counters:  []Counter{{Key: "worker/w-coder-2", Value: 2}},
+			Cancelled: []string{"g-01JH6Z4A11", "g-01JH6Z4B22", ""},
+		},
+		{
+			Kind: KindReinstate, RaftIndex: 14, Time: t0 + 20_000_000_000, Node: "issuer-a",
+			Worker: "w-coder-2", Decision: "permit", Actor: "operator",
+			Detail: "replacement starts read-only",
+		},
+	}
+}
+
+// goldenChain seals goldenEvents as one chain and returns the sealed events
+// with their encodings.
+func goldenChain() ([]Event, [][]byte) {
+	var c Chain
+	evs := goldenEvents()
+	encs := make([][]byte, len(evs))
+	for i := range evs {
+		encs[i] = c.Append(&evs[i], nil)
+	}
+	return evs, encs
+}
+
+func goldenName(k Kind) string { return filepath.Join(goldenDir, k.String()) }
+
+func formatHex(b []byte) []byte {
+	s := hex.EncodeToString(b)
+	var out bytes.Buffer
+	for len(s) > 64 {
+		out.WriteString(s[:64])
+		out.WriteByte('\n')
+		s = s[64:]
+	}
+	out.WriteString(s)
+	out.WriteByte('\n')
+	return out.Bytes()
+}
+
+func parseHex(t testing.TB, text []byte) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(strings.Join(strings.Fields(string(text)), ""))
+	if err != nil {
+		t.Fatalf("bad hex: %v", err)
+	}
+	return b
+}
+
+func renderJSON(t testing.TB, e Event) []byte {
+	t.Helper()
+	b, err := json.MarshalIndent(e, "", "  ")
+	if err != nil {
+		t.Fatalf("json: %v", err)
+	}
+	return append(b, '\n')
+}
+
+// readGolden returns every golden encoding in testdata/golden keyed by the
+// file's base name without extension.
+func readGolden(t testing.TB) map[string][]byte {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(goldenDir, "*.hex"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, f := range files {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[strings.TrimSuffix(filepath.Base(f), ".hex")] = parseHex(t, text)
+	}
+	return out
+}
+
+func TestGoldenRewrite(t *testing.T) {
+	if !*rewrite {
+		t.Skip("run with -rewrite to regenerate the golden files")
+	}
+	if err := os.MkdirAll(goldenDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	evs, encs := goldenChain()
+	for i, e := range evs {
+		if err := os.WriteFile(goldenName(e.Kind)+".hex", formatHex(encs[i]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(goldenName(e.Kind)+".json", renderJSON(t, mustDecode(t, encs[i])), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("rewrote %d golden events in %s", len(evs), goldenDir)
+}
+
+// TestGoldenEncodingsUnchanged: the encoder still produces, byte for byte,
+// the encodings stored in testdata/golden, and the directory holds exactly
+// one encoding per known kind.
+func TestGoldenEncodingsUnchanged(t *testing.T) {
+	if *rewrite {
+		t.Skip("rewriting")
+	}
+	stored := readGolden(t)
+	evs, encs := goldenChain()
+	want := map[string]bool{}
+	for i, e := range evs {
+		name := e.Kind.String()
+		want[name] = true
+		got, ok := stored[name]
+		if !ok {
+			t.Errorf("%s: no golden file (run go test ./events -run Golden -rewrite)", name)
+			continue
+		}
+		if !bytes.Equal(got, encs[i]) {
+			t.Errorf("%s: encoding drifted from the golden file:\n got  %x\n want %x", name, encs[i], got)
+		}
+	}
+	for name := range stored {
+		if !want[name] {
+			t.Errorf("%s.hex: golden file has no entry in goldenEvents", name)
+		}
+	}
+	var kinds []string
+	for k := range kindNames {
+		if !want[k.String()] {
+			kinds = append(kinds, k.String())
+		}
+	}
+	sort.Strings(kinds)
+	if len(kinds) > 0 {
+		t.Errorf("known kinds without a golden event: %v", kinds)
+	}
+}
+
+// TestGoldenDecode: every stored golden encoding decodes to the expected
+// fields, carries the SHA-256 of its body as its hash, re-encodes to the
+// identical bytes, renders to the stored JSON, and the files form one chain.
+func TestGoldenDecode(t *testing.T) {
+	if *rewrite {
+		t.Skip("rewriting")
+	}
+	stored := readGolden(t)
+	evs, _ := goldenChain()
+	var chain Chain
+	for _, want := range evs {
+		name := want.Kind.String()
+		t.Run(name, func(t *testing.T) {
+			b, ok := stored[name]
+			if !ok {
+				t.Fatalf("no golden file")
+			}
+			got, err := Decode(b)
+			if err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+			if !reflect.DeepEqual(normalize(got), normalize(want)) {
+				t.Errorf("decoded fields differ:\n got  %+v\n want %+v", got, want)
+			}
+			// The hash field is the last 35 bytes: key 127<<3|2 (fa 07),
+			// length 32 (20), digest. The digest covers everything before.
+			const hashField = 3 + 32
+			if len(b) < 1+hashField || !bytes.Equal(b[len(b)-hashField:len(b)-32], []byte{0xfa, 0x07, 0x20}) {
+				t.Fatalf("encoding does not end with a hash field: %x", b)
+			}
+			if sum := Sum(b[:len(b)-hashField]); got.Hash != sum || !bytes.Equal(b[len(b)-32:], sum[:]) {
+				t.Errorf("hash %s is not SHA-256 of the body %s", got.Hash, sum)
+			}
+			if re := got.Encode(); !bytes.Equal(re, b) {
+				t.Errorf("re-encoding differs:\n got  %x\n want %x", re, b)
+			}
+			js, err := os.ReadFile(goldenName(got.Kind) + ".json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := renderJSON(t, got); !bytes.Equal(r, js) {
+				t.Errorf("JSON rendering drifted:\n got  %s\n want %s", r, js)
+			}
+			if err := chain.Check(got); err != nil {
+				t.Errorf("golden chain broken: %v", err)
+			}
+			chain.Advance(got)
+		})
+	}
+}
+
+// TestGoldenCoversEveryField: the golden events set every Event field at
+// least once, so a field whose encoding changes cannot slip past the golden
+// files. Adding a field to Event without a golden entry fails here.
+func TestGoldenCoversEveryField(t *testing.T) {
+	evs, _ := goldenChain()
+	typ := reflect.TypeFor[Event]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		set := false
+		for _, e := range evs {
+			if !reflect.ValueOf(e).Field(i).IsZero() {
+				set = true
+				break
+			}
+		}
+		if !set {
+			t.Errorf("no golden event sets Event.%s", f.Name)
+		}
+	}
+}
