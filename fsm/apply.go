@@ -17,6 +17,8 @@ func Apply(s *State, raftIndex uint64, b Batch) []grants.Envelope {
 	out := make([]grants.Envelope, len(b.Commands))
 	for i, c := range b.Commands {
 		if c.Op == OpPublished {
+			// Publication bookkeeping, not authority: no event, and not
+			// part of Digest.
 			s.confirmPublished(c.Seq)
 		}
 		o := Decide(s, now, b.Node, c)

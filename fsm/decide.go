@@ -1,6 +1,9 @@
 package fsm
 
 import (
+	"bytes"
+	"slices"
+
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/policy"
@@ -36,7 +39,9 @@ func Decide(s *State, now int64, node string, c Command) Outcome {
 	case OpReinstate:
 		return decideReinstate(s, now, node, c)
 	case OpPublished:
-		return reply(grants.Envelope{Decision: grants.Permit, Seq: c.Seq})
+		// Apply moves the watermark before asking; the answer is the
+		// watermark in force (a confirmation beyond the chain is capped).
+		return reply(grants.Envelope{Decision: grants.Permit, Seq: s.published})
 	}
 	return reply(grants.Refuse(grants.ReasonInvalidRequest, "op", "unknown command "+c.Op.String()))
 }
@@ -60,7 +65,7 @@ func decideRequest(s *State, now int64, node string, c Command) Outcome {
 	e.Digest, e.IdemKey, e.Epoch, e.Sources = c.Digest, c.IdemKey, s.epoch, c.Sources
 
 	if c.IdemKey != "" {
-		if r, ok := s.idem[idemID{c.Caller, c.IdemKey}]; ok {
+		if r, ok := s.liveIdem(idemID{c.Caller, c.IdemKey}, now); ok {
 			if r.Digest == c.Digest && r.Tool == c.Tool {
 				return reply(s.requestAnswer(r))
 			}
@@ -74,7 +79,11 @@ func decideRequest(s *State, now int64, node string, c Command) Outcome {
 		return record(deny(e, grants.ReasonInvalidRequest, "caller, lane, tool, grant id and digest", "request is missing a required field"))
 	case c.TTL < 0:
 		return record(deny(e, grants.ReasonInvalidRequest, "ttl", "ttl must not be negative"))
-	case s.grants[c.GrantID] != nil:
+	case slices.Contains(c.Sources, ""):
+		// "source/" is not a revocable counter key: a grant bound to it
+		// could never be revoked through its source.
+		return record(deny(e, grants.ReasonInvalidRequest, "sources", "a source id is empty"))
+	case s.hasLiveGrant(c.GrantID, now):
 		return record(deny(e, grants.ReasonInvalidRequest, "unique grant id", "grant id already in use"))
 	case s.barred[c.Caller]:
 		return record(deny(e, grants.ReasonWorkerRevoked, "worker reinstated", "worker "+c.Caller+" is revoked"))
@@ -102,7 +111,7 @@ func decideRequest(s *State, now int64, node string, c Command) Outcome {
 	e.Decision = string(grants.Permit)
 	e.GrantID = c.GrantID
 	e.IssuedAt = now
-	e.ExpiresAt = now + ttl
+	e.ExpiresAt = addSat(now, ttl)
 	e.Counters = s.counters.Bind(keys...)
 	return record(e)
 }
@@ -115,7 +124,7 @@ func (s *State) requestAnswer(r *idemRecord) grants.Envelope {
 		}
 	}
 	env := grants.Refuse(r.Reason, r.Missing, r.Detail)
-	env.Seq, env.Kind, env.Epoch, env.Rules, env.Digest = r.Seq, events.KindDeny, r.Epoch, r.Rules, r.Digest
+	env.Seq, env.Kind, env.Epoch, env.Rules, env.Digest = r.Seq, events.KindDeny, r.Epoch, slices.Clone(r.Rules), r.Digest
 	return env
 }
 
@@ -123,7 +132,7 @@ func permitEnvelope(g *grants.Grant) grants.Envelope {
 	return grants.Envelope{
 		Decision: grants.Permit, GrantID: g.ID, Epoch: g.Epoch, IssuedAt: g.IssuedAt,
 		ExpiresAt: g.ExpiresAt, Seq: g.PermitSeq, Kind: events.KindPermit, Digest: g.Digest,
-		Counters: g.Counters,
+		Counters: slices.Clone(g.Counters), // the caller must not alias state
 	}
 }
 
@@ -137,7 +146,7 @@ func attemptEnvelope(g *grants.Grant) grants.Envelope {
 func decideSpend(s *State, now int64, node string, c Command) Outcome {
 	e := base(events.KindSpendRefused, now, node, c)
 	e.GrantID, e.Worker, e.Digest, e.IdemKey, e.Epoch = c.GrantID, c.Caller, c.Digest, c.IdemKey, s.epoch
-	g, ok := s.grants[c.GrantID]
+	g, ok := s.liveGrant(c.GrantID, now)
 	if !ok {
 		return record(deny(e, grants.ReasonUnknownGrant, "live grant", ""))
 	}
@@ -158,7 +167,7 @@ func decideSpend(s *State, now int64, node string, c Command) Outcome {
 	e.Decision = string(grants.Permit)
 	e.Tool, e.Lane, e.Session = g.Tool, g.Lane, g.Session
 	e.IssuedAt, e.ExpiresAt = g.IssuedAt, g.ExpiresAt
-	e.Counters = g.Counters
+	e.Counters = slices.Clone(g.Counters)
 	return record(e)
 }
 
@@ -168,12 +177,12 @@ func decideEffect(s *State, now int64, node string, c Command) Outcome {
 	if !grants.ValidOutcome(c.Outcome) || c.Verifier == "" {
 		return record(deny(e, grants.ReasonInvalidRequest, "outcome and verifier", "outcome must be confirmed, failed or unknown, and a verifier must be named"))
 	}
-	g, ok := s.grants[c.GrantID]
+	g, ok := s.liveGrant(c.GrantID, now)
 	if !ok {
 		return record(deny(e, grants.ReasonUnknownGrant, "live grant", ""))
 	}
 	if g.Worker != c.Caller {
-		return record(deny(e, grants.ReasonNotGrantee, "grantee="+g.Worker, ""))
+		return record(deny(e, grants.ReasonNotGrantee, "grantee", ""))
 	}
 	e.RefSeq = g.AttemptSeq
 	switch g.Status {
@@ -181,15 +190,16 @@ func decideEffect(s *State, now int64, node string, c Command) Outcome {
 		return record(deny(e, grants.ReasonNotSpent, "attempt", ""))
 	case grants.StatusClosed:
 		switch {
-		case g.Outcome == c.Outcome && g.Verifier == c.Verifier, g.Outcome == grants.OutcomeContested:
-			// Duplicate confirmations collapse; a contested grant stays contested.
+		case g.Outcome == c.Outcome, g.Outcome == grants.OutcomeContested, c.Outcome == grants.OutcomeUnknown:
+			// Nothing new: a repeated outcome collapses into the recorded
+			// one (whichever verifier repeats it: agreeing verifiers do
+			// not contest each other), a contested grant stays contested,
+			// and an unknown report adds nothing to a recorded outcome
+			// (unknown after unknown from another verifier included).
 			env := grants.Envelope{Decision: grants.Permit, GrantID: g.ID, Seq: g.EffectSeq, Kind: events.KindEffect, Outcome: g.Outcome}
 			return reply(env)
 		case g.Outcome == grants.OutcomeUnknown:
 			// A later definite report resolves an unknown outcome.
-		case c.Outcome == grants.OutcomeUnknown:
-			env := grants.Envelope{Decision: grants.Permit, GrantID: g.ID, Seq: g.EffectSeq, Kind: events.KindEffect, Outcome: g.Outcome}
-			return reply(env)
 		default:
 			e.Kind = events.KindEffect
 			e.Decision = string(grants.Permit)
@@ -217,7 +227,7 @@ func decideRevoke(s *State, now int64, node string, c Command) Outcome {
 	e.Counters = []events.Counter{{Key: c.Key, Value: s.counters.Get(c.Key) + 1}}
 	if scope == revocation.ScopeWorker {
 		e.Worker = id
-		e.Cancelled = s.outstanding(id)
+		e.Cancelled = s.outstanding(id, now)
 	}
 	return record(e)
 }
@@ -240,10 +250,28 @@ func decideSetPolicy(s *State, now int64, node string, c Command) Outcome {
 	if err != nil {
 		return reply(grants.Refuse(grants.ReasonInvalidRequest, "policy", err.Error()))
 	}
+	// The epoch event carries the canonical form and Evolve parses that, so
+	// the canonical form must itself parse, to the same canonical form.
+	// Otherwise Decide would emit an event Evolve refuses (for example a
+	// document near the size limit whose canonical form, with HTML-escaped
+	// or U+FFFD-replaced characters, is over it).
+	canon := p.Canonical()
+	if p2, err := policy.Parse(canon); err != nil || !bytes.Equal(p2.Canonical(), canon) {
+		detail := "canonical form does not re-parse to itself"
+		if err != nil {
+			detail = "canonical form does not parse: " + err.Error()
+		}
+		return reply(grants.Refuse(grants.ReasonInvalidRequest, "policy", detail))
+	}
 	e := base(events.KindEpoch, now, node, c)
 	e.Decision = string(grants.Permit)
 	e.Epoch = s.epoch + 1
-	e.Policy = p.Canonical()
+	e.Policy = canon
 	e.PolicyDigest = events.Sum(e.Policy)
 	return record(e)
+}
+
+func (s *State) hasLiveGrant(id string, now int64) bool {
+	_, ok := s.liveGrant(id, now)
+	return ok
 }

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
@@ -35,23 +36,23 @@ func Evolve(s *State, e events.Event) error {
 	case events.KindPermit:
 		g := &grants.Grant{
 			ID: e.GrantID, Node: e.Node, Worker: e.Worker, Lane: e.Lane, Session: e.Session,
-			Tool: e.Tool, Digest: e.Digest, Epoch: e.Epoch, Counters: e.Counters,
-			Sources: e.Sources, IssuedAt: e.IssuedAt, ExpiresAt: e.ExpiresAt,
+			Tool: e.Tool, Digest: e.Digest, Epoch: e.Epoch, Counters: slices.Clone(e.Counters),
+			Sources: slices.Clone(e.Sources), IssuedAt: e.IssuedAt, ExpiresAt: e.ExpiresAt,
 			IdemKey: e.IdemKey, PermitSeq: e.Seq, Status: grants.StatusPermitted,
 		}
 		s.addGrant(g)
 		if e.IdemKey != "" {
 			s.addIdem(idemID{e.Worker, e.IdemKey}, &idemRecord{
 				Tool: e.Tool, Digest: e.Digest, Seq: e.Seq, GrantID: e.GrantID, Epoch: e.Epoch,
-				Until: e.ExpiresAt + RetainMargin,
+				Until: retainUntil(g),
 			})
 		}
 	case events.KindDeny:
 		if e.IdemKey != "" {
 			s.addIdem(idemID{e.Worker, e.IdemKey}, &idemRecord{
 				Tool: e.Tool, Digest: e.Digest, Seq: e.Seq, Reason: grants.Reason(e.Reason),
-				Missing: e.Missing, Detail: e.Detail, Rules: e.Rules, Epoch: e.Epoch,
-				Until: e.Time + RetainMargin,
+				Missing: e.Missing, Detail: e.Detail, Rules: slices.Clone(e.Rules), Epoch: e.Epoch,
+				Until: addSat(e.Time, RetainMargin),
 			})
 		}
 	case events.KindAttempt:
@@ -77,9 +78,15 @@ func Evolve(s *State, e events.Event) error {
 	case events.KindReinstate:
 		delete(s.barred, e.Worker)
 	case events.KindEpoch:
-		s.epoch, s.policy, s.polDigest = e.Epoch, pol, e.PolicyDigest
+		// The digest of what is in force, computed as Restore computes it
+		// (Decide's events carry the same value in PolicyDigest).
+		s.epoch, s.policy, s.polDigest = e.Epoch, pol, events.Sum(pol.Canonical())
 	case events.KindSpendRefused, events.KindEffectRefused:
 		// Durable evidence only; no state beyond the clock and the chain.
 	}
+	// Decide only records entries that outlive the clock; an event from a
+	// replayed stream may not. Forget those now, so that no state ever holds
+	// an entry whose retention has passed (Restore relies on this).
+	s.prune()
 	return nil
 }

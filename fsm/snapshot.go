@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"container/heap"
 	"encoding/binary"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/policy"
+	"github.com/writ-dev/writ/revocation"
 )
 
 const snapshotVersion = 1
@@ -201,139 +203,288 @@ func (s *State) Digest() events.Hash {
 }
 
 // Restore decodes a snapshot into a fresh state. On error nothing is
-// returned; the caller keeps its old state.
+// returned (never a half-built state); the caller keeps its old state.
+//
+// Decoding is strict: canonical field encoding (events.Reader), the wire
+// type each tag was written with, no unknown tags (a snapshot is state, and
+// state this build does not understand must not be dropped silently), and
+// the internal consistency Snapshot always produces: counters ascending and
+// non-zero, ids unique, the policy in canonical form, nothing retained past
+// its retention time, the outbox ascending between the published watermark
+// and the chain head.
 func Restore(data []byte) (*State, error) {
 	if len(data) == 0 || data[0] != snapshotVersion {
 		return nil, fmt.Errorf("%w: missing or unsupported version byte", ErrBadSnapshot)
 	}
+	s, err := restore(data[1:])
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+	}
+	return s, nil
+}
+
+func restore(data []byte) (*State, error) {
 	s := New()
-	r := events.NewReader(data[1:])
+	r := events.NewReader(data)
 	var f events.Field
 	var err error
+	var lastCounter string
 	for err == nil && r.Next(&f) {
 		switch f.Tag {
 		case stClock:
-			s.clock = f.Int()
-		case stEpoch:
-			s.epoch = f.Uint
-		case stPolicy:
-			var p *policy.Policy
-			if p, err = policy.Parse(f.Data); err == nil {
-				s.policy, s.polDigest = p, events.Sum(f.Data)
+			if err = want(&f, events.WireVarint); err == nil {
+				s.clock = f.Int()
 			}
+		case stEpoch:
+			if err = want(&f, events.WireVarint); err == nil {
+				s.epoch = f.Uint
+			}
+		case stPolicy:
+			if err = want(&f, events.WireBytes); err != nil {
+				break
+			}
+			var p *policy.Policy
+			if p, err = policy.Parse(f.Data); err != nil {
+				break
+			}
+			if !bytes.Equal(p.Canonical(), f.Data) {
+				err = fmt.Errorf("policy is not in canonical form")
+				break
+			}
+			s.policy, s.polDigest = p, events.Sum(f.Data)
 		case stCounter:
 			var c events.Counter
-			if c, err = decodeCounter(f.Data); err == nil {
-				s.counters.Set(c.Key, c.Value)
+			if c, err = decodeCounter(&f); err != nil {
+				break
 			}
+			if c.Value == 0 || (s.counters.Len() > 0 && c.Key <= lastCounter) {
+				err = fmt.Errorf("counter %q is zero or out of order", c.Key)
+				break
+			}
+			if _, _, err = revocation.ParseKey(c.Key); err != nil {
+				break
+			}
+			lastCounter = c.Key
+			s.counters.Set(c.Key, c.Value)
 		case stBarred:
-			s.barred[string(f.Data)] = true
-		case stGrant:
-			var g *grants.Grant
-			if g, err = decodeGrant(f.Data); err == nil {
-				if s.grants[g.ID] != nil {
-					err = fmt.Errorf("duplicate grant %s", g.ID)
-					break
-				}
-				s.addGrant(g)
+			if err = want(&f, events.WireBytes); err != nil {
+				break
 			}
+			id := string(f.Data)
+			if id == "" || s.barred[id] {
+				err = fmt.Errorf("barred worker %q is empty or repeated", id)
+				break
+			}
+			s.barred[id] = true
+		case stGrant:
+			if err = want(&f, events.WireBytes); err != nil {
+				break
+			}
+			var g *grants.Grant
+			if g, err = decodeGrant(f.Data); err != nil {
+				break
+			}
+			if s.grants[g.ID] != nil {
+				err = fmt.Errorf("duplicate grant %s", g.ID)
+				break
+			}
+			s.addGrant(g)
 		case stIdem:
+			if err = want(&f, events.WireBytes); err != nil {
+				break
+			}
 			var k idemID
 			var rec *idemRecord
-			if k, rec, err = decodeIdem(f.Data); err == nil {
-				s.addIdem(k, rec)
+			if k, rec, err = decodeIdem(f.Data); err != nil {
+				break
 			}
+			if s.idem[k] != nil {
+				err = fmt.Errorf("duplicate idempotency record %s/%s", k.Worker, k.Key)
+				break
+			}
+			s.addIdem(k, rec)
 		case stChainSeq:
-			s.chain.Seq = f.Uint
-		case stChainHead:
-			s.chain.Head, err = events.HashFromBytes(f.Data)
-		case stPublished:
-			s.published = f.Uint
-		case stOutbox:
-			var p Pending
-			if p, err = decodePending(f.Data); err == nil {
-				s.outbox = append(s.outbox, p)
+			if err = want(&f, events.WireVarint); err == nil {
+				s.chain.Seq = f.Uint
 			}
+		case stChainHead:
+			if err = want(&f, events.WireBytes); err == nil {
+				s.chain.Head, err = events.HashFromBytes(f.Data)
+			}
+		case stPublished:
+			if err = want(&f, events.WireVarint); err == nil {
+				s.published = f.Uint
+			}
+		case stOutbox:
+			if err = want(&f, events.WireBytes); err != nil {
+				break
+			}
+			var p Pending
+			if p, err = decodePending(f.Data); err != nil {
+				break
+			}
+			last := s.published
+			if n := len(s.outbox); n > 0 {
+				last = s.outbox[n-1].Seq
+			}
+			if p.Seq <= last {
+				err = fmt.Errorf("outbox seq %d not after %d", p.Seq, last)
+				break
+			}
+			s.outbox = append(s.outbox, p)
+		default:
+			err = fmt.Errorf("unknown snapshot tag %d", f.Tag)
 		}
 	}
 	if err == nil {
 		err = r.Err()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+		return nil, err
+	}
+	if (s.chain.Seq == 0) != s.chain.Head.IsZero() {
+		return nil, fmt.Errorf("chain seq %d and head %s disagree", s.chain.Seq, s.chain.Head.Short())
+	}
+	if s.published > s.chain.Seq {
+		return nil, fmt.Errorf("published %d is beyond the chain head %d", s.published, s.chain.Seq)
+	}
+	if n := len(s.outbox); n > 0 && s.outbox[n-1].Seq > s.chain.Seq {
+		return nil, fmt.Errorf("outbox seq %d is beyond the chain head %d", s.outbox[n-1].Seq, s.chain.Seq)
+	}
+	if (s.policy == nil) != (s.epoch == 0) {
+		return nil, fmt.Errorf("epoch %d and policy presence disagree", s.epoch)
 	}
 	heap.Init(&s.expiry)
+	// Every live state has forgotten what its clock has passed.
+	if len(s.expiry) > 0 && s.expiry[0].At <= s.clock {
+		return nil, fmt.Errorf("entry retained past its time (%d <= clock %d)", s.expiry[0].At, s.clock)
+	}
 	return s, nil
 }
 
-func decodeCounter(b []byte) (events.Counter, error) {
+// want checks a field's wire type.
+func want(f *events.Field, wt uint8) error {
+	if f.Wire != wt {
+		return fmt.Errorf("tag %d has wire type %d, want %d", f.Tag, f.Wire, wt)
+	}
+	return nil
+}
+
+// decodeCounter reads a counter written by writeCounter: a minimal uvarint
+// value followed by the key.
+func decodeCounter(f *events.Field) (events.Counter, error) {
+	if err := want(f, events.WireBytes); err != nil {
+		return events.Counter{}, err
+	}
+	b := f.Data
 	v, n := binary.Uvarint(b)
-	if n <= 0 {
-		return events.Counter{}, fmt.Errorf("bad counter")
+	if n <= 0 || (n > 1 && b[n-1] == 0) {
+		return events.Counter{}, fmt.Errorf("bad counter value")
 	}
 	return events.Counter{Key: string(b[n:]), Value: v}, nil
+}
+
+// fieldDecoder decodes the fields of a nested record with wire-type checks.
+type fieldDecoder struct {
+	f   *events.Field
+	err error
+}
+
+func (d *fieldDecoder) str(dst *string) {
+	if d.err = want(d.f, events.WireBytes); d.err == nil {
+		*dst = string(d.f.Data)
+	}
+}
+
+func (d *fieldDecoder) list(dst *[]string) {
+	if d.err = want(d.f, events.WireBytes); d.err == nil {
+		*dst = append(*dst, string(d.f.Data))
+	}
+}
+
+func (d *fieldDecoder) uint(dst *uint64) {
+	if d.err = want(d.f, events.WireVarint); d.err == nil {
+		*dst = d.f.Uint
+	}
+}
+
+func (d *fieldDecoder) int(dst *int64) {
+	if d.err = want(d.f, events.WireVarint); d.err == nil {
+		*dst = d.f.Int()
+	}
+}
+
+func (d *fieldDecoder) hash(dst *events.Hash) {
+	if d.err = want(d.f, events.WireBytes); d.err == nil {
+		*dst, d.err = events.HashFromBytes(d.f.Data)
+	}
 }
 
 func decodeGrant(b []byte) (*grants.Grant, error) {
 	g := &grants.Grant{}
 	r := events.NewReader(b)
 	var f events.Field
-	var err error
-	for err == nil && r.Next(&f) {
+	d := fieldDecoder{f: &f}
+	var status uint64
+	for d.err == nil && r.Next(&f) {
 		switch f.Tag {
 		case gtID:
-			g.ID = string(f.Data)
+			d.str(&g.ID)
 		case gtNode:
-			g.Node = string(f.Data)
+			d.str(&g.Node)
 		case gtWorker:
-			g.Worker = string(f.Data)
+			d.str(&g.Worker)
 		case gtLane:
-			g.Lane = string(f.Data)
+			d.str(&g.Lane)
 		case gtSession:
-			g.Session = string(f.Data)
+			d.str(&g.Session)
 		case gtTool:
-			g.Tool = string(f.Data)
+			d.str(&g.Tool)
 		case gtDigest:
-			g.Digest, err = events.HashFromBytes(f.Data)
+			d.hash(&g.Digest)
 		case gtEpoch:
-			g.Epoch = f.Uint
+			d.uint(&g.Epoch)
 		case gtCounter:
 			var c events.Counter
-			if c, err = decodeCounter(f.Data); err == nil {
+			if c, d.err = decodeCounter(&f); d.err == nil {
 				g.Counters = append(g.Counters, c)
 			}
 		case gtSource:
-			g.Sources = append(g.Sources, string(f.Data))
+			d.list(&g.Sources)
 		case gtIssuedAt:
-			g.IssuedAt = f.Int()
+			d.int(&g.IssuedAt)
 		case gtExpiresAt:
-			g.ExpiresAt = f.Int()
+			d.int(&g.ExpiresAt)
 		case gtIdemKey:
-			g.IdemKey = string(f.Data)
+			d.str(&g.IdemKey)
 		case gtPermitSeq:
-			g.PermitSeq = f.Uint
+			d.uint(&g.PermitSeq)
 		case gtStatus:
-			g.Status = grants.Status(f.Uint)
+			d.uint(&status)
 		case gtAttemptKey:
-			g.AttemptKey = string(f.Data)
+			d.str(&g.AttemptKey)
 		case gtAttemptSeq:
-			g.AttemptSeq = f.Uint
+			d.uint(&g.AttemptSeq)
 		case gtOutcome:
-			g.Outcome = string(f.Data)
+			d.str(&g.Outcome)
 		case gtVerifier:
-			g.Verifier = string(f.Data)
+			d.str(&g.Verifier)
 		case gtEffectSeq:
-			g.EffectSeq = f.Uint
+			d.uint(&g.EffectSeq)
 		case gtRevokedSeq:
-			g.RevokedSeq = f.Uint
+			d.uint(&g.RevokedSeq)
+		default:
+			d.err = fmt.Errorf("unknown grant tag %d", f.Tag)
 		}
 	}
+	err := d.err
 	if err == nil {
 		err = r.Err()
 	}
-	if err == nil && (g.ID == "" || g.Status == 0 || g.Status > grants.StatusRevoked) {
-		err = fmt.Errorf("grant %q has no id or a bad status", g.ID)
+	if err == nil && (g.ID == "" || status == 0 || status > uint64(grants.StatusRevoked)) {
+		err = fmt.Errorf("grant %q has no id or a bad status %d", g.ID, status)
 	}
+	g.Status = grants.Status(status)
 	return g, err
 }
 
@@ -342,37 +493,45 @@ func decodeIdem(b []byte) (idemID, *idemRecord, error) {
 	rec := &idemRecord{}
 	r := events.NewReader(b)
 	var f events.Field
-	var err error
-	for err == nil && r.Next(&f) {
+	d := fieldDecoder{f: &f}
+	for d.err == nil && r.Next(&f) {
 		switch f.Tag {
 		case itWorker:
-			k.Worker = string(f.Data)
+			d.str(&k.Worker)
 		case itKey:
-			k.Key = string(f.Data)
+			d.str(&k.Key)
 		case itTool:
-			rec.Tool = string(f.Data)
+			d.str(&rec.Tool)
 		case itDigest:
-			rec.Digest, err = events.HashFromBytes(f.Data)
+			d.hash(&rec.Digest)
 		case itSeq:
-			rec.Seq = f.Uint
+			d.uint(&rec.Seq)
 		case itGrantID:
-			rec.GrantID = string(f.Data)
+			d.str(&rec.GrantID)
 		case itReason:
-			rec.Reason = grants.Reason(f.Data)
+			var reason string
+			d.str(&reason)
+			rec.Reason = grants.Reason(reason)
 		case itMissing:
-			rec.Missing = string(f.Data)
+			d.str(&rec.Missing)
 		case itDetail:
-			rec.Detail = string(f.Data)
+			d.str(&rec.Detail)
 		case itRule:
-			rec.Rules = append(rec.Rules, string(f.Data))
+			d.list(&rec.Rules)
 		case itEpoch:
-			rec.Epoch = f.Uint
+			d.uint(&rec.Epoch)
 		case itUntil:
-			rec.Until = f.Int()
+			d.int(&rec.Until)
+		default:
+			d.err = fmt.Errorf("unknown idempotency record tag %d", f.Tag)
 		}
 	}
+	err := d.err
 	if err == nil {
 		err = r.Err()
+	}
+	if err == nil && k.Key == "" {
+		err = fmt.Errorf("idempotency record without a key")
 	}
 	return k, rec, err
 }
@@ -381,15 +540,27 @@ func decodePending(b []byte) (Pending, error) {
 	var p Pending
 	r := events.NewReader(b)
 	var f events.Field
-	for r.Next(&f) {
+	d := fieldDecoder{f: &f}
+	for d.err == nil && r.Next(&f) {
 		switch f.Tag {
 		case otSeq:
-			p.Seq = f.Uint
+			d.uint(&p.Seq)
 		case otSubject:
-			p.Subject = string(f.Data)
+			d.str(&p.Subject)
 		case otData:
-			p.Data = append([]byte(nil), f.Data...)
+			if d.err = want(&f, events.WireBytes); d.err == nil {
+				p.Data = append([]byte(nil), f.Data...)
+			}
+		default:
+			d.err = fmt.Errorf("unknown outbox tag %d", f.Tag)
 		}
 	}
-	return p, r.Err()
+	err := d.err
+	if err == nil {
+		err = r.Err()
+	}
+	if err == nil && (p.Seq == 0 || len(p.Data) == 0) {
+		err = fmt.Errorf("outbox entry without a sequence or data")
+	}
+	return p, err
 }

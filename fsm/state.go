@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"container/heap"
+	"math"
 	"sort"
 	"time"
 
@@ -15,6 +16,12 @@ import (
 // record of its request) stays in memory, on the control-plane clock. After
 // that a spend is refused as unknown_grant, which is what it would be as
 // expired anyway; the grant lives on in the receipt stream.
+//
+// The boundary is exact: from control-plane time ExpiresAt+RetainMargin on
+// (saturated at the end of time), Decide treats the grant and its request's
+// idempotency record as gone, whether or not an event has moved the clock
+// far enough to drop them from memory yet. A refused request's record is
+// kept for RetainMargin after the refusal.
 const RetainMargin = int64(5 * time.Minute)
 
 // idemID identifies a grant request's idempotency record.
@@ -189,16 +196,61 @@ func (h *expiryHeap) Pop() any {
 	return it
 }
 
+// addSat is a+b saturated to the int64 range, so that a hostile or absurd
+// batch time cannot wrap an expiry around into the past (or the far
+// future). Both operands are times or durations on the control-plane clock.
+func addSat(a, b int64) int64 {
+	c := a + b
+	switch {
+	case b > 0 && c < a:
+		return math.MaxInt64
+	case b < 0 && c > a:
+		return math.MinInt64
+	}
+	return c
+}
+
+// retainUntil is when a grant leaves the state: its expiry plus the margin.
+func retainUntil(g *grants.Grant) int64 { return addSat(g.ExpiresAt, RetainMargin) }
+
+// liveGrant returns the grant id names if it is still retained at control-
+// plane time now. Pruning happens only when an event moves the clock, so a
+// grant whose retention ended between the last event and now may still be in
+// the map; Decide must judge it as gone, exactly as it would have been had
+// any other event moved the clock first. It never modifies s.
+func (s *State) liveGrant(id string, now int64) (*grants.Grant, bool) {
+	g, ok := s.grants[id]
+	if !ok || now >= retainUntil(g) {
+		return nil, false
+	}
+	return g, true
+}
+
+// liveIdem is liveGrant for idempotency records.
+func (s *State) liveIdem(id idemID, now int64) (*idemRecord, bool) {
+	r, ok := s.idem[id]
+	if !ok || now >= r.Until {
+		return nil, false
+	}
+	return r, true
+}
+
 // advance moves the clock forward (never back) and forgets grants and
 // idempotency records whose retention has passed.
 func (s *State) advance(t int64) {
 	if t > s.clock {
 		s.clock = t
 	}
+	s.prune()
+}
+
+// prune forgets grants and idempotency records whose retention time is at
+// or before the clock.
+func (s *State) prune() {
 	for len(s.expiry) > 0 && s.expiry[0].At <= s.clock {
 		it := heap.Pop(&s.expiry).(expiryItem)
 		if it.Grant != "" {
-			if g, ok := s.grants[it.Grant]; ok && g.ExpiresAt+RetainMargin == it.At {
+			if g, ok := s.grants[it.Grant]; ok && retainUntil(g) == it.At {
 				s.dropGrant(g)
 			}
 			continue
@@ -220,6 +272,11 @@ func (s *State) dropGrant(g *grants.Grant) {
 }
 
 func (s *State) addGrant(g *grants.Grant) {
+	if old, ok := s.grants[g.ID]; ok {
+		// Decide never reuses a live id; a replayed stream might. Keep the
+		// per-worker index consistent with the grant map either way.
+		s.dropGrant(old)
+	}
 	s.grants[g.ID] = g
 	m := s.byWorker[g.Worker]
 	if m == nil {
@@ -227,7 +284,7 @@ func (s *State) addGrant(g *grants.Grant) {
 		s.byWorker[g.Worker] = m
 	}
 	m[g.ID] = struct{}{}
-	heap.Push(&s.expiry, expiryItem{At: g.ExpiresAt + RetainMargin, Grant: g.ID})
+	heap.Push(&s.expiry, expiryItem{At: retainUntil(g), Grant: g.ID})
 }
 
 func (s *State) addIdem(id idemID, r *idemRecord) {
@@ -235,11 +292,13 @@ func (s *State) addIdem(id idemID, r *idemRecord) {
 	heap.Push(&s.expiry, expiryItem{At: r.Until, Idem: id})
 }
 
-// outstanding returns the ids of a worker's unspent grants, sorted.
-func (s *State) outstanding(worker string) []string {
+// outstanding returns the ids of a worker's unspent, unexpired grants at
+// control-plane time now, sorted. An expired grant is not outstanding: it
+// can no longer be spent, so a revocation has nothing to cancel.
+func (s *State) outstanding(worker string, now int64) []string {
 	var ids []string
 	for id := range s.byWorker[worker] {
-		if g := s.grants[id]; g != nil && g.Status == grants.StatusPermitted {
+		if g := s.grants[id]; g != nil && g.Worker == worker && g.Status == grants.StatusPermitted && now < g.ExpiresAt {
 			ids = append(ids, id)
 		}
 	}

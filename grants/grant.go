@@ -90,7 +90,7 @@ type SpendInput struct {
 func CheckSpend(g *Grant, in SpendInput) (Reason, string) {
 	switch {
 	case g.Worker != in.Spender:
-		return ReasonNotGrantee, "grantee=" + g.Worker
+		return ReasonNotGrantee, "grantee"
 	case g.Status == StatusRevoked:
 		return ReasonGrantRevoked, "grant_status"
 	case g.Status != StatusPermitted:

@@ -1,0 +1,530 @@
+package fsm_test
+
+// Property tests: random command sequences (requests, spends, effects,
+// revocations, reinstatements, policy changes, publication watermarks and
+// malformed commands, across a few workers, grants, keys and times, with
+// the leader's clock sometimes going backwards) split into random batches.
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/fsm"
+	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/policy"
+)
+
+// Policies the generator applies: the default, one that narrows lanes and
+// pins w1 to the isolated lane, and two that do not parse.
+var propPolicies = [][]byte{
+	policy.Default().Canonical(),
+	[]byte(`{"version":1,"default_ttl":"20s","lanes":{"coordinator":{"tools":["Bash","Read"],"ttl":"90s"},"isolated":{"tools":["Read"]}},"workers":{"w1":"isolated"}}`),
+	[]byte(`{"version":2}`),
+	[]byte(`not json`),
+}
+
+// genGrant is what the generator remembers of a request it proposed, so
+// that later spends and effects can name the grant, its worker and its
+// request (whether or not the request was permitted).
+type genGrant struct {
+	id, worker string
+	digest     events.Hash
+}
+
+// harness draws batches and applies them to a live state. Other states are
+// the business of each property.
+type harness struct {
+	t      *rapid.T
+	live   *fsm.State
+	raft   uint64
+	at     int64
+	nextID int
+	ids    []genGrant // every request proposed
+	minted []genGrant // every grant permitted (from the live events)
+	spent  []genGrant // every grant spent (from the live events)
+}
+
+// step is one applied batch and what it produced in the live state.
+type step struct {
+	batch  fsm.Batch
+	raft   uint64
+	before uint64 // chain seq before the batch
+	envs   []grants.Envelope
+	raw    [][]byte // encodings of the batch's events, in order
+	evs    []events.Event
+}
+
+func newHarness(t *rapid.T) *harness {
+	return &harness{t: t, live: fsm.New(), at: int64(1000 * time.Second)}
+}
+
+var (
+	workers  = []string{"w1", "w2", "w3"}
+	idemKeys = []string{"", "k1", "k2", "k3"}
+	spendKey = []string{"", "a1", "a2"}
+	timeStep = []time.Duration{-time.Minute, -time.Nanosecond, 0, 0, 0, time.Nanosecond, time.Second, time.Second,
+		10 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute, 7 * time.Minute}
+)
+
+func digestN(tool string, n int) events.Hash {
+	return grants.RequestDigest(tool, []byte(`{"n":`+strconv.Itoa(n)+`}`))
+}
+
+// drawCommand draws one command. seq bounds a publication watermark: a
+// publisher only confirms what was in the outbox when it proposed.
+func (h *harness) drawCommand(seq uint64) fsm.Command {
+	t := h.t
+	switch k := rapid.IntRange(0, 99).Draw(t, "kind"); {
+	case k < 33: // request
+		c := fsm.Command{Op: fsm.OpRequest,
+			Caller: weighted(t, "caller", workers, "", 19),
+			Lane:   weighted(t, "lane", []string{"coordinator", "coordinator", "coordinator", "specialist", "isolated"}, "nowhere", 9),
+			Tool:   weighted(t, "tool", []string{"Bash", "Bash", "Read", "Read", "mcp__x"}, "", 19),
+			TTL:    int64(rapid.SampledFrom([]time.Duration{0, 0, 0, 0, 0, time.Second, 5 * time.Second, 10 * time.Minute}).Draw(t, "ttl")),
+		}
+		if rare(t, "negativeTTL", 29) {
+			c.TTL = -1
+		}
+		if !rare(t, "zeroDigest", 19) {
+			c.Digest = digestN(c.Tool, rapid.IntRange(0, 2).Draw(t, "args"))
+		}
+		if len(h.ids) > 0 && rare(t, "reuseID", 9) {
+			c.GrantID = rapid.SampledFrom(h.ids).Draw(t, "dupID").id
+		} else {
+			h.nextID++
+			c.GrantID = "g" + strconv.Itoa(h.nextID)
+		}
+		switch rapid.IntRange(0, 4).Draw(t, "keyKind") {
+		case 0, 1:
+			c.IdemKey = "k-" + c.GrantID // unique unless the id is reused
+		case 2:
+			c.IdemKey = rapid.SampledFrom(idemKeys).Draw(t, "key")
+		}
+		for _, s := range []string{"s1", "s2"} {
+			if rapid.Bool().Draw(t, "source") {
+				c.Sources = append(c.Sources, s)
+			}
+		}
+		h.ids = append(h.ids, genGrant{c.GrantID, c.Caller, c.Digest})
+		return c
+	case k < 63: // spend
+		g := h.pick()
+		c := fsm.Command{Op: fsm.OpSpend, Caller: g.worker, GrantID: g.id, Digest: g.digest,
+			IdemKey: rapid.SampledFrom(spendKey).Draw(t, "spendKey")}
+		if rare(t, "otherCaller", 9) {
+			c.Caller = rapid.SampledFrom(workers).Draw(t, "caller")
+		}
+		if rare(t, "otherDigest", 9) {
+			c.Digest = digestN("Bash", rapid.IntRange(0, 2).Draw(t, "args"))
+		}
+		return c
+	case k < 75: // effect
+		g := h.pick()
+		if len(h.spent) > 0 && rapid.IntRange(0, 9).Draw(t, "pickSpent") < 7 {
+			lo := max(0, len(h.spent)-8)
+			g = h.spent[rapid.IntRange(lo, len(h.spent)-1).Draw(t, "spent")]
+		}
+		c := fsm.Command{Op: fsm.OpEffect, Caller: g.worker, GrantID: g.id,
+			Outcome:  weighted(t, "outcome", []string{"confirmed", "confirmed", "confirmed", "failed", "unknown", "unknown"}, "contested", 19),
+			Verifier: weighted(t, "verifier", []string{"v1", "v1", "v2"}, "", 19)}
+		if rare(t, "otherCaller", 9) {
+			c.Caller = rapid.SampledFrom(workers).Draw(t, "caller")
+		}
+		return c
+	case k < 82:
+		return fsm.Command{Op: fsm.OpRevoke, Caller: "operator:root",
+			Key: rapid.SampledFrom([]string{"worker/w1", "worker/w2", "source/s1", "source/s2", "lane/coordinator", "dest/x", "bogus"}).Draw(t, "revoke")}
+	case k < 87:
+		return fsm.Command{Op: fsm.OpSetPolicy, Caller: "operator:root",
+			Policy: rapid.SampledFrom(propPolicies).Draw(t, "policy")}
+	case k < 91:
+		return fsm.Command{Op: fsm.OpReinstate, Caller: "operator:root",
+			Key: rapid.SampledFrom(append([]string{""}, workers...)).Draw(t, "reinstate")}
+	case k < 96:
+		return fsm.Command{Op: fsm.OpPublished, Caller: "publisher", Seq: rapid.Uint64Range(0, seq).Draw(t, "published")}
+	default:
+		return fsm.Command{Op: fsm.Op(rapid.SampledFrom([]uint8{0, 8, 200}).Draw(t, "op")), Caller: "w1"}
+	}
+}
+
+// pick names a grant that was minted, one the generator proposed (maybe
+// earlier in this batch, maybe refused), or one never minted.
+func (h *harness) pick() genGrant {
+	switch k := rapid.IntRange(0, 9).Draw(h.t, "pick"); {
+	case k < 7 && len(h.minted) > 0:
+		// Mostly recent grants: old ones are long expired.
+		lo := max(0, len(h.minted)-12)
+		return h.minted[rapid.IntRange(lo, len(h.minted)-1).Draw(h.t, "minted")]
+	case k < 9 && len(h.ids) > 0:
+		lo := max(0, len(h.ids)-12)
+		return h.ids[rapid.IntRange(lo, len(h.ids)-1).Draw(h.t, "proposed")]
+	}
+	return genGrant{id: "nope", worker: "w1", digest: digestN("Bash", 0)}
+}
+
+// rare is true with probability about 1/(odds+1). rapid favours the ends
+// of a range (and shrinks towards its start), so the rare case is a value
+// in the middle: shrinking makes it common.
+func rare(t *rapid.T, label string, odds int) bool {
+	return rapid.IntRange(0, odds).Draw(t, label) == odds/2+1
+}
+
+// weighted draws one of common, or uncommon with probability 1/(odds+1).
+func weighted(t *rapid.T, label string, common []string, uncommon string, odds int) string {
+	if rare(t, label+"Rare", odds) {
+		return uncommon
+	}
+	return rapid.SampledFrom(common).Draw(t, label)
+}
+
+// drawBatch draws the next batch without applying it.
+func (h *harness) drawBatch() fsm.Batch {
+	h.at += int64(rapid.SampledFrom(timeStep).Draw(h.t, "dt"))
+	b := fsm.Batch{Time: h.at, Node: rapid.SampledFrom([]string{"n1", "n2"}).Draw(h.t, "node")}
+	seq := h.live.Chain().Seq
+	if h.raft == 0 && !rare(h.t, "startWithoutPolicy", 9) {
+		b.Commands = append(b.Commands, fsm.Command{Op: fsm.OpSetPolicy, Caller: "operator:root", Policy: propPolicies[0]})
+	}
+	for n := rapid.IntRange(1, 6).Draw(h.t, "size"); n > 0; n-- {
+		b.Commands = append(b.Commands, h.drawCommand(seq))
+	}
+	return b
+}
+
+// apply applies b to the live state and collects its events from the
+// outbox (no watermark in b reaches them, see drawCommand).
+func (h *harness) apply(b fsm.Batch) step {
+	h.raft++
+	s := step{batch: b, raft: h.raft, before: h.live.Chain().Seq}
+	s.envs = fsm.Apply(h.live, h.raft, b)
+	if len(s.envs) != len(b.Commands) {
+		h.t.Fatalf("%d envelopes for %d commands", len(s.envs), len(b.Commands))
+	}
+	for _, p := range h.live.Outbox(s.before, 0) {
+		e, err := events.Decode(p.Data)
+		if err != nil {
+			h.t.Fatalf("outbox seq %d does not decode: %v", p.Seq, err)
+		}
+		s.raw = append(s.raw, p.Data)
+		s.evs = append(s.evs, e)
+		switch e.Kind {
+		case events.KindPermit:
+			h.minted = append(h.minted, genGrant{e.GrantID, e.Worker, e.Digest})
+		case events.KindAttempt:
+			h.spent = append(h.spent, genGrant{e.GrantID, e.Worker, e.Digest})
+		}
+	}
+	if uint64(len(s.evs)) != h.live.Chain().Seq-s.before {
+		h.t.Fatalf("batch produced events %d..%d but the outbox holds %d of them", s.before+1, h.live.Chain().Seq, len(s.evs))
+	}
+	return s
+}
+
+func (h *harness) next() step { return h.apply(h.drawBatch()) }
+
+func drawSteps(t *rapid.T) int { return rapid.IntRange(1, 30).Draw(t, "batches") }
+
+func outboxBytes(s *fsm.State) []byte {
+	var b bytes.Buffer
+	for _, p := range s.Outbox(0, 0) {
+		fmt.Fprintf(&b, "%d %s %x\n", p.Seq, p.Subject, p.Data)
+	}
+	return b.Bytes()
+}
+
+// Determinism: two fresh states fed the same batches give identical
+// envelopes, identical outbox bytes and identical snapshot bytes.
+func TestPropDeterminism(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		h := newHarness(t)
+		twin := fsm.New()
+		for i, n := 0, drawSteps(t); i < n; i++ {
+			s := h.next()
+			envs := fsm.Apply(twin, s.raft, s.batch)
+			if !reflect.DeepEqual(envs, s.envs) {
+				t.Fatalf("batch %d: envelopes differ:\n%+v\n%+v", i, s.envs, envs)
+			}
+			if !bytes.Equal(outboxBytes(twin), outboxBytes(h.live)) {
+				t.Fatalf("batch %d: outbox bytes differ", i)
+			}
+			if !bytes.Equal(twin.Snapshot(), h.live.Snapshot()) {
+				t.Fatalf("batch %d: snapshot bytes differ", i)
+			}
+		}
+	})
+}
+
+// Snapshot/restore: at a random cut, Restore(Snapshot()) is the same state
+// (same snapshot bytes, same digest) and behaves the same from then on
+// (same envelopes, same event bytes, same snapshots).
+func TestPropSnapshotRestore(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		h := newHarness(t)
+		n := drawSteps(t)
+		cut := rapid.IntRange(0, n).Draw(t, "cut")
+		var restored *fsm.State
+		for i := 0; i <= n; i++ {
+			if i == cut {
+				snap := h.live.Snapshot()
+				r, err := fsm.Restore(snap)
+				if err != nil {
+					t.Fatalf("Restore(Snapshot()) at batch %d: %v", i, err)
+				}
+				if !bytes.Equal(r.Snapshot(), snap) || r.Digest() != h.live.Digest() {
+					t.Fatalf("restored state differs at batch %d", i)
+				}
+				if r.Clock() != h.live.Clock() || r.Epoch() != h.live.Epoch() || r.Chain() != h.live.Chain() || r.Published() != h.live.Published() {
+					t.Fatalf("restored accessors differ at batch %d", i)
+				}
+				restored = r
+			}
+			if i == n {
+				break
+			}
+			s := h.next()
+			if restored == nil {
+				continue
+			}
+			envs := fsm.Apply(restored, s.raft, s.batch)
+			if !reflect.DeepEqual(envs, s.envs) {
+				t.Fatalf("batch %d after restore: envelopes differ:\n%+v\n%+v", i, s.envs, envs)
+			}
+			var raw [][]byte
+			for _, p := range restored.Outbox(s.before, 0) {
+				raw = append(raw, p.Data)
+			}
+			if !reflect.DeepEqual(raw, s.raw) {
+				t.Fatalf("batch %d after restore: events differ", i)
+			}
+			if !bytes.Equal(restored.Snapshot(), h.live.Snapshot()) {
+				t.Fatalf("batch %d after restore: snapshots differ", i)
+			}
+		}
+	})
+}
+
+// Replay (the auditor's check): folding every emitted event, decoded from
+// the outbox bytes, with Evolve into fsm.New() gives the live Digest after
+// every batch.
+func TestPropReplay(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		h := newHarness(t)
+		replay := fsm.New()
+		for i, n := 0, drawSteps(t); i < n; i++ {
+			s := h.next()
+			for _, e := range s.evs {
+				if err := fsm.Evolve(replay, e); err != nil {
+					t.Fatalf("batch %d: Evolve seq %d: %v", i, e.Seq, err)
+				}
+			}
+			if replay.Digest() != h.live.Digest() {
+				t.Fatalf("batch %d: replayed digest %s, live %s", i, replay.Digest().Short(), h.live.Digest().Short())
+			}
+			if replay.Chain() != h.live.Chain() || replay.Clock() != h.live.Clock() {
+				t.Fatalf("batch %d: replayed chain or clock differs", i)
+			}
+			// A receipt folded twice is refused and changes nothing.
+			if len(s.evs) > 0 {
+				d := replay.Digest()
+				if err := fsm.Evolve(replay, s.evs[len(s.evs)-1]); err == nil || replay.Digest() != d {
+					t.Fatalf("batch %d: a repeated receipt was accepted (err=%v)", i, err)
+				}
+			}
+		}
+	})
+}
+
+// Single spend, across the whole run: at most one attempt per grant id;
+// every attempt follows exactly one live permit for the same grant, worker
+// and request digest, under the same epoch and revocation counters, and
+// before that grant's expiry. A grant id is only ever permitted again
+// after its previous grant was forgotten (expiry + RetainMargin).
+func TestPropSingleSpend(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		h := newHarness(t)
+		var all []events.Event
+		for i, n := 0, drawSteps(t); i < n; i++ {
+			all = append(all, h.next().evs...)
+		}
+		checkSpendInvariants(t, all)
+	})
+}
+
+func checkSpendInvariants(t *rapid.T, all []events.Event) {
+	permits := map[uint64]events.Event{}       // by seq
+	permitsByID := map[string][]events.Event{} // in order
+	attempts := map[string]int{}               // per grant id, while the id had one grant
+	attemptOf := map[uint64]uint64{}           // permit seq -> attempt seq
+	counters := map[string]uint64{}
+	epoch := uint64(0)
+	for _, e := range all {
+		switch e.Kind {
+		case events.KindEpoch:
+			epoch = e.Epoch
+		case events.KindRevoke:
+			for _, c := range e.Counters {
+				counters[c.Key] = c.Value
+			}
+		case events.KindPermit:
+			for _, old := range permitsByID[e.GrantID] {
+				if e.Time < old.ExpiresAt+fsm.RetainMargin {
+					t.Fatalf("seq %d re-permits grant %s while the grant of seq %d is retained", e.Seq, e.GrantID, old.Seq)
+				}
+			}
+			if e.ExpiresAt <= e.Time || e.IssuedAt != e.Time {
+				t.Fatalf("seq %d: permit issued %d expires %d at time %d", e.Seq, e.IssuedAt, e.ExpiresAt, e.Time)
+			}
+			permits[e.Seq] = e
+			permitsByID[e.GrantID] = append(permitsByID[e.GrantID], e)
+		case events.KindAttempt:
+			p, ok := permits[e.RefSeq]
+			if !ok {
+				t.Fatalf("attempt seq %d refers to seq %d, which is not a permit", e.Seq, e.RefSeq)
+			}
+			list := permitsByID[e.GrantID]
+			if last := list[len(list)-1]; last.Seq != p.Seq {
+				t.Fatalf("attempt seq %d spends permit %d, but grant %s's live permit is %d", e.Seq, p.Seq, e.GrantID, last.Seq)
+			}
+			switch {
+			case p.GrantID != e.GrantID || p.Digest != e.Digest || p.Worker != e.Worker:
+				t.Fatalf("attempt seq %d (%s %s %s) does not match permit %d (%s %s %s)", e.Seq,
+					e.GrantID, e.Worker, e.Digest.Short(), p.Seq, p.GrantID, p.Worker, p.Digest.Short())
+			case e.Time >= p.ExpiresAt:
+				t.Fatalf("attempt seq %d at %d, grant expired at %d", e.Seq, e.Time, p.ExpiresAt)
+			case e.Epoch != p.Epoch || epoch != p.Epoch:
+				t.Fatalf("attempt seq %d under epoch %d (stream %d), permit under %d", e.Seq, e.Epoch, epoch, p.Epoch)
+			}
+			for _, c := range p.Counters {
+				if counters[c.Key] != c.Value {
+					t.Fatalf("attempt seq %d after %s moved from %d to %d", e.Seq, c.Key, c.Value, counters[c.Key])
+				}
+			}
+			if prev, dup := attemptOf[p.Seq]; dup {
+				t.Fatalf("grant %s (permit %d) spent twice: seq %d and %d", e.GrantID, p.Seq, prev, e.Seq)
+			}
+			attemptOf[p.Seq] = e.Seq
+			if len(list) == 1 {
+				if attempts[e.GrantID]++; attempts[e.GrantID] > 1 {
+					t.Fatalf("grant %s has %d attempts", e.GrantID, attempts[e.GrantID])
+				}
+			}
+		}
+	}
+}
+
+// Clock monotonic: event times never decrease, however the batches'
+// times move; the clock is the last event's time and never goes back.
+func TestPropClockMonotonic(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		h := newHarness(t)
+		last := int64(0)
+		for i, n := 0, drawSteps(t); i < n; i++ {
+			before := h.live.Clock()
+			s := h.next()
+			for _, e := range s.evs {
+				if e.Time < last {
+					t.Fatalf("event %d at %d after an event at %d", e.Seq, e.Time, last)
+				}
+				if e.Time != max(before, s.batch.Time) {
+					t.Fatalf("event %d at %d; want max(clock %d, batch %d)", e.Seq, e.Time, before, s.batch.Time)
+				}
+				last = e.Time
+			}
+			if c := h.live.Clock(); c < before || c != last {
+				t.Fatalf("clock %d after %d; last event at %d", c, before, last)
+			}
+		}
+	})
+}
+
+// Decide is pure: asking it about any command leaves the state's snapshot
+// bytes unchanged, and scribbling over the events it returns does too.
+func TestPropDecideIsPure(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		h := newHarness(t)
+		for i, n := 0, drawSteps(t); i < n; i++ {
+			b := h.drawBatch()
+			before := h.live.Snapshot()
+			now := max(h.live.Clock(), b.Time)
+			for _, c := range b.Commands {
+				c.Sources = append([]string(nil), c.Sources...) // the scribbling below must not reach b
+				o := fsm.Decide(h.live, now, b.Node, c)
+				for j := range o.Events {
+					scribble(&o.Events[j])
+				}
+				if o.Reply != nil {
+					scribbleEnvelope(o.Reply)
+				}
+			}
+			if !bytes.Equal(h.live.Snapshot(), before) {
+				t.Fatalf("batch %d: Decide changed the state", i)
+			}
+			h.apply(b)
+		}
+	})
+}
+
+// A command answered with a reply appends no event; a command that records
+// answers with its first event's sequence; every event belongs to exactly
+// one command. Envelopes never alias state.
+func TestPropRepliesRecordNothing(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		h := newHarness(t)
+		for i, n := 0, drawSteps(t); i < n; i++ {
+			s := h.next()
+			cursor := s.before
+			for j, env := range s.envs {
+				if env.Seq > cursor {
+					if env.Seq != cursor+1 || s.evs[env.Seq-s.before-1].Kind != env.Kind {
+						t.Fatalf("batch %d command %d: answered seq %d kind %s, next event %d", i, j, env.Seq, env.Kind, cursor+1)
+					}
+					cursor = env.Seq // Decide records at most one event per command
+				}
+			}
+			if cursor != h.live.Chain().Seq {
+				t.Fatalf("batch %d: events %d..%d belong to no command", i, cursor+1, h.live.Chain().Seq)
+			}
+			snap := h.live.Snapshot()
+			for j := range s.envs {
+				scribbleEnvelope(&s.envs[j])
+			}
+			if !bytes.Equal(h.live.Snapshot(), snap) {
+				t.Fatalf("batch %d: an envelope aliases state", i)
+			}
+		}
+	})
+}
+
+func scribble(e *events.Event) {
+	for i := range e.Counters {
+		e.Counters[i] = events.Counter{Key: "scribbled", Value: 999}
+	}
+	for i := range e.Sources {
+		e.Sources[i] = "scribbled"
+	}
+	for i := range e.Rules {
+		e.Rules[i] = "scribbled"
+	}
+	for i := range e.Cancelled {
+		e.Cancelled[i] = "scribbled"
+	}
+	for i := range e.Policy {
+		e.Policy[i] = 'x'
+	}
+}
+
+func scribbleEnvelope(env *grants.Envelope) {
+	for i := range env.Counters {
+		env.Counters[i] = events.Counter{Key: "scribbled", Value: 999}
+	}
+	for i := range env.Rules {
+		env.Rules[i] = "scribbled"
+	}
+}

@@ -1,0 +1,646 @@
+package fsm_test
+
+// Data-driven scenario tests. Each file in testdata/scripts is one scenario:
+// a script, a line "----", and the transcript the script must produce. Run
+// `go test ./fsm -run TestScripts -rewrite` to regenerate the transcripts
+// after an intended change, and review the diff.
+//
+// # Script language
+//
+// One command per line. Blank lines and lines starting with '#' are
+// ignored; a token starting with '#' ends a line (except in `policy <json>`,
+// which takes the rest of the line verbatim). Values written {...} or [...]
+// may contain spaces; "..." is a quoted string.
+//
+//	policy default                 OpSetPolicy with policy.Default()
+//	policy <json>                  OpSetPolicy with this document (may be invalid)
+//	at <time>                      batch time for the following entries: 1000s,
+//	                               1500ms, 7ns, 16m40s, a bare integer (ns), or
+//	                               +<duration> relative to the previous `at`
+//	node <id>                      node id stamped on following entries (default n1)
+//	request <worker> lane=L tool=T [args=<json>] [key=K] [id=G] [ttl=D]
+//	        [sources=s1,s2] [session=S]
+//	                               OpRequest; the digest is H(T, canonical args),
+//	                               or zero when args= is absent
+//	spend <worker> <grant> [args=<json>] [tool=T] [key=K]
+//	                               OpSpend; tool defaults to the tool of the
+//	                               script's request that named this grant id
+//	effect <worker> <grant> <outcome> [verifier=V]
+//	revoke <scope/id> [by=<caller>]        OpRevoke (caller defaults to operator:root)
+//	reinstate <worker> [by=<caller>]       OpReinstate
+//	published <seq>                OpPublished
+//	op <n> [by=<caller>]           a command with a raw (possibly unknown) op
+//	batch {                        the commands up to the matching line "}" form
+//	...                            one log entry; every other command is its
+//	}                              own log entry (raft index 1, 2, ...)
+//	show grant <id>                print a live grant, or "absent" (no entry)
+//	show state                     print the state's counts (no entry)
+//
+// # Transcript
+//
+// Every command line is echoed as "> line". A command that reaches the
+// state machine is followed by its envelope on one line (decision, reason,
+// missing, recovery, grant, seq, kind, outcome, expires; empty fields are
+// left out) and then one indented line per event it emitted:
+//
+//	  #<seq> <kind> t=<time> raft=<index> grant=... worker=... reason=... ...
+//
+// Times print as whole seconds, milliseconds or nanoseconds. Digests print
+// as their first 8 hex digits.
+//
+// Besides the transcript, every script checks: envelopes and events of the
+// real state equal those of a witness state that is fed the same entries
+// without `published` commands (publication bookkeeping never touches
+// authority, so the digests stay equal too); a command answered without an
+// event appends nothing; and at the end, folding every event with Evolve
+// from fsm.New() gives the live Digest, and Restore(Snapshot()) gives the
+// same snapshot bytes and Digest.
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/fsm"
+	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/policy"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/scripts")
+
+const scriptSep = "----"
+
+func TestScripts(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "scripts", "*.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no scripts in testdata/scripts")
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
+			raw, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			script, want, found := strings.Cut(string(raw), "\n"+scriptSep+"\n")
+			if !found {
+				if !*rewrite {
+					t.Fatalf("%s: no %q line separating script and expected output", file, scriptSep)
+				}
+				script = strings.TrimSuffix(string(raw), "\n"+scriptSep)
+			}
+			got := runScript(t, file, script)
+			if *rewrite {
+				out := strings.TrimRight(script, "\n") + "\n" + scriptSep + "\n" + got
+				if err := os.WriteFile(file, []byte(out), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if got != want {
+				t.Errorf("%s: transcript differs (run with -rewrite to accept):\n%s", file, lineDiff(want, got))
+			}
+		})
+	}
+}
+
+// scriptRunner holds a script's real state, its witness and what the
+// script has named so far.
+type scriptRunner struct {
+	t       *testing.T
+	file    string
+	line    int
+	real    *fsm.State
+	witness *fsm.State
+	raft    uint64
+	at      int64
+	node    string
+	tools   map[string]string // grant id -> tool of the request that named it
+	out     strings.Builder
+}
+
+func runScript(t *testing.T, file, script string) string {
+	r := &scriptRunner{t: t, file: file, real: fsm.New(), witness: fsm.New(), node: "n1", tools: map[string]string{}}
+	lines := strings.Split(script, "\n")
+	for i := 0; i < len(lines); i++ {
+		r.line = i + 1
+		text := strings.TrimSpace(lines[i])
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		toks := tokenize(text)
+		if len(toks) == 0 {
+			continue
+		}
+		echo := strings.Join(toks, " ")
+		if toks[0] == "policy" && (len(toks) < 2 || toks[1] != "default") {
+			echo = text
+		}
+		fmt.Fprintf(&r.out, "> %s\n", echo)
+		switch toks[0] {
+		case "at":
+			r.need(toks, 2)
+			r.at = r.parseTime(toks[1])
+		case "node":
+			r.need(toks, 2)
+			r.node = toks[1]
+		case "show":
+			r.show(toks)
+		case "batch":
+			if len(toks) != 2 || toks[1] != "{" {
+				r.fatalf("want `batch {`")
+			}
+			var cmds []fsm.Command
+			var texts []string
+			for i++; ; i++ {
+				if i >= len(lines) {
+					r.fatalf("batch not closed")
+				}
+				r.line = i + 1
+				inner := strings.TrimSpace(lines[i])
+				if inner == "" || strings.HasPrefix(inner, "#") {
+					continue
+				}
+				if inner == "}" {
+					break
+				}
+				cmds = append(cmds, r.command(inner, tokenize(inner)))
+				texts = append(texts, inner)
+			}
+			r.apply(cmds, texts)
+			r.out.WriteString("> }\n")
+		default:
+			r.apply([]fsm.Command{r.command(text, toks)}, nil)
+		}
+	}
+	r.finalChecks()
+	return r.out.String()
+}
+
+func (r *scriptRunner) fatalf(format string, args ...any) {
+	r.t.Helper()
+	r.t.Fatalf("%s:%d: %s", r.file, r.line, fmt.Sprintf(format, args...))
+}
+
+func (r *scriptRunner) need(toks []string, n int) {
+	r.t.Helper()
+	if len(toks) < n {
+		r.fatalf("%s needs %d arguments", toks[0], n-1)
+	}
+}
+
+// command parses one command line into a Command.
+func (r *scriptRunner) command(text string, toks []string) fsm.Command {
+	pos, kv := splitArgs(toks[1:])
+	arg := func(i int) string {
+		if i >= len(pos) {
+			r.fatalf("%s: missing argument %d", toks[0], i+1)
+		}
+		return pos[i]
+	}
+	known := func(keys ...string) {
+		for k := range kv {
+			ok := false
+			for _, want := range keys {
+				ok = ok || k == want
+			}
+			if !ok {
+				r.fatalf("%s: unknown option %s=", toks[0], k)
+			}
+		}
+	}
+	switch toks[0] {
+	case "policy":
+		doc := []byte(strings.TrimSpace(strings.TrimPrefix(text, "policy")))
+		if len(toks) > 1 && toks[1] == "default" {
+			doc = policy.Default().Canonical()
+		}
+		return fsm.Command{Op: fsm.OpSetPolicy, Caller: "operator:root", Policy: doc}
+	case "request":
+		known("lane", "tool", "args", "key", "id", "ttl", "sources", "session")
+		c := fsm.Command{Op: fsm.OpRequest, Caller: arg(0), Lane: kv["lane"], Tool: kv["tool"],
+			IdemKey: kv["key"], GrantID: kv["id"], Session: kv["session"]}
+		if a, ok := kv["args"]; ok {
+			c.Digest = r.digest(c.Tool, a)
+		}
+		if d, ok := kv["ttl"]; ok {
+			v, err := time.ParseDuration(d)
+			if err != nil {
+				r.fatalf("ttl: %v", err)
+			}
+			c.TTL = int64(v)
+		}
+		if s, ok := kv["sources"]; ok {
+			c.Sources = strings.Split(s, ",")
+		}
+		if c.GrantID != "" {
+			if _, seen := r.tools[c.GrantID]; !seen {
+				r.tools[c.GrantID] = c.Tool
+			}
+		}
+		return c
+	case "spend":
+		known("args", "tool", "key")
+		c := fsm.Command{Op: fsm.OpSpend, Caller: arg(0), GrantID: arg(1), IdemKey: kv["key"]}
+		tool, ok := kv["tool"]
+		if !ok {
+			tool = r.tools[c.GrantID]
+		}
+		if a, ok := kv["args"]; ok {
+			c.Digest = r.digest(tool, a)
+		}
+		return c
+	case "effect":
+		known("verifier")
+		return fsm.Command{Op: fsm.OpEffect, Caller: arg(0), GrantID: arg(1), Outcome: arg(2), Verifier: kv["verifier"]}
+	case "revoke":
+		known("by")
+		return fsm.Command{Op: fsm.OpRevoke, Caller: orDefault(kv["by"], "operator:root"), Key: arg(0)}
+	case "reinstate":
+		known("by")
+		key := ""
+		if len(pos) > 0 {
+			key = pos[0]
+		}
+		return fsm.Command{Op: fsm.OpReinstate, Caller: orDefault(kv["by"], "operator:root"), Key: key}
+	case "published":
+		n, err := strconv.ParseUint(arg(0), 10, 64)
+		if err != nil {
+			r.fatalf("published: %v", err)
+		}
+		return fsm.Command{Op: fsm.OpPublished, Caller: "publisher", Seq: n}
+	case "op":
+		known("by")
+		n, err := strconv.ParseUint(arg(0), 10, 8)
+		if err != nil {
+			r.fatalf("op: %v", err)
+		}
+		return fsm.Command{Op: fsm.Op(n), Caller: orDefault(kv["by"], "operator:root")}
+	}
+	r.fatalf("unknown command %q", toks[0])
+	return fsm.Command{}
+}
+
+func (r *scriptRunner) digest(tool, args string) events.Hash {
+	d, err := grants.DigestArgs(tool, []byte(args))
+	if err != nil {
+		r.fatalf("args %s: %v", args, err)
+	}
+	return d
+}
+
+func (r *scriptRunner) parseTime(s string) int64 {
+	rel := strings.HasPrefix(s, "+")
+	s = strings.TrimPrefix(s, "+")
+	var v int64
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		v = n
+	} else {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			r.fatalf("time %q: %v", s, err)
+		}
+		v = int64(d)
+	}
+	if rel {
+		return r.at + v
+	}
+	return v
+}
+
+// apply runs one log entry through the real state and the witness and
+// prints each command's envelope and events. texts are the inner lines of a
+// batch (echoed before each command), nil for a single command.
+func (r *scriptRunner) apply(cmds []fsm.Command, texts []string) {
+	r.t.Helper()
+	r.raft++
+	b := fsm.Batch{Time: r.at, Node: r.node, Commands: cmds}
+	wb := fsm.Batch{Time: r.at, Node: r.node}
+	for _, c := range cmds {
+		if c.Op != fsm.OpPublished {
+			wb.Commands = append(wb.Commands, c)
+		}
+	}
+	before := r.real.Chain().Seq
+	envs := fsm.Apply(r.real, r.raft, b)
+	wenvs := fsm.Apply(r.witness, r.raft, wb)
+	after := r.real.Chain().Seq
+	if len(envs) != len(cmds) {
+		r.fatalf("%d envelopes for %d commands", len(envs), len(cmds))
+	}
+	if r.witness.Chain() != r.real.Chain() || r.witness.Digest() != r.real.Digest() {
+		r.fatalf("published commands changed authority: witness chain/digest differ from the real state")
+	}
+	// The witness never trims, so its outbox holds every event.
+	evs := map[uint64]events.Event{}
+	for _, p := range r.witness.Outbox(before, 0) {
+		e, err := events.Decode(p.Data)
+		if err != nil {
+			r.fatalf("outbox seq %d: %v", p.Seq, err)
+		}
+		if e.Seq != p.Seq || p.Subject != events.Subject(e.Kind) {
+			r.fatalf("outbox entry %d carries event %d on %s", p.Seq, e.Seq, p.Subject)
+		}
+		evs[e.Seq] = e
+	}
+	// Attribute events to commands: a command that recorded events answers
+	// with the sequence of its first one; replies name an older sequence.
+	cursor := before
+	wi := 0
+	for i, c := range cmds {
+		if texts != nil {
+			fmt.Fprintf(&r.out, "> %s\n", strings.Join(tokenize(texts[i]), " "))
+		}
+		env := envs[i]
+		if c.Op != fsm.OpPublished {
+			if !equalEnvelope(env, wenvs[wi]) {
+				r.fatalf("command %d: real envelope %+v, witness %+v", i, env, wenvs[wi])
+			}
+			wi++
+		}
+		r.out.WriteString(formatEnvelope(env) + "\n")
+		if env.Seq <= cursor {
+			continue // answered without an event
+		}
+		if env.Seq != cursor+1 {
+			r.fatalf("command %d answered with seq %d, next event is %d", i, env.Seq, cursor+1)
+		}
+		end := after
+		for _, next := range envs[i+1:] {
+			if next.Seq > env.Seq {
+				end = next.Seq - 1
+				break
+			}
+		}
+		for seq := env.Seq; seq <= end; seq++ {
+			e, ok := evs[seq]
+			if !ok {
+				r.fatalf("event %d missing from the outbox", seq)
+			}
+			r.out.WriteString("  " + formatEvent(e) + "\n")
+		}
+		cursor = end
+	}
+	if cursor != after {
+		r.fatalf("events %d..%d belong to no command", cursor+1, after)
+	}
+}
+
+func equalEnvelope(a, b grants.Envelope) bool {
+	return fmt.Sprintf("%+v", a) == fmt.Sprintf("%+v", b)
+}
+
+func (r *scriptRunner) show(toks []string) {
+	r.need(toks, 2)
+	switch toks[1] {
+	case "grant":
+		r.need(toks, 3)
+		g, ok := r.real.Grant(toks[2])
+		if !ok {
+			fmt.Fprintf(&r.out, "grant %s absent\n", toks[2])
+			return
+		}
+		line := []string{"grant " + g.ID, "status=" + g.Status.String(), "worker=" + g.Worker,
+			"epoch=" + strconv.FormatUint(g.Epoch, 10), "expires=" + fmtTime(g.ExpiresAt)}
+		line = appendKV(line, "outcome", g.Outcome)
+		line = appendKV(line, "verifier", g.Verifier)
+		line = appendUint(line, "attempt", g.AttemptSeq)
+		line = appendUint(line, "effect", g.EffectSeq)
+		line = appendUint(line, "revoked", g.RevokedSeq)
+		r.out.WriteString(strings.Join(line, " ") + "\n")
+	case "state":
+		st := r.real.Stats()
+		fmt.Fprintf(&r.out, "state clock=%s epoch=%d grants=%d permitted=%d spent=%d closed=%d revoked=%d idem=%d counters=%d barred=%d seq=%d published=%d outbox=%d\n",
+			fmtTime(st.Clock), st.Epoch, st.Grants, st.Permitted, st.Spent, st.Closed, st.Revoked,
+			st.Idem, st.Counters, st.Barred, st.Seq, st.Published, st.Outbox)
+		if ob := r.real.Outbox(0, 0); len(ob) > 0 {
+			fmt.Fprintf(&r.out, "outbox %d..%d\n", ob[0].Seq, ob[len(ob)-1].Seq)
+		}
+	default:
+		r.fatalf("show what? %q", toks[1])
+	}
+}
+
+// finalChecks replays the witness's events and round-trips the snapshot.
+func (r *scriptRunner) finalChecks() {
+	r.t.Helper()
+	replay := fsm.New()
+	for _, p := range r.witness.Outbox(0, 0) {
+		e, err := events.Decode(p.Data)
+		if err != nil {
+			r.fatalf("final replay: %v", err)
+		}
+		if err := fsm.Evolve(replay, e); err != nil {
+			r.fatalf("final replay: %v", err)
+		}
+	}
+	if replay.Digest() != r.real.Digest() {
+		r.fatalf("replaying the receipts gives digest %s, live state has %s", replay.Digest().Short(), r.real.Digest().Short())
+	}
+	snap := r.real.Snapshot()
+	restored, err := fsm.Restore(snap)
+	if err != nil {
+		r.fatalf("restore: %v", err)
+	}
+	if !bytes.Equal(restored.Snapshot(), snap) || restored.Digest() != r.real.Digest() {
+		r.fatalf("Restore(Snapshot()) is not the same state")
+	}
+}
+
+func formatEnvelope(env grants.Envelope) string {
+	f := []string{string(env.Decision)}
+	f = appendKV(f, "reason", string(env.Reason))
+	f = appendKV(f, "missing", env.Missing)
+	f = appendKV(f, "recovery", string(env.Recovery))
+	f = appendKV(f, "grant", env.GrantID)
+	f = appendUint(f, "seq", env.Seq)
+	if env.Kind != 0 {
+		f = append(f, "kind="+env.Kind.String())
+	}
+	f = appendKV(f, "outcome", env.Outcome)
+	if env.ExpiresAt != 0 {
+		f = append(f, "expires="+fmtTime(env.ExpiresAt))
+	}
+	return strings.Join(f, " ")
+}
+
+func formatEvent(e events.Event) string {
+	f := []string{fmt.Sprintf("#%d %s t=%s raft=%d", e.Seq, e.Kind, fmtTime(e.Time), e.RaftIndex)}
+	f = appendKV(f, "grant", e.GrantID)
+	f = appendKV(f, "worker", e.Worker)
+	if e.Actor != e.Worker {
+		f = appendKV(f, "actor", e.Actor)
+	}
+	f = appendKV(f, "lane", e.Lane)
+	f = appendKV(f, "session", e.Session)
+	f = appendKV(f, "tool", e.Tool)
+	if !e.Digest.IsZero() {
+		f = append(f, "digest="+e.Digest.String()[:8])
+	}
+	f = appendUint(f, "epoch", e.Epoch)
+	f = appendKV(f, "decision", e.Decision)
+	f = appendKV(f, "reason", e.Reason)
+	f = appendKV(f, "missing", e.Missing)
+	f = appendKV(f, "recovery", e.Recovery)
+	f = appendKV(f, "key", e.IdemKey)
+	f = appendKV(f, "outcome", e.Outcome)
+	f = appendKV(f, "verifier", e.Verifier)
+	f = appendUint(f, "ref", e.RefSeq)
+	if e.ExpiresAt != 0 {
+		f = append(f, "expires="+fmtTime(e.ExpiresAt))
+	}
+	if len(e.Counters) > 0 {
+		cs := make([]string, len(e.Counters))
+		for i, c := range e.Counters {
+			cs[i] = c.Key + ":" + strconv.FormatUint(c.Value, 10)
+		}
+		f = append(f, "counters="+strings.Join(cs, ","))
+	}
+	if e.Cancelled != nil {
+		f = append(f, "cancelled="+strings.Join(e.Cancelled, ","))
+	}
+	if e.Sources != nil {
+		f = append(f, "sources="+strings.Join(e.Sources, ","))
+	}
+	if e.Rules != nil {
+		f = append(f, "rules="+strings.Join(e.Rules, ","))
+	}
+	if !e.PolicyDigest.IsZero() {
+		f = append(f, "policy="+e.PolicyDigest.String()[:8])
+	}
+	f = appendKV(f, "detail", e.Detail)
+	return strings.Join(f, " ")
+}
+
+func appendKV(f []string, k, v string) []string {
+	if v == "" {
+		return f
+	}
+	if strings.ContainsAny(v, " \"\t") {
+		v = strconv.Quote(v)
+	}
+	return append(f, k+"="+v)
+}
+
+func appendUint(f []string, k string, v uint64) []string {
+	if v == 0 {
+		return f
+	}
+	return append(f, k+"="+strconv.FormatUint(v, 10))
+}
+
+// fmtTime prints unix nanoseconds in the largest exact unit.
+func fmtTime(ns int64) string {
+	switch {
+	case ns%int64(time.Second) == 0:
+		return strconv.FormatInt(ns/int64(time.Second), 10) + "s"
+	case ns%int64(time.Millisecond) == 0:
+		return strconv.FormatInt(ns/int64(time.Millisecond), 10) + "ms"
+	}
+	return strconv.FormatInt(ns, 10) + "ns"
+}
+
+// tokenize splits a line at spaces, keeping {...}, [...] and "..." values
+// whole, and stops at a token that starts with '#'.
+func tokenize(line string) []string {
+	var toks []string
+	var cur strings.Builder
+	depth, inStr, esc := 0, false, false
+	flush := func() {
+		if cur.Len() > 0 {
+			toks = append(toks, cur.String())
+			cur.Reset()
+		}
+	}
+	for _, ch := range line {
+		switch {
+		case inStr:
+			cur.WriteRune(ch)
+			switch {
+			case esc:
+				esc = false
+			case ch == '\\':
+				esc = true
+			case ch == '"':
+				inStr = false
+			}
+			continue
+		case ch == '"':
+			inStr = true
+		case ch == '{' || ch == '[':
+			depth++
+		case ch == '}' || ch == ']':
+			depth--
+		case (ch == ' ' || ch == '\t') && depth <= 0:
+			flush()
+			continue
+		case ch == '#' && depth <= 0 && cur.Len() == 0:
+			return toks
+		}
+		cur.WriteRune(ch)
+	}
+	flush()
+	return toks
+}
+
+// splitArgs separates positional arguments from key=value options. A
+// quoted value is unquoted.
+func splitArgs(toks []string) (pos []string, kv map[string]string) {
+	kv = map[string]string{}
+	for _, t := range toks {
+		k, v, ok := strings.Cut(t, "=")
+		if !ok || strings.ContainsAny(k, "{[\"") {
+			if uq, err := strconv.Unquote(t); err == nil && strings.HasPrefix(t, "\"") {
+				t = uq
+			}
+			pos = append(pos, t)
+			continue
+		}
+		if uq, err := strconv.Unquote(v); err == nil && strings.HasPrefix(v, "\"") {
+			v = uq
+		}
+		kv[k] = v
+	}
+	return pos, kv
+}
+
+func orDefault(v, d string) string {
+	if v == "" {
+		return d
+	}
+	return v
+}
+
+// lineDiff shows the first differing lines of two transcripts.
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	var b strings.Builder
+	shown := 0
+	for i := 0; i < len(w) || i < len(g); i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl == gl {
+			continue
+		}
+		fmt.Fprintf(&b, "line %d:\n  want: %s\n   got: %s\n", i+1, wl, gl)
+		if shown++; shown >= 8 {
+			b.WriteString("  ...\n")
+			break
+		}
+	}
+	return b.String()
+}
