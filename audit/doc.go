@@ -1,0 +1,72 @@
+// Package audit checks a receipt stream's chain and invariants and folds it
+// into a projection.
+//
+// A Verifier consumes the stream one event at a time, in sequence order,
+// from sequence 1 (or from Options.From for a partial check). For each event
+// it checks, in this order:
+//
+//  1. the bytes: canonical encoding and stored hash (Add only; AddEvent
+//     trusts an event that came from events.Decode);
+//  2. the stream: the JetStream sequence equals the event's own sequence;
+//  3. the chain: the sequence is the previous one plus one and Prev is the
+//     previous event's hash;
+//  4. the kind is known and the control-plane time never goes backwards;
+//  5. the grant invariants of DESIGN.md ("Auditor invariants"): every attempt
+//     follows exactly one live permit for the same grant, grantee and
+//     request digest; at most one attempt per grant; no attempt at or after
+//     the grant's expiry, after a policy epoch change, or after a revocation
+//     that moved a bound counter or cancelled the grant; every effect ties
+//     to the grant's attempt and names its verifier;
+//
+// and then folds the event into an fsm.New state with fsm.Evolve, so that
+// Digest is the projection digest the issuer's State.Digest must equal at
+// the same sequence (api.Status.StateDigest, hex).
+//
+// The first violation stops the Verifier: it is returned by that Add and by
+// every later one, and Summary describes the events before it. Every
+// violation is a *Violation whose Code is one of the constants below.
+//
+// # Violation codes
+//
+// Codes are a stable contract (scripts match on them); Codes is the same
+// table in machine form.
+//
+//	code                        Seq is                    meaning
+//	decode                      the bad message           the bytes are not a canonical version-1 event, or the stored hash does not match them (a flipped bit, a truncated message)
+//	stream_seq_mismatch         the stream sequence       the message at this stream sequence carries a different event sequence (events were reordered, dropped or inserted before publishing)
+//	seq_gap                     the expected sequence     the event is not the next one: a sequence is missing (deleted message) or repeated
+//	chain_broken                the event                 Prev is not the hash of the previous event: this event or its predecessor was altered or replaced
+//	unknown_kind                the event                 the kind is not one this build knows; the stream cannot be checked past it
+//	time_backwards              the event                 the control-plane time is earlier than the previous event's
+//	duplicate_permit            the permit                a grant id was permitted while a grant with that id was still live
+//	attempt_without_permit      the attempt               no live permit for the grant (never permitted, or forgotten after expiry), or the attempt names another permit sequence
+//	not_grantee                 the attempt or effect     the worker is not the one the grant was minted for
+//	attempt_digest_mismatch     the attempt               the request digest differs from the permit's
+//	double_attempt              the second attempt        the grant was already attempted
+//	attempt_after_expiry        the attempt               the attempt's time is at or after the permit's expires_at
+//	attempt_after_epoch_change  the attempt               a policy epoch event came between permit and attempt (or the permit's epoch is not the current one)
+//	attempt_after_revocation    the attempt               a revoke event moved a counter the permit bound, or listed the grant as cancelled, before the attempt
+//	effect_without_attempt      the effect                the grant is not live, was never attempted, or the effect names another attempt sequence
+//	effect_missing_verifier     the effect                the effect does not name the verifier that observed it
+//	effect_bad_outcome          the effect                the outcome is not confirmed, failed, unknown or contested
+//	fold_failed                 the event                 fsm.Evolve refused the event (an epoch event whose policy does not parse)
+//	state_digest_mismatch       the last event            the projection digest differs from the one expected (CheckDigest)
+//
+// # Outcomes
+//
+// A grant's effects collapse to one outcome, as in the issuer: repeats of
+// the current outcome collapse, "unknown" never replaces a definite outcome
+// and is replaced by one, an event saying "contested" makes the grant
+// contested, and two different definite outcomes make it contested even if
+// no event says so. Summary counts grants by that outcome; a spent grant
+// with no effect is unresolved, and stays unresolved after it is forgotten.
+//
+// # Memory
+//
+// A grant is tracked from its permit until the control-plane time reaches
+// its expires_at + fsm.RetainMargin, exactly when the issuer forgets it; an
+// attempt or effect after that is refused by the issuer as unknown_grant,
+// so finding one in the stream is a violation whether or not the auditor
+// still remembers the grant. Memory therefore follows live authority, not
+// stream length. The projection (fsm.State) forgets on the same schedule.
+package audit

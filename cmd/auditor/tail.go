@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/writ-dev/writ/events"
+)
+
+func newTailCmd(g *globals) *cobra.Command {
+	var (
+		from   uint64
+		follow bool
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "tail [--from N] [--follow] [--json]",
+		Short: "Print receipts from the stream, one per line",
+		Long: `tail prints the receipts of ` + streamName + ` from sequence --from (default 1)
+up to the stream's last sequence when tail started, or, with --follow, keeps
+printing new receipts as the issuer publishes them until interrupted.
+
+Each line is either the event's JSON form (--json), or
+  SEQ TIME KIND GRANT WORKER DETAIL
+with TIME in RFC 3339 (UTC, nanoseconds), "-" for an empty field, and
+DETAIL the refusal reason, the effect outcome, the epoch or the revoked
+counters.
+
+tail checks only that each message decodes (canonical encoding, stored hash
+matches); a message that does not is reported on stderr and skipped, and
+tail exits 1. Use 'auditor verify' for the chain and invariant checks.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if from == 0 {
+				return usageErr("--from must be 1 or more")
+			}
+			return tail(cmd.Context(), g, from, follow, asJSON)
+		},
+	}
+	f := cmd.Flags()
+	f.Uint64Var(&from, "from", 1, "first sequence to print")
+	f.BoolVar(&follow, "follow", false, "keep printing new receipts until interrupted")
+	f.BoolVar(&asJSON, "json", false, "print each event as one line of JSON")
+	return cmd
+}
+
+func tail(ctx context.Context, g *globals, from uint64, follow, asJSON bool) error {
+	r, err := openReceipts(ctx, g.conn)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	until := r.last
+	if follow {
+		until = 0
+	} else if r.last < from {
+		return nil // nothing to print
+	}
+	out := bufio.NewWriterSize(g.stdout, 64<<10)
+	defer out.Flush()
+	var bad int
+	var firstBad uint64
+	err = r.read(ctx, from, until, func(m message) error {
+		e, err := events.Decode(m.data)
+		if err != nil {
+			if bad == 0 {
+				firstBad = m.seq
+			}
+			bad++
+			out.Flush()
+			fmt.Fprintf(g.stderr, "auditor: seq %d: cannot decode: %v\n", m.seq, err)
+			return nil
+		}
+		if asJSON {
+			b, err := json.Marshal(e)
+			if err != nil {
+				return &exitError{code: ExitViolation, err: fmt.Errorf("seq %d: %v", m.seq, err)}
+			}
+			out.Write(b)
+			out.WriteByte('\n')
+		} else {
+			writeHuman(out, e)
+		}
+		if m.pending == 0 { // caught up: show it now
+			if err := out.Flush(); err != nil {
+				return unavailableErr(fmt.Errorf("writing output: %v", err))
+			}
+		}
+		return nil
+	})
+	ferr := out.Flush()
+	switch {
+	case err != nil && ctx.Err() != nil && follow:
+		// Interrupting is how --follow ends.
+	case err != nil && ctx.Err() != nil:
+		return unavailableErr(fmt.Errorf("interrupted before the end of the stream (seq %d)", until))
+	case err != nil:
+		return err
+	case ferr != nil:
+		return unavailableErr(fmt.Errorf("writing output: %v", ferr))
+	}
+	if bad > 0 {
+		return &exitError{code: ExitViolation, err: fmt.Errorf("%d message(s) did not decode, the first at seq %d (run 'auditor verify' for the full check)", bad, firstBad)}
+	}
+	return nil
+}
+
+// writeHuman writes SEQ TIME KIND GRANT WORKER DETAIL.
+func writeHuman(w io.Writer, e events.Event) {
+	fmt.Fprintf(w, "%d %s %s %s %s %s\n", e.Seq, time.Unix(0, e.Time).UTC().Format(time.RFC3339Nano),
+		e.Kind, dash(e.GrantID), dash(e.Worker), dash(detail(e)))
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// detail is the one field that says most about an event of its kind.
+func detail(e events.Event) string {
+	switch e.Kind {
+	case events.KindEffect:
+		return e.Outcome + " by " + e.Verifier
+	case events.KindEpoch:
+		return fmt.Sprintf("epoch=%d policy=%s", e.Epoch, e.PolicyDigest.Short())
+	case events.KindRevoke:
+		parts := make([]string, 0, len(e.Counters)+1)
+		for _, c := range e.Counters {
+			parts = append(parts, fmt.Sprintf("%s=%d", c.Key, c.Value))
+		}
+		if len(e.Cancelled) > 0 {
+			parts = append(parts, "cancelled="+strings.Join(e.Cancelled, ","))
+		}
+		return strings.Join(parts, " ")
+	}
+	if e.Reason != "" {
+		return e.Reason
+	}
+	return e.Outcome
+}
