@@ -14,7 +14,23 @@ import (
 // stream's own last sequence, so a new leader neither loses nor repeats a
 // receipt the old one published: the stream's expected-last-sequence check
 // and Nats-Msg-Id de-duplication refuse both.
+//
+// The API is already being served while the stream is set up: receipts
+// wait in the outbox, so a slow JetStream meta-leader election delays
+// publication, never answers.
 func (s *Service) publishLoop(ctx context.Context) error {
+	for {
+		_, err := natsbus.EnsureStream(ctx, s.js, s.cfg.StreamReplicas)
+		if err == nil {
+			break
+		}
+		s.log.Warn("receipt stream not ready; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
 	last, err := s.pub.LastSeq(ctx)
 	if err != nil {
 		return err

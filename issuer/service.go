@@ -119,9 +119,6 @@ func (s *Service) lead(ctx context.Context) error {
 	if err := s.node.Barrier(10 * time.Second); err != nil {
 		return fmt.Errorf("barrier: %w", err)
 	}
-	if _, err := natsbus.EnsureStream(ctx, s.js, s.cfg.StreamReplicas); err != nil {
-		return fmt.Errorf("receipt stream: %w", err)
-	}
 	if err := s.ensurePolicy(ctx); err != nil {
 		return err
 	}
@@ -311,10 +308,12 @@ func (s *Service) Status() api.Status {
 			})
 		}
 	}
-	s.node.View(func(fs *fsm.State, applied uint64) {
+	// raft's own applied index: it also moves on snapshot restore and on
+	// configuration entries, which the state machine never sees.
+	st.AppliedIndex = r.AppliedIndex()
+	s.node.View(func(fs *fsm.State, _ uint64) {
 		x := fs.Stats()
 		_, pd := fs.Policy()
-		st.AppliedIndex = applied
 		st.Clock, st.Epoch, st.PolicyDigest = x.Clock, x.Epoch, pd.String()
 		st.StateDigest = fs.Digest().String()
 		st.Grants, st.Permitted, st.Spent, st.Closed, st.Revoked = x.Grants, x.Permitted, x.Spent, x.Closed, x.Revoked

@@ -54,22 +54,29 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, replicas int) (je
 		return nil, fieldErr("replicas", "must be in 1..%d, got %d", MaxReplicas, replicas)
 	}
 	cfg := StreamConfig(replicas)
-	backoff := 50 * time.Millisecond
+	backoff, attempt := 50*time.Millisecond, time.Second
 	for {
-		st, err := js.CreateOrUpdateStream(ctx, cfg)
+		// A request sent while the cluster has no meta leader may never be
+		// answered, and creating a replicated stream waits for its leader
+		// election: bound each attempt, growing the bound.
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		st, err := js.CreateOrUpdateStream(actx, cfg)
+		cancel()
+		attempt = min(2*attempt, 8*time.Second)
 		if err == nil {
 			if err := checkStreamConfig(st.CachedInfo().Config, replicas); err != nil {
 				return nil, err
 			}
 			return st, nil
 		}
-		if ctx.Err() != nil || !transientStreamErr(err) {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("natsbus: ensure stream %s: %w (last attempt: %v)", StreamName, ctx.Err(), err)
+		}
+		if !transientStreamErr(err) {
 			return nil, fmt.Errorf("natsbus: ensure stream %s: %w", StreamName, err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("natsbus: ensure stream %s: %w (last error: %v)", StreamName, ctx.Err(), err)
-		case <-time.After(backoff):
+		if sleepErr := sleepCtx(ctx, backoff); sleepErr != nil {
+			return nil, fmt.Errorf("natsbus: ensure stream %s: %w (last attempt: %v)", StreamName, sleepErr, err)
 		}
 		backoff = min(2*backoff, time.Second)
 	}

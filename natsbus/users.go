@@ -21,7 +21,8 @@ const (
 // User is one client account of the embedded server. Publish and Subscribe
 // list the subjects (wildcards allowed) the user may publish and subscribe
 // to; a nil list allows every subject, an empty non-nil list allows none.
-// Build users with WorkerUser, OperatorUser, AuditorUser and IssuerUser.
+// Password may be a bcrypt hash ("$2a$..."), which nats-server then checks
+// the client's password against. Build users with WorkerUser, OperatorUser, AuditorUser and IssuerUser.
 type User struct {
 	Name      string
 	Password  string

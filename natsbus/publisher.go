@@ -1,0 +1,286 @@
+package natsbus
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Publisher defaults.
+const (
+	// DefaultRequestTimeout bounds each round trip of a Publisher: a stream
+	// read, a message check, or waiting for the acks of one window.
+	DefaultRequestTimeout = 5 * time.Second
+	// DefaultWindow is how many messages a Publisher keeps in flight.
+	DefaultWindow = 256
+	// maxWindow stays well below nats.go's default limit of 4000 pending
+	// async publishes per JetStream context.
+	maxWindow = 1024
+	// maxStalls is how many times in a row Publish re-reads the stream
+	// after "wrong last sequence" without getting any further.
+	maxStalls = 8
+)
+
+// Message is one encoded event. Seq is the event's sequence number, which
+// becomes its stream sequence; Subject must start with writ.evt.
+type Message struct {
+	Seq     uint64
+	Subject string
+	Data    []byte
+}
+
+// Publisher publishes ordered batches of events into the receipt stream so
+// that stream sequence equals event sequence. It is safe for concurrent use,
+// also by several processes: see Publish.
+type Publisher struct {
+	js      jetstream.JetStream
+	timeout time.Duration
+	window  int
+}
+
+// PublisherOption tunes a Publisher.
+type PublisherOption func(*Publisher)
+
+// WithRequestTimeout bounds each round trip (default DefaultRequestTimeout);
+// non-positive values are ignored. The ctx given to each call still applies.
+func WithRequestTimeout(d time.Duration) PublisherOption {
+	return func(p *Publisher) {
+		if d > 0 {
+			p.timeout = d
+		}
+	}
+}
+
+// WithWindow sets how many messages are in flight at once (default
+// DefaultWindow, at most 1024); values below 1 are ignored.
+func WithWindow(n int) PublisherOption {
+	return func(p *Publisher) {
+		if n >= 1 {
+			p.window = min(n, maxWindow)
+		}
+	}
+}
+
+// NewPublisher returns a Publisher that publishes through js. A nil js
+// makes every call fail with ErrNilJetStream.
+func NewPublisher(js jetstream.JetStream, opts ...PublisherOption) *Publisher {
+	p := &Publisher{js: js, timeout: DefaultRequestTimeout, window: DefaultWindow}
+	for _, o := range opts {
+		if o != nil {
+			o(p)
+		}
+	}
+	return p
+}
+
+// LastSeq returns the receipt stream's last sequence (0 when empty).
+func (p *Publisher) LastSeq(ctx context.Context) (uint64, error) {
+	if p == nil || p.js == nil {
+		return 0, ErrNilJetStream
+	}
+	_, last, err := p.stream(ctx)
+	return last, err
+}
+
+// Publish appends msgs, which must have strictly consecutive sequences, to
+// the receipt stream and returns the highest sequence known to be in the
+// stream afterwards (also on error).
+//
+// A message whose Seq the stream already holds is not published again; the
+// stored message is read back and must have the same subject, data and
+// message id, else Publish fails with ErrStreamDiverged. If the stream ends
+// before the first message it does not hold, Publish fails with ErrStreamGap
+// and the caller must supply the earlier messages. Every other message is
+// published with message id Seq and expected last sequence Seq-1, so the
+// stream refuses it anywhere but at position Seq; when it is refused because
+// another publisher got there first, Publish re-reads the stream and goes on.
+//
+// Other failures (a timeout, no stream leader during a fail-over, a closed
+// connection) are returned as they are. Publish is idempotent: retry the
+// same batch. Each round trip is bounded by the request timeout and ctx.
+func (p *Publisher) Publish(ctx context.Context, msgs []Message) (uint64, error) {
+	if p == nil || p.js == nil {
+		return 0, ErrNilJetStream
+	}
+	if err := checkBatch(msgs); err != nil {
+		return 0, err
+	}
+	st, last, err := p.stream(ctx)
+	if err != nil {
+		return 0, err
+	}
+	known, stalls := last, 0
+	for i := 0; i < len(msgs); {
+		for ; i < len(msgs) && msgs[i].Seq <= last; i++ {
+			if err := p.verify(ctx, st, msgs[i]); err != nil {
+				return known, err
+			}
+		}
+		if i == len(msgs) {
+			break
+		}
+		if msgs[i].Seq > last+1 {
+			return known, fmt.Errorf("%w: stream ends at seq %d, batch continues at seq %d",
+				ErrStreamGap, last, msgs[i].Seq)
+		}
+		end := min(i+p.window, len(msgs))
+		n, pubErr := p.publishWindow(ctx, st, msgs[i:end])
+		if n > 0 {
+			i += n
+			last = msgs[i-1].Seq
+			known = max(known, last)
+			stalls = 0
+		}
+		if pubErr == nil {
+			continue
+		}
+		if !wrongLastSeq(pubErr) {
+			return known, pubErr
+		}
+		// Someone else appended meanwhile: find out how far the stream got.
+		if n == 0 {
+			if stalls++; stalls >= maxStalls {
+				return known, fmt.Errorf("natsbus: no progress after %d attempts: %w", stalls, pubErr)
+			}
+			if err := sleepCtx(ctx, time.Duration(stalls)*10*time.Millisecond); err != nil {
+				return known, err
+			}
+		}
+		if st, last, err = p.stream(ctx); err != nil {
+			return known, err
+		}
+		if last < known {
+			return known, fmt.Errorf("%w: stream last seq went back from %d to %d", ErrStreamDiverged, known, last)
+		}
+		known = last
+	}
+	return known, nil
+}
+
+// publishWindow publishes batch asynchronously and waits for the acks in
+// order. It returns how many leading messages are confirmed in the stream
+// and the first error.
+func (p *Publisher) publishWindow(ctx context.Context, st jetstream.Stream, batch []Message) (int, error) {
+	wctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	futures := make([]jetstream.PubAckFuture, 0, len(batch))
+	var sendErr error
+	for _, m := range batch {
+		f, err := p.js.PublishMsgAsync(&nats.Msg{Subject: m.Subject, Data: m.Data, Header: nats.Header{}},
+			jetstream.WithMsgID(strconv.FormatUint(m.Seq, 10)),
+			jetstream.WithExpectLastSequence(m.Seq-1))
+		if err != nil {
+			sendErr = fmt.Errorf("natsbus: publish seq %d: %w", m.Seq, err)
+			break
+		}
+		futures = append(futures, f)
+	}
+	for j, f := range futures {
+		m := batch[j]
+		select {
+		case ack := <-f.Ok():
+			if err := p.checkAck(wctx, st, m, ack); err != nil {
+				return j, err
+			}
+		case err := <-f.Err():
+			return j, fmt.Errorf("natsbus: publish seq %d: %w", m.Seq, err)
+		case <-wctx.Done():
+			return j, fmt.Errorf("natsbus: publish seq %d: waiting for ack: %w", m.Seq, wctx.Err())
+		}
+	}
+	return len(futures), sendErr
+}
+
+// checkAck confirms m landed at stream sequence m.Seq. A duplicate ack means
+// a message with the same id was already stored: it must be the same one.
+func (p *Publisher) checkAck(ctx context.Context, st jetstream.Stream, m Message, ack *jetstream.PubAck) error {
+	if ack.Sequence != m.Seq {
+		return fmt.Errorf("%w: seq %d: stream stored it at seq %d (duplicate=%v)",
+			ErrStreamDiverged, m.Seq, ack.Sequence, ack.Duplicate)
+	}
+	if ack.Duplicate {
+		return p.verify(ctx, st, m)
+	}
+	return nil
+}
+
+// verify checks the stream's message at m.Seq is m.
+func (p *Publisher) verify(ctx context.Context, st jetstream.Stream, m Message) error {
+	rctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	raw, err := st.GetMsg(rctx, m.Seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return fmt.Errorf("%w: seq %d: not in the stream", ErrStreamDiverged, m.Seq)
+	}
+	if err != nil {
+		return fmt.Errorf("natsbus: read seq %d: %w", m.Seq, err)
+	}
+	id := strconv.FormatUint(m.Seq, 10)
+	switch {
+	case raw.Subject != m.Subject:
+		return fmt.Errorf("%w: seq %d: stored subject %q, batch has %q", ErrStreamDiverged, m.Seq, raw.Subject, m.Subject)
+	case raw.Header.Get(jetstream.MsgIDHeader) != id:
+		return fmt.Errorf("%w: seq %d: stored message id %q, want %q",
+			ErrStreamDiverged, m.Seq, raw.Header.Get(jetstream.MsgIDHeader), id)
+	case !bytes.Equal(raw.Data, m.Data):
+		return fmt.Errorf("%w: seq %d: stored data (%d bytes) differs from batch (%d bytes)",
+			ErrStreamDiverged, m.Seq, len(raw.Data), len(m.Data))
+	}
+	return nil
+}
+
+// stream reads the receipt stream's info.
+func (p *Publisher) stream(ctx context.Context) (jetstream.Stream, uint64, error) {
+	rctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	st, err := p.js.Stream(rctx, StreamName)
+	if err != nil {
+		return nil, 0, fmt.Errorf("natsbus: read stream %s: %w", StreamName, err)
+	}
+	return st, st.CachedInfo().State.LastSeq, nil
+}
+
+// checkBatch validates sequences and subjects before anything is sent.
+func checkBatch(msgs []Message) error {
+	for i, m := range msgs {
+		switch {
+		case m.Seq == 0:
+			return fmt.Errorf("%w: msgs[%d]: seq 0 (sequences start at 1)", ErrInvalidMessage, i)
+		case i > 0 && m.Seq != msgs[i-1].Seq+1:
+			return fmt.Errorf("%w: msgs[%d]: seq %d does not follow seq %d", ErrInvalidMessage, i, m.Seq, msgs[i-1].Seq)
+		case !strings.HasPrefix(m.Subject, EventSubjectPrefix):
+			return fmt.Errorf("%w: msgs[%d] (seq %d): subject %q is not under %s", ErrInvalidMessage, i, m.Seq, m.Subject, EventSubjectPrefix)
+		}
+		if err := checkSubject(m.Subject, false); err != nil {
+			return fmt.Errorf("%w: msgs[%d] (seq %d): %v", ErrInvalidMessage, i, m.Seq, err)
+		}
+	}
+	return nil
+}
+
+// wrongLastSeq reports the stream refusing a message because its last
+// sequence was not the expected one.
+func wrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
