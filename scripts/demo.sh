@@ -7,8 +7,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin}
 DATA=${DEMO_DATA:-.demo}
-PORT=${DEMO_NATS_PORT:-4222}
-RAFT=${DEMO_RAFT_ADDR:-127.0.0.1:7000}
+
+# free_port P: the first port from P upwards that nothing listens on.
+free_port() {
+  local p=$1
+  while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done
+  echo "$p"
+}
+PORT=${DEMO_NATS_PORT:-$(free_port 4222)}
+RAFT=${DEMO_RAFT_ADDR:-127.0.0.1:$(free_port 7000)}
 export WRIT_NATS_URL="nats://127.0.0.1:${PORT}"
 
 rm -rf "$DATA"; mkdir -p "$DATA"
@@ -28,12 +35,17 @@ run() {
   LAST="$out"
 }
 
-printf 'waiting for the issuer'
-for _ in $(seq 1 100); do
-  if "$BIN/issuer" status --timeout 1s >/dev/null 2>&1; then break; fi
-  printf '.'; sleep 0.1
+printf 'waiting for the issuer on %s ' "$WRIT_NATS_URL"
+ready=
+for _ in $(seq 1 150); do
+  if ! kill -0 "$ISSUER" 2>/dev/null; then
+    echo; echo "the issuer exited during start-up; its log:" >&2; cat "$DATA/issuer.log" >&2; exit 1
+  fi
+  if "$BIN/issuer" status --timeout 1s >/dev/null 2>&1; then ready=1; break; fi
+  printf '.'; sleep 0.2
 done
 echo
+[ -n "$ready" ] || { echo "the issuer did not become ready in 30s; its log:" >&2; cat "$DATA/issuer.log" >&2; exit 1; }
 run "$BIN/issuer" status
 
 step "1. The coordinator asks for a grant for one exact call, spends it, reports the effect"
