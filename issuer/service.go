@@ -129,11 +129,11 @@ func (s *Service) lead(ctx context.Context) error {
 		}
 	}()
 	for subj, h := range map[string]nats.MsgHandler{
-		api.WorkerWildcard:    s.handleWorker,
-		api.SubjectRevoke:     s.handleOperator,
-		api.SubjectReinstate:  s.handleOperator,
-		api.SubjectPolicy:     s.handleOperator,
-		api.SubjectStatus:     s.handleStatus,
+		api.WorkerWildcard:                 s.handleWorker,
+		api.SubjectRevoke:                  s.handleOperator,
+		api.SubjectReinstate:               s.handleOperator,
+		api.SubjectPolicy:                  s.handleOperator,
+		api.SubjectStatus:                  s.handleStatus,
 		api.OperatorPrefix + "policy.show": s.handlePolicyShow,
 	} {
 		sub, err := s.nc.QueueSubscribe(subj, queueGroup, h)

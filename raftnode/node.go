@@ -74,7 +74,7 @@ func Start(cfg Config, logOut io.Writer) (*Node, error) {
 	}).With("node", cfg.NodeID)
 
 	store, err := raftboltdb.New(raftboltdb.Options{
-		Path:    filepath.Join(cfg.DataDir, "raft.db"),
+		Path:        filepath.Join(cfg.DataDir, "raft.db"),
 		NoSync:      false, // every append is fsynced; never change this
 		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true},
 	})
