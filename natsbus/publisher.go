@@ -122,6 +122,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []Message) (uint64, error)
 			if err := p.verify(ctx, st, msgs[i]); err != nil {
 				return known, err
 			}
+			stalls = 0
 		}
 		if i == len(msgs) {
 			break
@@ -157,7 +158,10 @@ func (p *Publisher) Publish(ctx context.Context, msgs []Message) (uint64, error)
 			return known, err
 		}
 		if last < known {
-			return known, fmt.Errorf("%w: stream last seq went back from %d to %d", ErrStreamDiverged, known, last)
+			// A stale answer, or a stream that lost its tail: either way a
+			// later call sees the truth (and ErrStreamGap if messages are
+			// missing, which the caller repairs by publishing them again).
+			return known, fmt.Errorf("natsbus: stream reports last seq %d below acknowledged seq %d", last, known)
 		}
 		known = last
 	}

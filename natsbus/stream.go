@@ -62,7 +62,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, replicas int) (je
 		actx, cancel := context.WithTimeout(ctx, attempt)
 		st, err := js.CreateOrUpdateStream(actx, cfg)
 		cancel()
-		attempt = min(2*attempt, 8*time.Second)
+		attempt = min(2*attempt, 4*time.Second)
 		if err == nil {
 			if err := checkStreamConfig(st.CachedInfo().Config, replicas); err != nil {
 				return nil, err
