@@ -182,4 +182,37 @@ type Status struct {
 	Outbox        int    `json:"outbox"`
 	StreamLastSeq uint64 `json:"stream_last_seq"`
 	DevMode       bool   `json:"dev_mode"`
+
+	// Raft log and storage of this node.
+	LastLogIndex  uint64 `json:"last_log_index"`
+	FirstLogIndex uint64 `json:"first_log_index"` // first index still in the log store; older ones are in a snapshot
+	SnapshotIndex uint64 `json:"snapshot_index"`  // latest raft snapshot (0: none)
+	// LastContactMS is how long ago (ms) this follower last heard from its
+	// leader: 0 on the leader, -1 if never.
+	LastContactMS int64 `json:"last_contact_ms"`
+	// Durability as the running stores have it: the raft log's NoSync
+	// (must be false) and JetStream's sync-every-write (must be true).
+	// The *_known fields are false when the setting could not be read
+	// (for example JetStream with an external NATS cluster).
+	RaftLogNoSync       bool `json:"raft_log_no_sync"`
+	RaftLogSyncKnown    bool `json:"raft_log_sync_known"`
+	JetStreamSyncAlways bool `json:"jetstream_sync_always"`
+	JetStreamSyncKnown  bool `json:"jetstream_sync_known"`
+	// Transport security of this node.
+	RaftTLS bool `json:"raft_tls"`
+	NATSTLS bool `json:"nats_tls"`
+	Auth    bool `json:"auth"`
+	// Publication, on the leader: whether the outbox is draining (empty,
+	// or the stream advanced within the last few seconds), when the stream
+	// last advanced (unix ns), the last publication error, and the receipts
+	// the stream lost (its last seq fell below the confirmed watermark).
+	OutboxDraining    bool   `json:"outbox_draining"`
+	LastPublishedAt   int64  `json:"last_published_at,omitempty"`
+	PublishError      string `json:"publish_error,omitempty"`
+	StreamLostFrom    uint64 `json:"stream_lost_from,omitempty"`
+	StreamLostThrough uint64 `json:"stream_lost_through,omitempty"`
+	// StorageError is the raft store's last write error while writes keep
+	// failing (disk full, read-only); StorageFailingMS how long they have.
+	StorageError     string `json:"storage_error,omitempty"`
+	StorageFailingMS int64  `json:"storage_failing_ms,omitempty"`
 }

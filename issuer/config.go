@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 )
 
 // Config configures the service. Start from DefaultConfig.
@@ -26,6 +28,13 @@ type Config struct {
 	// ConfirmEvery is how often the leader commits the published watermark.
 	ConfirmEvery time.Duration
 	Logger       *slog.Logger
+
+	// NATSServer is the embedded NATS server, if any; status reads its
+	// JetStream sync setting from it.
+	NATSServer *server.Server
+	// RaftTLS, NATSTLS and Auth describe how this node is secured; status
+	// reports them.
+	RaftTLS, NATSTLS, Auth bool
 }
 
 // DefaultConfig returns defaults for a single node.

@@ -36,6 +36,7 @@ func (s *Service) publishLoop(ctx context.Context) error {
 		return err
 	}
 	s.setStreamSeq(last)
+	s.checkStreamLoss(last)
 	var confirmed uint64
 	s.node.View(func(st *fsm.State, _ uint64) { confirmed = st.Published() })
 	lastConfirm := time.Now()
@@ -62,9 +63,11 @@ func (s *Service) publishLoop(ctx context.Context) error {
 					return nil
 				}
 				s.log.Warn("publishing receipts", "from", batch[0].Seq, "err", err)
+				s.notePublishErr(err)
 				if l, lerr := s.pub.LastSeq(ctx); lerr == nil {
 					last = l
 					s.setStreamSeq(l)
+					s.checkStreamLoss(l)
 				}
 				select {
 				case <-ctx.Done():
@@ -99,6 +102,9 @@ func (s *Service) publishLoop(ctx context.Context) error {
 
 func (s *Service) setStreamSeq(v uint64) {
 	s.mu.Lock()
+	if v > s.streamSeq {
+		s.lastAdvance, s.pubErr = time.Now(), ""
+	}
 	s.streamSeq = v
 	s.mu.Unlock()
 }

@@ -125,7 +125,9 @@ func grantCommand(worker string, data []byte) (fsm.Command, *requestError) {
 	if err != nil {
 		return fsm.Command{}, invalid("args", "%v", err)
 	}
-	if r.TTLMillis < 0 || time.Duration(r.TTLMillis)*time.Millisecond > policy.MaxTTL {
+	// Compare in milliseconds: multiplying first would overflow for huge
+	// values and turn them negative.
+	if r.TTLMillis < 0 || r.TTLMillis > policy.MaxTTL.Milliseconds() {
 		return fsm.Command{}, invalid("ttl_ms", "must be between 0 and %d", policy.MaxTTL.Milliseconds())
 	}
 	if len(r.Sources) > maxSources {
@@ -249,5 +251,12 @@ func policyCommand(operator string, data []byte) (fsm.Command, *requestError) {
 		}
 		return fsm.Command{}, invalid("policy", "%s", detail)
 	}
-	return fsm.Command{Op: fsm.OpSetPolicy, Caller: operator, Policy: p.Canonical()}, nil
+	canon := p.Canonical()
+	// The canonical form can be larger than the document (JSON escapes
+	// '<' as \u003c); refuse here what the state machine would refuse, so
+	// an oversized entry never reaches the log.
+	if _, err := policy.Parse(canon); err != nil {
+		return fsm.Command{}, invalid("policy", "canonical form does not validate: %v", err)
+	}
+	return fsm.Command{Op: fsm.OpSetPolicy, Caller: operator, Policy: canon}, nil
 }

@@ -37,6 +37,7 @@ type Service struct {
 
 	mu        sync.Mutex
 	streamSeq uint64 // last receipt known to be in the stream
+	pubState         // publication health, for status
 }
 
 // New prepares a service; Run starts it.
@@ -323,6 +324,7 @@ func (s *Service) Status() api.Status {
 	s.mu.Lock()
 	st.StreamLastSeq = s.streamSeq
 	s.mu.Unlock()
+	s.extendStatus(&st)
 	return st
 }
 

@@ -77,12 +77,14 @@ func (n *Node) batchLoop() {
 }
 
 func (n *Node) submit(batch []proposal) {
-	b := fsm.Batch{Time: time.Now().UnixNano(), Node: n.cfg.NodeID, Commands: make([]fsm.Command, len(batch))}
+	b := fsm.Batch{Time: n.stamp(), Node: n.cfg.NodeID, Commands: make([]fsm.Command, len(batch))}
 	for i, p := range batch {
 		b.Commands[i] = p.cmd
 	}
 	f := n.raft.Apply(b.Encode(), n.cfg.ApplyTimeout)
+	n.inflight.Add(1)
 	go func() {
+		defer n.inflight.Done()
 		err := f.Error()
 		if err != nil {
 			err = mapRaftErr(err)

@@ -40,6 +40,19 @@ type Config struct {
 	LeaderLease      time.Duration
 	// LogLevel for raft's own logger: "error", "warn", "info", "debug".
 	LogLevel string
+
+	// TLS, when set, runs the raft transport over mutual TLS (see
+	// TLSFiles); nil is plain TCP, for development and single nodes.
+	TLS *TLSFiles
+	// DialAddrs redirects dials: a peer whose advertised address is a key
+	// is dialled at the value instead. The membership keeps advertised
+	// addresses; this only changes the route. Tests use it to put a fault
+	// proxy on every link; empty in a normal deployment.
+	DialAddrs map[string]string
+	// Clock is the wall clock this node stamps batches with when it leads
+	// (default time.Now). Tests inject skew here; the state machine never
+	// reads a clock.
+	Clock func() time.Time
 }
 
 // DefaultConfig returns production defaults: fsync on every append (the
@@ -60,6 +73,9 @@ func DefaultConfig() Config {
 	}
 }
 
+// minTimeout is the smallest raft timeout hashicorp/raft accepts.
+const minTimeout = 5 * time.Millisecond
+
 // ErrConfig wraps every validation error; the message names the field.
 var ErrConfig = errors.New("raftnode: invalid config")
 
@@ -76,11 +92,11 @@ func (c Config) Validate() error {
 		return fieldErr("DataDir", "required (use --data-dir)")
 	}
 	if _, _, err := net.SplitHostPort(c.RaftBind); err != nil {
-		return fieldErr("RaftBind", "%q is not host:port: %v", c.RaftBind, err)
+		return fieldErr("RaftBind", "%q is not host:port (use --raft-addr): %v", c.RaftBind, err)
 	}
 	if c.Advertise != "" {
 		if _, _, err := net.SplitHostPort(c.Advertise); err != nil {
-			return fieldErr("Advertise", "%q is not host:port: %v", c.Advertise, err)
+			return fieldErr("Advertise", "%q is not host:port (use --raft-advertise): %v", c.Advertise, err)
 		}
 	}
 	seen := map[string]bool{}
@@ -101,7 +117,7 @@ func (c Config) Validate() error {
 		}
 	}
 	if len(c.Peers) > 0 && !self {
-		return fieldErr("Peers", "must include this node (%q)", c.NodeID)
+		return fieldErr("Peers", "must include this node (%q; see --peers)", c.NodeID)
 	}
 	if c.BatchMax < 1 || c.BatchMax > 4096 {
 		return fieldErr("BatchMax", "%d is outside [1, 4096]", c.BatchMax)
@@ -111,6 +127,36 @@ func (c Config) Validate() error {
 	}
 	if c.ApplyTimeout <= 0 {
 		return fieldErr("ApplyTimeout", "must be positive")
+	}
+	// The raft library checks these too, but its errors name its own
+	// fields (or none); say which of ours is wrong before starting.
+	if c.SnapshotRetain < 1 {
+		return fieldErr("SnapshotRetain", "%d: at least one snapshot must be kept", c.SnapshotRetain)
+	}
+	if c.SnapshotInterval < minTimeout {
+		return fieldErr("SnapshotInterval", "%s is below %s", c.SnapshotInterval, minTimeout)
+	}
+	if c.HeartbeatTimeout < minTimeout {
+		return fieldErr("HeartbeatTimeout", "%s is below %s", c.HeartbeatTimeout, minTimeout)
+	}
+	if c.ElectionTimeout < c.HeartbeatTimeout {
+		return fieldErr("ElectionTimeout", "%s is below HeartbeatTimeout (%s)", c.ElectionTimeout, c.HeartbeatTimeout)
+	}
+	if c.LeaderLease < minTimeout || c.LeaderLease > c.HeartbeatTimeout {
+		return fieldErr("LeaderLease", "%s is outside [%s, HeartbeatTimeout (%s)]", c.LeaderLease, minTimeout, c.HeartbeatTimeout)
+	}
+	if c.TLS != nil {
+		if err := c.TLS.validate(); err != nil {
+			return err
+		}
+	}
+	for from, to := range c.DialAddrs {
+		if _, _, err := net.SplitHostPort(from); err != nil {
+			return fieldErr("DialAddrs", "%q is not host:port: %v", from, err)
+		}
+		if _, _, err := net.SplitHostPort(to); err != nil {
+			return fieldErr("DialAddrs", "%q (for %s) is not host:port: %v", to, from, err)
+		}
 	}
 	switch c.LogLevel {
 	case "error", "warn", "info", "debug", "trace", "off":

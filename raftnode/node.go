@@ -39,12 +39,27 @@ type Node struct {
 	transport *raft.NetworkTransport
 
 	proposals chan proposal
+	// sendMu orders enqueuing against Close: proposals are sent under the
+	// read lock, and Close sets closing under the write lock before it
+	// stops the batcher, so nothing reaches the queue after the batcher's
+	// final drain (where it would wait forever for an answer).
+	sendMu    sync.RWMutex
+	closing   bool
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
+	// inflight counts batches handed to raft whose futures have not
+	// resolved. Close waits for them before shutting raft down: raft
+	// never resolves a future still queued in its (buffered, with
+	// BatchApplyCh) apply channel at shutdown (hashicorp/raft#498), which
+	// would strand the proposers and the goroutine waiting on it.
+	inflight sync.WaitGroup
 
 	applyMu   sync.Mutex
 	applyCond chan struct{} // closed and replaced after every apply
+
+	clk    stampClock    // see stamp
+	wstore *watchedStore // the log and stable store, watched for write errors
 }
 
 // Start opens (or creates) the node's storage, starts raft and, for a
@@ -73,11 +88,7 @@ func Start(cfg Config, logOut io.Writer) (*Node, error) {
 		Name: "raft", Level: hclog.LevelFromString(cfg.LogLevel), Output: logOut,
 	}).With("node", cfg.NodeID)
 
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(cfg.DataDir, "raft.db"),
-		NoSync:      false, // every append is fsynced; never change this
-		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true},
-	})
+	store, err := raftboltdb.New(boltOptions(filepath.Join(cfg.DataDir, "raft.db")))
 	if err != nil {
 		return nil, fmt.Errorf("raftnode: opening %s: %w (is another issuer using this data dir?)", filepath.Join(cfg.DataDir, "raft.db"), err)
 	}
@@ -91,12 +102,13 @@ func Start(cfg Config, logOut io.Writer) (*Node, error) {
 		store.Close()
 		return nil, fmt.Errorf("raftnode: advertise address %q: %w", cfg.advertise(), err)
 	}
-	trans, err := raft.NewTCPTransportWithLogger(cfg.RaftBind, adv, 3, 10*time.Second, rc.Logger.Named("transport"))
+	trans, err := newTransport(cfg, adv, rc.Logger.Named("transport"))
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("raftnode: raft transport on %s: %w", cfg.RaftBind, err)
 	}
-	logs, err := raft.NewLogCache(1024, store)
+	ws := &watchedStore{BoltStore: store}
+	logs, err := raft.NewLogCache(1024, ws)
 	if err != nil {
 		trans.Close()
 		store.Close()
@@ -110,12 +122,18 @@ func Start(cfg Config, logOut io.Writer) (*Node, error) {
 		applyCond: make(chan struct{}),
 	}
 	ad.notify = n.signalApplied
+	n.wstore = ws
 
 	has, err := raft.HasExistingState(logs, store, snaps)
 	if err != nil {
 		trans.Close()
 		store.Close()
 		return nil, fmt.Errorf("raftnode: inspecting existing state: %w", err)
+	}
+	if !has && len(cfg.Peers) == 0 {
+		trans.Close()
+		store.Close()
+		return nil, errNoPeers(cfg)
 	}
 	if !has && len(cfg.Peers) > 0 {
 		var servers []raft.Server
@@ -128,16 +146,35 @@ func Start(cfg Config, logOut io.Writer) (*Node, error) {
 			return nil, fmt.Errorf("raftnode: bootstrap: %w", err)
 		}
 	}
-	r, err := raft.NewRaft(rc, ad, logs, store, snaps, trans)
+	r, err := raft.NewRaft(rc, ad, logs, ws, snaps, trans)
 	if err != nil {
 		trans.Close()
 		store.Close()
 		return nil, fmt.Errorf("raftnode: starting raft: %w", err)
 	}
 	n.raft = r
+	if has {
+		if err := checkMembership(cfg, r, rc.Logger); err != nil {
+			_ = r.Shutdown().Error()
+			trans.Close()
+			store.Close()
+			return nil, err
+		}
+	}
 	n.wg.Add(1)
 	go n.batchLoop()
 	return n, nil
+}
+
+// boltOptions are the options the raft log and stable store are opened
+// with. NoSync stays false: every append is fsynced before raft counts it,
+// which is what makes an answered request durable. A test pins this.
+func boltOptions(path string) raftboltdb.Options {
+	return raftboltdb.Options{
+		Path:        path,
+		NoSync:      false, // every append is fsynced; never change this
+		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true},
+	}
 }
 
 // ID is the node id.
@@ -181,8 +218,19 @@ func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }
 func (n *Node) Close() error {
 	var err error
 	n.closeOnce.Do(func() {
+		n.sendMu.Lock()
+		n.closing = true
+		n.sendMu.Unlock()
 		close(n.stop)
 		n.wg.Wait()
+		settled := make(chan struct{})
+		go func() { n.inflight.Wait(); close(settled) }()
+		select {
+		case <-settled:
+		case <-time.After(n.cfg.ApplyTimeout):
+			// Raft resolves a leader's futures by committing them or by
+			// stepping down; give up waiting after ApplyTimeout.
+		}
 		err = n.raft.Shutdown().Error()
 		if cerr := n.transport.Close(); err == nil {
 			err = cerr
@@ -199,14 +247,22 @@ func (n *Node) Close() error {
 // (ErrNotLeader, ErrClosed, context) mean the outcome is unknown.
 func (n *Node) Propose(ctx context.Context, c fsm.Command) (grants.Envelope, error) {
 	p := proposal{cmd: c, done: make(chan proposalResult, 1)}
+	n.sendMu.RLock()
+	if n.closing {
+		// Checked before leadership: a closed node's raft reports
+		// Shutdown, which is not "someone else leads".
+		n.sendMu.RUnlock()
+		return grants.Envelope{}, ErrClosed
+	}
 	if n.raft.State() != raft.Leader {
+		n.sendMu.RUnlock()
 		return grants.Envelope{}, ErrNotLeader
 	}
 	select {
 	case n.proposals <- p:
-	case <-n.stop:
-		return grants.Envelope{}, ErrClosed
+		n.sendMu.RUnlock()
 	case <-ctx.Done():
+		n.sendMu.RUnlock()
 		return grants.Envelope{}, ctx.Err()
 	}
 	select {

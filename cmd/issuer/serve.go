@@ -2,15 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -39,6 +42,7 @@ type serveFlags struct {
 	policyFile  string
 	logLevel    string
 	replicas    int
+	sec         secFlags
 }
 
 func serveCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -90,6 +94,7 @@ start unless --insecure-no-auth is given.`,
 	fl.StringVar(&f.policyFile, "policy", "", "policy document applied when the log has none (default: built-in)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "error, warn, info or debug")
 	fl.IntVar(&f.replicas, "stream-replicas", 0, "receipt stream replicas (default: 1 for one peer, 3 otherwise)")
+	addSecFlags(fl, &f.sec)
 	return cmd
 }
 
@@ -116,8 +121,17 @@ func parsePeers(s string) ([]raftnode.Peer, error) {
 			continue
 		}
 		id, addr, ok := strings.Cut(item, "=")
-		if !ok {
+		if !ok || strings.TrimSpace(id) == "" {
 			return nil, fmt.Errorf("--peers: %q is not id=host:port", item)
+		}
+		id, addr = strings.TrimSpace(id), strings.TrimSpace(addr)
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("--peers: %q: address %q is not host:port", item, addr)
+		}
+		for _, p := range out {
+			if p.ID == id {
+				return nil, fmt.Errorf("--peers: node id %q is listed twice", id)
+			}
 		}
 		out = append(out, raftnode.Peer{ID: id, Addr: addr})
 	}
@@ -193,7 +207,8 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return usageError{fmt.Errorf("--log-level: %w", err)}
 	}
-	lg := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("node", f.nodeID)
+	rh := newRaftContext(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	lg := slog.New(rh).With("node", f.nodeID)
 
 	peers, err := parsePeers(f.peers)
 	if err != nil {
@@ -208,6 +223,9 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	}
 	if !f.dev && f.authFile == "" && f.natsURL == "" && !f.insecure {
 		return usageError{fmt.Errorf("a non-dev node needs NATS credentials: pass --auth FILE (see --help), or --dev for a local single node")}
+	}
+	if err := f.sec.check(f.dev, f.insecure, len(peers)); err != nil {
+		return usageError{err}
 	}
 	var initial []byte
 	if f.policyFile != "" {
@@ -227,8 +245,14 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if f.logLevel == "debug" {
 		rcfg.LogLevel = "info"
 	}
+	if err := f.sec.applyRaft(&rcfg); err != nil {
+		return usageError{err}
+	}
 	if err := rcfg.Validate(); err != nil {
 		return usageError{err}
+	}
+	if err := waitResolvable(ctx, rcfg.Advertise, rcfg.RaftBind, advertiseResolveWait, lg); err != nil {
+		return err
 	}
 
 	// NATS: embedded by default.
@@ -245,6 +269,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 			scfg.ClusterName, scfg.ClusterPort, scfg.Routes = "writ", f.clusterPort, splitList(f.routes)
 			scfg.ClusterHost = f.natsHost
 		}
+		f.sec.applyNATS(&scfg)
 		issuerPW := ""
 		if f.authFile != "" {
 			users, err := loadUsers(f.authFile)
@@ -254,7 +279,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 			issuerPW = randomSecret()
 			scfg.Users = append(users, natsbus.IssuerUser("writ-issuer-"+f.nodeID, issuerPW))
 		}
-		ns, err = natsbus.StartServer(scfg, func(format string, args ...any) { lg.Debug(fmt.Sprintf(format, args...), "component", "nats") })
+		ns, err = natsbus.StartServer(scfg, natsLogf(lg))
 		if err != nil {
 			return fmt.Errorf("starting embedded NATS: %w", err)
 		}
@@ -269,7 +294,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		nc, err = nats.Connect(ns.ClientURL(), opts...)
 		connURL = ns.ClientURL()
 	} else {
-		nc, err = nats.Connect(f.natsURL, nats.Name("writ-issuer-"+f.nodeID), nats.MaxReconnects(-1))
+		nc, err = nats.Connect(f.natsURL, append([]nats.Option{nats.Name("writ-issuer-" + f.nodeID), nats.MaxReconnects(-1)}, f.sec.natsOptions()...)...)
 	}
 	if err != nil {
 		return fmt.Errorf("connecting to NATS: %w", err)
@@ -285,6 +310,8 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	icfg := issuer.DefaultConfig()
 	icfg.DevMode, icfg.InitialPolicy, icfg.Logger = f.dev, initial, lg
 	icfg.StreamReplicas = f.replicas
+	icfg.NATSServer, icfg.RaftTLS, icfg.NATSTLS, icfg.Auth = ns, f.sec.tls(), f.sec.tls(), f.authFile != ""
+	rh.set(func() (uint64, uint64) { return node.Raft().CurrentTerm(), node.Raft().AppliedIndex() })
 	if icfg.StreamReplicas == 0 {
 		icfg.StreamReplicas = 1
 		if len(peers) >= 3 {
@@ -314,7 +341,56 @@ Press Ctrl-C to stop.
 		}
 		lg.Info("issuer node started", "raft", f.raftAddr, "nats", connURL, "peers", len(peers))
 	}
+	ctx, stopWatch := watchStorage(ctx, node, lg)
+	defer stopWatch()
 	err = svc.Run(ctx)
 	lg.Info("shutting down")
+	if cause := context.Cause(ctx); errors.Is(cause, errStorageFailed) {
+		return cause
+	}
 	return err
+}
+
+// advertiseResolveWait bounds how long a node waits for its raft advertise
+// host name to resolve before giving up.
+const advertiseResolveWait = 2 * time.Minute
+
+// waitResolvable waits until the host of the raft advertise address (adv,
+// or bind when adv is empty) resolves. raftnode resolves it once, at start,
+// and fails if it cannot; in a container the node's own DNS name (a
+// Kubernetes StatefulSet's writ-0.writ.<ns>.svc, a compose service name)
+// may appear only moments after the process starts. IP literals return at
+// once.
+func waitResolvable(ctx context.Context, adv, bind string, limit time.Duration, lg *slog.Logger) error {
+	if adv == "" {
+		adv = bind
+	}
+	host, _, err := net.SplitHostPort(adv)
+	if err != nil || host == "" || net.ParseIP(host) != nil {
+		return nil // Validate has judged the form; nothing to wait for
+	}
+	deadline := time.Now().Add(limit)
+	for logged := false; ; {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := net.DefaultResolver.LookupHost(lctx, host)
+		cancel()
+		if err == nil {
+			if logged {
+				lg.Info("raft advertise address resolves", "addr", adv)
+			}
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("raft advertise address %q did not resolve within %s: %v", adv, limit, err)
+		}
+		if !logged {
+			lg.Warn("waiting for the raft advertise address to resolve", "addr", adv, "err", err)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }

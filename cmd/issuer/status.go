@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 	"time"
 
@@ -13,18 +14,31 @@ import (
 	"github.com/writ-dev/writ/connect"
 )
 
+// envNodeID names the node `status` asks by default. Issuer containers set
+// it to their own node id, so a probe that cannot put the pod's name in its
+// command line (Kubernetes expands only literal env values in exec probes)
+// still asks its own node.
+const envNodeID = "WRIT_NODE_ID"
+
 func statusCmd(stdout io.Writer) *cobra.Command {
 	var (
-		o      connect.Options
-		asJSON bool
-		node   string
+		o             connect.Options
+		asJSON        bool
+		node          string
+		requireLeader bool
 	)
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "show the leader, term, epoch, clock and counts",
 		Long: `Ask the leader (or, with --node, one specific node) for its status: raft
 role, term, commit and applied index, peers, policy epoch, control-plane
-clock, grant counts, receipt sequence and how far publication has got.`,
+clock, grant counts, receipt sequence and how far publication has got.
+
+--require-leader exits 3 (unavailable) after printing unless the answering
+node knows a leader: a container health check or readiness probe, which
+cannot name its pod in the command, runs
+  issuer status --require-leader --timeout 2s
+with WRIT_NODE_ID set to the node's id (the default of --node).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, ctx, done, err := operatorClient(cmd.Context(), &o)
@@ -44,10 +58,15 @@ clock, grant counts, receipt sequence and how far publication has got.`,
 			} else if st, err = c.Status(ctx); err != nil {
 				return fmt.Errorf("%w: %v (is a leader elected? try --node ID)", connect.ErrConnect, err)
 			}
+			// noLeader is --require-leader's verdict, returned after printing.
+			var noLeader error
+			if requireLeader && st.Leader == "" {
+				noLeader = fmt.Errorf("%w: node %s knows no leader (--require-leader)", connect.ErrConnect, st.Node)
+			}
 			if asJSON {
 				b, _ := json.MarshalIndent(st, "", "  ")
 				fmt.Fprintln(stdout, string(b))
-				return nil
+				return noLeader
 			}
 			tw := tabwriter.NewWriter(stdout, 0, 2, 2, ' ', 0)
 			clock := "-"
@@ -75,11 +94,15 @@ clock, grant counts, receipt sequence and how far publication has got.`,
 				}
 				fmt.Fprintf(tw, "peer\t%s %s %s%s\n", p.ID, p.Address, p.Suffrage, mark)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			return noLeader
 		},
 	}
 	addConnFlags(cmd, &o)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.Flags().StringVar(&node, "node", "", "ask this node instead of the leader")
+	cmd.Flags().StringVar(&node, "node", os.Getenv(envNodeID), "ask this node instead of the leader (env "+envNodeID+")")
+	cmd.Flags().BoolVar(&requireLeader, "require-leader", false, "exit 3 unless the answering node knows a leader (health checks)")
 	return cmd
 }

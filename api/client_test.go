@@ -1,0 +1,225 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"go.uber.org/goleak"
+
+	"github.com/writ-dev/writ/grants"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// startNATS runs a plain embedded nats-server (no JetStream, no auth) for
+// one test and returns it.
+func startNATS(t *testing.T) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		t.Fatal("nats-server did not start")
+	}
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	return s
+}
+
+func dial(t *testing.T, s *server.Server) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func inMsgs(t *testing.T, s *server.Server) int64 {
+	t.Helper()
+	v, err := s.Varz(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.InMsgs
+}
+
+// recorder answers requests on subj with answer(n, body) (n counts from 1;
+// a nil answer drops the request) and keeps every body it saw.
+type recorder struct {
+	mu     sync.Mutex
+	bodies [][]byte
+}
+
+func (r *recorder) serve(t *testing.T, nc *nats.Conn, subj string, answer func(n int, body []byte) []byte) {
+	t.Helper()
+	sub, err := nc.Subscribe(subj, func(m *nats.Msg) {
+		r.mu.Lock()
+		r.bodies = append(r.bodies, bytes.Clone(m.Data))
+		n := len(r.bodies)
+		r.mu.Unlock()
+		if out := answer(n, m.Data); out != nil {
+			_ = m.Respond(out)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *recorder) seen() [][]byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([][]byte(nil), r.bodies...)
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestClientNoRespondersRetriesUntilContextEnds(t *testing.T) {
+	s := startNATS(t)
+	nc := dial(t, s)
+	c := NewClient(nc, "w1")
+	c.Attempt = 200 * time.Millisecond
+
+	before := inMsgs(t, s)
+	const budget = 700 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	start := time.Now()
+	env, err := c.Grant(ctx, GrantRequest{Lane: "coordinator", Tool: "Bash", Args: json.RawMessage(`{}`)})
+	elapsed := time.Since(start)
+
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("want ErrUnavailable, got env=%+v err=%v", env, err)
+	}
+	if !strings.Contains(err.Error(), "no responders") {
+		t.Errorf("error should carry the last cause (no responders): %v", err)
+	}
+	// It kept trying until the context ended rather than giving up at the
+	// first "no responders", and stopped promptly afterwards.
+	if elapsed < budget-50*time.Millisecond {
+		t.Errorf("gave up after %s, before the %s context ended", elapsed, budget)
+	}
+	if elapsed > budget+time.Second {
+		t.Errorf("took %s to notice the %s context ended", elapsed, budget)
+	}
+	if n := inMsgs(t, s) - before; n < 3 {
+		t.Errorf("the server saw %d requests; want several retries", n)
+	}
+}
+
+func TestClientCancelledContextIsUnavailable(t *testing.T) {
+	s := startNATS(t)
+	c := NewClient(dial(t, s), "w1")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start := time.Now()
+	_, err := c.Status(ctx)
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("want ErrUnavailable, got %v", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("cancelled context took %s", d)
+	}
+}
+
+func TestClientRetriesIssuerUnavailableWithSameBody(t *testing.T) {
+	s := startNATS(t)
+	issuer := dial(t, s)
+	var rec recorder
+	real := grants.Envelope{Decision: grants.Permit, GrantID: "g-1", Seq: 7, Epoch: 1}
+	rec.serve(t, issuer, WorkerSubject("w1", OpGrant), func(n int, _ []byte) []byte {
+		if n == 1 {
+			return mustJSON(t, grants.Refuse(grants.ReasonIssuerUnavail, "", "not the leader"))
+		}
+		return mustJSON(t, real)
+	})
+
+	c := NewClient(dial(t, s), "w1")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	env, err := c.Grant(ctx, GrantRequest{Lane: "coordinator", Tool: "Bash", Args: json.RawMessage(`{"command":"ls"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.Decision != grants.Permit || env.GrantID != real.GrantID || env.Seq != real.Seq {
+		t.Fatalf("want the real envelope %+v, got %+v", real, env)
+	}
+	assertSameBodies(t, rec.seen(), 2)
+}
+
+func TestClientRetriesTimeoutWithSameBody(t *testing.T) {
+	s := startNATS(t)
+	issuer := dial(t, s)
+	var rec recorder
+	rec.serve(t, issuer, WorkerSubject("w1", OpSpend), func(n int, _ []byte) []byte {
+		if n == 1 {
+			return nil // lost: the client's attempt times out
+		}
+		return mustJSON(t, grants.Envelope{Decision: grants.Permit, GrantID: "g-2", Seq: 9})
+	})
+
+	c := NewClient(dial(t, s), "w1")
+	c.Attempt = 150 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	env, err := c.Spend(ctx, SpendRequest{GrantID: "g-2", Args: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.GrantID != "g-2" || env.Seq != 9 {
+		t.Fatalf("unexpected envelope %+v", env)
+	}
+	assertSameBodies(t, rec.seen(), 2)
+}
+
+// assertSameBodies checks that the issuer saw exactly n requests, all with
+// the same bytes, carrying this build's version and one idempotency key.
+func assertSameBodies(t *testing.T, bodies [][]byte, n int) {
+	t.Helper()
+	if len(bodies) != n {
+		t.Fatalf("issuer saw %d requests, want %d", len(bodies), n)
+	}
+	for i := 1; i < len(bodies); i++ {
+		if !bytes.Equal(bodies[0], bodies[i]) {
+			t.Fatalf("retry %d carried a different body:\n first %s\n retry %s", i, bodies[0], bodies[i])
+		}
+	}
+	var probe struct {
+		V   int    `json:"v"`
+		Key string `json:"idempotency_key"`
+	}
+	if err := json.Unmarshal(bodies[0], &probe); err != nil {
+		t.Fatal(err)
+	}
+	if probe.V != Version || probe.Key == "" {
+		t.Fatalf("body %s: want v=%d and a filled-in idempotency key", bodies[0], Version)
+	}
+}
