@@ -300,10 +300,8 @@ func FuzzReinstateCommand(f *testing.F) {
 
 func FuzzPolicyCommand(f *testing.F) {
 	def := string(policy.Default().Canonical())
-	rec := string(policy.Recommended().Canonical())
 	addSeeds(f, "operator:ops",
 		`{"v":1,"policy":`+def+`}`,
-		`{"v":1,"policy":`+rec+`}`,
 		`{"v":1,"policy":{"version":1,"default_ttl":"1m","lanes":{"x":{"tools":["Read"]}}}}`,
 		`{"v":1,"policy":{"version":1,"default_ttl":"1m","lanes":{"x":{"tools":["<a>"]}}}}`,
 		`{"v":1,"policy":{"version":1,"default_ttl":"1ms","lanes":{"x":{"tools":["Read"]}}}}`,

@@ -41,6 +41,9 @@ type ServerConfig struct {
 	ClusterHost string
 	ClusterPort int
 	Routes      []string
+	// ClusterAdvertise, when set, is the route address this server tells
+	// the others to dial (host:port); by default its cluster listen address.
+	ClusterAdvertise string
 
 	// Users enables authorization; empty means no authentication at all
 	// (development only).

@@ -115,7 +115,7 @@ func (c ServerConfig) serverOptions() (*server.Options, error) {
 		DisableJetStreamBanner: true,
 	}
 	if c.clustered() {
-		opts.Cluster = server.ClusterOpts{Name: c.ClusterName, Host: c.ClusterHost, Port: c.ClusterPort}
+		opts.Cluster = server.ClusterOpts{Name: c.ClusterName, Host: c.ClusterHost, Port: c.ClusterPort, Advertise: c.ClusterAdvertise}
 		for _, r := range c.Routes {
 			u, err := url.Parse(r)
 			if err != nil { // unreachable after Validate
