@@ -648,7 +648,7 @@ func TestServerGoneWhileReading(t *testing.T) {
 	b.publish(is.receipts()...)
 
 	g := &globals{}
-	g.conn.URL, g.conn.Timeout = s.ClientURL(), 300*time.Millisecond
+	g.conn.URL, g.conn.Timeout = s.ClientURL(), 2*time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	r, err := openReceipts(ctx, g.conn)
