@@ -5,6 +5,18 @@
 //	worker-agent spend GRANT --worker W --args JSON                  # the call starts: spend it
 //	worker-agent effect GRANT --worker W --outcome confirmed --verifier V
 //
+// and plugs into agent harnesses through their own protocols (see
+// docs/harnesses.md and package harness):
+//
+//	worker-agent hook claude-code|codex     # a command hook: event on stdin
+//	worker-agent install claude-code|codex  # merge the hooks into settings
+//	worker-agent mcp --lane L -- SERVER...  # stdio MCP proxy gating tools/call
+//	worker-agent run                        # warm sidecar on a unix socket
+//
+// The hook commands have their own exit contract, the one the harnesses
+// honour: 0 with the answer on stdout, or 2 with one line on stderr when
+// nothing is known (every other code would let the call run).
+//
 // Every subcommand prints the issuer's decision envelope as JSON on stdout
 // (one line, or indented with --pretty) and nothing else, so scripts can
 // parse it; a refusal also gets one human line on stderr, such as
@@ -64,6 +76,7 @@ const exitCodesHelp = `Exit codes:
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	hardExit = os.Exit
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(exitCode(err))
@@ -119,13 +132,18 @@ picks the NATS subject writ.api.<worker>.<op>; the issuer takes identity from
 the subject. Requests are retried with the same idempotency key until an
 answer arrives or --timeout ends.
 
+The harness adapters put the same three steps behind real agent harnesses:
+hook claude-code|codex (command hooks), install/uninstall (their settings),
+mcp (a stdio MCP proxy) and run (a warm sidecar the hooks use). Hooks answer
+with exit 0, or exit 2 and one line on stderr; see 'worker-agent hook --help'.
+
 ` + exitCodesHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cmd.SetOut(g.stderr)
 			_ = cmd.Usage()
-			return usageErr("a subcommand is required (request, spend or effect)")
+			return usageErr("a subcommand is required (request, spend, effect, hook, install, uninstall, mcp or run)")
 		},
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
@@ -139,7 +157,8 @@ answer arrives or --timeout ends.
 	pf.StringVar(&g.worker, "worker", os.Getenv(EnvWorker), "this worker's id (env "+EnvWorker+")")
 	pf.BoolVar(&g.pretty, "pretty", false, "indent the JSON envelope")
 
-	root.AddCommand(newRequestCmd(g), newSpendCmd(g), newEffectCmd(g))
+	root.AddCommand(newRequestCmd(g), newSpendCmd(g), newEffectCmd(g),
+		newHookCmd(g), newInstallCmd(g, true), newInstallCmd(g, false), newMCPCmd(g), newRunCmd(g))
 
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
@@ -152,11 +171,22 @@ answer arrives or --timeout ends.
 	}
 	if ee.err != nil {
 		fmt.Fprintf(stderr, "worker-agent: %v\n", ee.err)
-		if ee.code == ExitUsage {
+		// A hook's stderr goes to the model: one line, no usage hint.
+		if ee.code == ExitUsage && !isHook(cmd) {
 			fmt.Fprintf(stderr, "Run '%s --help' for usage and exit codes.\n", cmd.CommandPath())
 		}
 	}
 	return ee
+}
+
+// isHook reports whether cmd is a hook command.
+func isHook(cmd *cobra.Command) bool {
+	for c := cmd; c != nil; c = c.Parent() {
+		if c.Name() == "hook" && c.Parent() != nil && c.Parent().Parent() == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // oneGrant accepts exactly one positional GRANT id.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -23,7 +24,19 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	if os.Getenv(envFakeMCP) == "1" {
+		// Re-executed as the fake MCP server of the proxy tests.
+		os.Exit(fakeMCPServer(os.Stdin, os.Stdout))
+	}
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	removeBuiltBinary()
+	os.Exit(code)
 }
 
 // result is what one in-process run produced.

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/grants"
+)
+
+// authority is what the harness adapters ask: the issuer, reached directly
+// over NATS or through the local sidecar (worker-agent run).
+type authority interface {
+	Grant(ctx context.Context, r api.GrantRequest) (grants.Envelope, error)
+	Spend(ctx context.Context, r api.SpendRequest) (grants.Envelope, error)
+	Effect(ctx context.Context, r api.EffectRequest) (grants.Envelope, error)
+	Close()
+}
+
+// direct is an api.Client on its own NATS connection.
+type direct struct {
+	*api.Client
+	nc *nats.Conn
+}
+
+func (d direct) Close() { d.nc.Close() }
+
+// dialDirect connects to NATS within ctx.
+func (g *globals) dialDirect(ctx context.Context) (authority, error) {
+	c, nc, err := g.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return direct{Client: c, nc: nc}, nil
+}
+
+// Sidecar protocol: one JSON object per line each way over the unix
+// socket; a connection carries any number of requests, one at a time.
+const sidecarVersion = 1
+
+type sidecarRequest struct {
+	V         int             `json:"v"`
+	Op        string          `json:"op"`     // api.OpGrant, OpSpend or OpEffect
+	Worker    string          `json:"worker"` // must be the sidecar's own
+	TimeoutMS int64           `json:"timeout_ms"`
+	Body      json.RawMessage `json:"body"` // the api request body
+}
+
+// Sidecar error codes.
+const (
+	sidecarUnavailable = "unavailable"  // the issuer did not answer in time
+	sidecarWrongWorker = "wrong_worker" // the sidecar serves another worker
+	sidecarBadRequest  = "bad_request"  // the sidecar could not read the request
+)
+
+type sidecarResponse struct {
+	Envelope *grants.Envelope `json:"envelope,omitempty"`
+	Code     string           `json:"code,omitempty"`
+	Error    string           `json:"error,omitempty"`
+}
+
+// sidecarMargin is how much sooner than the caller the sidecar gives up.
+const sidecarMargin = 100 * time.Millisecond
+
+// errSidecar marks a sidecar that cannot serve this caller (gone, or
+// another worker's); the caller falls back to a direct connection.
+var errSidecar = errors.New("sidecar unusable")
+
+// viaSocket talks to a sidecar over one unix-socket connection, one
+// request at a time.
+type viaSocket struct {
+	mu     sync.Mutex
+	conn   net.Conn
+	r      *bufio.Reader
+	worker string
+}
+
+// dialSocket connects to the sidecar at path, giving up quickly: a missing
+// or stale socket must cost the hook almost nothing.
+func dialSocket(ctx context.Context, path, worker string) (*viaSocket, error) {
+	d := net.Dialer{Timeout: 200 * time.Millisecond}
+	conn, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errSidecar, err)
+	}
+	return &viaSocket{conn: conn, r: bufio.NewReaderSize(conn, 64<<10), worker: worker}, nil
+}
+
+func (s *viaSocket) Close() { s.conn.Close() }
+
+func (s *viaSocket) Grant(ctx context.Context, r api.GrantRequest) (grants.Envelope, error) {
+	r.V = api.Version
+	return s.do(ctx, api.OpGrant, r)
+}
+
+func (s *viaSocket) Spend(ctx context.Context, r api.SpendRequest) (grants.Envelope, error) {
+	r.V = api.Version
+	return s.do(ctx, api.OpSpend, r)
+}
+
+func (s *viaSocket) Effect(ctx context.Context, r api.EffectRequest) (grants.Envelope, error) {
+	r.V = api.Version
+	return s.do(ctx, api.OpEffect, r)
+}
+
+func (s *viaSocket) do(ctx context.Context, op string, body any) (grants.Envelope, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var env grants.Envelope
+	b, err := json.Marshal(body)
+	if err != nil {
+		return env, err
+	}
+	req := sidecarRequest{V: sidecarVersion, Op: op, Worker: s.worker, Body: b}
+	if dl, ok := ctx.Deadline(); ok {
+		// The sidecar gives up a little before we do, so its answer (even
+		// "unavailable") arrives in time to be read.
+		req.TimeoutMS = max(1, time.Until(dl).Milliseconds()-sidecarMargin.Milliseconds())
+		_ = s.conn.SetDeadline(dl)
+	}
+	line, err := json.Marshal(req)
+	if err != nil {
+		return env, err
+	}
+	if _, err := s.conn.Write(append(line, '\n')); err != nil {
+		return env, fmt.Errorf("%w: %v", errSidecar, err)
+	}
+	resp, err := s.r.ReadBytes('\n')
+	if err != nil {
+		if ctx.Err() != nil {
+			return env, fmt.Errorf("%w: the sidecar did not answer before the deadline", api.ErrUnavailable)
+		}
+		return env, fmt.Errorf("%w: %v", errSidecar, err)
+	}
+	var sr sidecarResponse
+	if err := json.Unmarshal(resp, &sr); err != nil {
+		return env, fmt.Errorf("%w: unreadable answer: %v", errSidecar, err)
+	}
+	switch {
+	case sr.Code == sidecarUnavailable:
+		return env, fmt.Errorf("%w: %s", api.ErrUnavailable, sr.Error)
+	case sr.Code != "" || sr.Envelope == nil:
+		return env, fmt.Errorf("%w: %s: %s", errSidecar, sr.Code, sr.Error)
+	}
+	return *sr.Envelope, nil
+}
+
+// fallback prefers the sidecar and switches to a direct connection, for
+// this request and every later one, when the sidecar is missing, stale,
+// another worker's, or drops the connection. Every request carries its
+// idempotency key, so a request the sidecar may already have sent is safely
+// repeated directly.
+type fallback struct {
+	g      *globals
+	socket string
+
+	mu     sync.Mutex
+	sock   *viaSocket
+	direct authority
+	tried  bool // the socket was tried
+	used   string
+}
+
+func (g *globals) openAuthority(socket string) *fallback {
+	return &fallback{g: g, socket: socket}
+}
+
+// path reports which path answered the last request: "socket" or "direct".
+func (f *fallback) path() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.used
+}
+
+func (f *fallback) pick(ctx context.Context) (authority, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.direct != nil {
+		return f.direct, nil
+	}
+	if f.sock != nil {
+		return f.sock, nil
+	}
+	if !f.tried && f.socket != "" {
+		f.tried = true
+		if s, err := dialSocket(ctx, f.socket, f.g.worker); err == nil {
+			f.sock = s
+			return s, nil
+		}
+	}
+	d, err := f.g.dialDirect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f.direct = d
+	return d, nil
+}
+
+// demote drops a sidecar that failed.
+func (f *fallback) demote(a authority) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sock != nil && a == authority(f.sock) {
+		f.sock.Close()
+		f.sock = nil
+	}
+}
+
+func (f *fallback) call(ctx context.Context, do func(authority) (grants.Envelope, error)) (grants.Envelope, error) {
+	for {
+		a, err := f.pick(ctx)
+		if err != nil {
+			return grants.Envelope{}, err
+		}
+		env, err := do(a)
+		if errors.Is(err, errSidecar) {
+			f.demote(a)
+			continue
+		}
+		f.mu.Lock()
+		if _, ok := a.(*viaSocket); ok {
+			f.used = "socket"
+		} else {
+			f.used = "direct"
+		}
+		f.mu.Unlock()
+		return env, err
+	}
+}
+
+func (f *fallback) Grant(ctx context.Context, r api.GrantRequest) (grants.Envelope, error) {
+	return f.call(ctx, func(a authority) (grants.Envelope, error) { return a.Grant(ctx, r) })
+}
+
+func (f *fallback) Spend(ctx context.Context, r api.SpendRequest) (grants.Envelope, error) {
+	return f.call(ctx, func(a authority) (grants.Envelope, error) { return a.Spend(ctx, r) })
+}
+
+func (f *fallback) Effect(ctx context.Context, r api.EffectRequest) (grants.Envelope, error) {
+	return f.call(ctx, func(a authority) (grants.Envelope, error) { return a.Effect(ctx, r) })
+}
+
+func (f *fallback) Close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sock != nil {
+		f.sock.Close()
+	}
+	if f.direct != nil {
+		f.direct.Close()
+	}
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/harness"
+	"github.com/writ-dev/writ/internal/testenv"
+)
+
+// BenchmarkClaudeCodePreToolUse measures what a PreToolUse hook adds to a
+// tool call: starting the built binary, reaching the issuer, a grant and
+// its spend (two raft commits on a dev issuer), and the answer. "cold"
+// opens a NATS connection per hook; "warm" goes through the sidecar
+// (worker-agent run) on its unix socket. "start" is the floor both share:
+// the same binary answering an event that needs no grant (SessionStart),
+// i.e. process start, flag parsing and decoding. "issuer" is the other
+// floor: the same grant and spend from inside this process over a held
+// connection, no hook process at all. Besides ns/op it reports the p50 and
+// p99 of each call's wall time in milliseconds.
+//
+//	go test -run '^$' -bench ClaudeCodePreToolUse -benchtime 200x ./cmd/worker-agent/
+func BenchmarkClaudeCodePreToolUse(b *testing.B) {
+	env := testenv.StartSingle(b, b.TempDir(), nil)
+	dir := b.TempDir()
+	cfg := writeJSON(b, dir, "w.json", workerConfigFor(env.URL))
+	bin := builtBinary(b)
+	base := fixture(b, "claude-code/pre_bash.json")
+	socket := filepath.Join(dir, "run", "w1.sock")
+
+	b.Run("issuer", func(b *testing.B) {
+		nc, err := nats.Connect(env.URL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer nc.Close()
+		a := direct{Client: api.NewClient(nc, "w1"), nc: nc}
+		in, err := harness.Decode(bytes.NewReader(base))
+		if err != nil {
+			b.Fatal(err)
+		}
+		call, _ := in.Call(harness.ClaudeCode)
+		call.Session = fmt.Sprint("issuer-", time.Now().UnixNano())
+		times := make([]time.Duration, 0, b.N)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			call.CallID = fmt.Sprint(i)
+			start := time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			env, err := authorize(ctx, a, call, "coordinator")
+			cancel()
+			times = append(times, time.Since(start))
+			if err != nil || env.Decision != grants.Permit {
+				b.Fatalf("%+v %v", env, err)
+			}
+		}
+		b.StopTimer()
+		reportPercentiles(b, times)
+	})
+	for _, path := range []string{"start", "cold", "warm"} {
+		b.Run(path, func(b *testing.B) {
+			sock := filepath.Join(dir, "no-sidecar.sock")
+			if path == "warm" {
+				startSidecar(b, cfg, socket)
+				sock = socket
+			}
+			// Fresh calls every time: a replayed idempotency key would
+			// skip the raft commits.
+			run := time.Now().UnixNano()
+			inputs := make([][]byte, b.N)
+			for i := range inputs {
+				inputs[i] = patch(b, base, map[string]any{"tool_use_id": fmt.Sprintf("toolu_%s_%d_%d", path, run, i)})
+				if path == "start" {
+					inputs[i] = fixture(b, "claude-code/session_start.json")
+				}
+			}
+			times := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				cmd := exec.Command(bin, "hook", "claude-code", "--config", cfg, "--socket", sock)
+				cmd.Dir = dir
+				cmd.Env = binEnv(dir)
+				cmd.Stdin = bytes.NewReader(inputs[i])
+				var out bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &out, &out
+				start := time.Now()
+				err := cmd.Run()
+				times = append(times, time.Since(start))
+				if err != nil || out.Len() != 0 {
+					b.Fatalf("hook: %v %s", err, out.String())
+				}
+			}
+			b.StopTimer()
+			reportPercentiles(b, times)
+		})
+	}
+}
+
+func reportPercentiles(b *testing.B, times []time.Duration) {
+	slices.Sort(times)
+	pct := func(p float64) float64 {
+		return float64(times[min(len(times)-1, int(p*float64(len(times))))].Microseconds()) / 1000
+	}
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+}

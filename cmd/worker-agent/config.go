@@ -1,0 +1,288 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/writ-dev/writ/api"
+)
+
+// Environment variables of the harness adapters.
+const (
+	// EnvConfig names the worker config file when --config is not given.
+	EnvConfig = "WRIT_WORKER_CONFIG"
+	// EnvStateDir supplies --state-dir.
+	EnvStateDir = "WRIT_STATE_DIR"
+)
+
+// ProjectConfig is where a worker config is looked for in the current
+// directory before the state directory.
+const ProjectConfig = ".writ/worker.json"
+
+// maxConfigBytes bounds the worker config file.
+const maxConfigBytes = 64 << 10
+
+// workerConfig is the small file that places one agent runtime: its worker
+// id (which must be its NATS user), the lane of its main session, the lane
+// of each subagent type, and how to reach NATS. For example:
+//
+//	{"worker": "w1", "lane": "coordinator",
+//	 "subagents": {"Explore": "isolated", "general-purpose": "specialist"},
+//	 "replace_prompt": false, "nats_url": "nats://127.0.0.1:4222"}
+//
+// A subagent type that is not listed runs in the lane of the "*" entry; if
+// there is none, its calls are blocked. Fields are matched exactly and
+// unknown fields are refused: a typo must not silently change a lane.
+type workerConfig struct {
+	Worker           string            `json:"worker"`
+	Lane             string            `json:"lane"`
+	Subagents        map[string]string `json:"subagents,omitempty"`
+	ReplacePrompt    bool              `json:"replace_prompt,omitempty"`
+	NATSURL          string            `json:"nats_url,omitempty"`
+	NATSUser         string            `json:"nats_user,omitempty"`
+	NATSPasswordFile string            `json:"nats_password_file,omitempty"`
+	NATSCA           string            `json:"nats_ca,omitempty"`
+	Socket           string            `json:"socket,omitempty"`
+
+	path    string // the file it was read from; "" when there was none
+	project bool   // it is the project's own .writ/worker.json
+}
+
+// replacePrompt reports whether permits may answer "allow". Only a config
+// outside the workspace may say so: the project's .writ/worker.json is a
+// file the agent itself can edit, and "allow" skips the harness's own
+// permission prompt.
+func (c *workerConfig) replacePrompt() bool { return c.ReplacePrompt && !c.project }
+
+// loadConfig reads and validates a worker config file.
+func loadConfig(path string) (*workerConfig, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %v", path, err)
+	}
+	if len(raw) > maxConfigBytes {
+		return nil, fmt.Errorf("config %s: larger than %d bytes", path, maxConfigBytes)
+	}
+	if err := checkExactKeys(raw); err != nil {
+		return nil, fmt.Errorf("config %s: %v", path, err)
+	}
+	var c workerConfig
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("config %s: %v", path, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("config %s: trailing data after the JSON object", path)
+	}
+	c.path = path
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("config %s: %v", path, err)
+	}
+	return &c, nil
+}
+
+// checkExactKeys refuses top-level keys that differ from the declared ones
+// only in case ("Lane"), which encoding/json would otherwise accept.
+func checkExactKeys(raw []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, k := range []string{"worker", "lane", "subagents", "replace_prompt", "nats_url", "nats_user", "nats_password_file", "nats_ca", "socket"} {
+		known[k] = true
+	}
+	for k := range m {
+		if !known[k] {
+			return fmt.Errorf("unknown field %q", k)
+		}
+	}
+	return nil
+}
+
+func (c *workerConfig) validate() error {
+	if c.Worker != "" {
+		if err := api.ValidID(c.Worker); err != nil {
+			return fmt.Errorf("worker: %v", err)
+		}
+	}
+	if c.Lane != "" {
+		if err := api.ValidID(c.Lane); err != nil {
+			return fmt.Errorf("lane: %v", err)
+		}
+	}
+	for _, typ := range sortedKeys(c.Subagents) {
+		if typ == "" {
+			return errors.New("subagents: an agent type is empty")
+		}
+		if err := api.ValidID(c.Subagents[typ]); err != nil {
+			return fmt.Errorf("subagents.%s: %v", typ, err)
+		}
+	}
+	if c.NATSUser != "" && c.Worker != "" && c.NATSUser != c.Worker {
+		return fmt.Errorf("nats_user %q is not the worker %q: the issuer takes a worker's identity from its NATS user", c.NATSUser, c.Worker)
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// laneFor returns the lane of the main session (agentType "") or of a
+// subagent type.
+func (c *workerConfig) laneFor(agentType string) (string, error) {
+	if agentType == "" {
+		if c.Lane == "" {
+			return "", fmt.Errorf("no lane for the main session: set \"lane\" in %s or pass --lane", c.where())
+		}
+		return c.Lane, nil
+	}
+	if l, ok := c.Subagents[agentType]; ok {
+		return l, nil
+	}
+	if l, ok := c.Subagents["*"]; ok {
+		return l, nil
+	}
+	return "", fmt.Errorf("no lane for subagent type %q: add it (or \"*\") to \"subagents\" in %s", agentType, c.where())
+}
+
+func (c *workerConfig) where() string {
+	if c.path == "" {
+		return "the worker config (" + ProjectConfig + ")"
+	}
+	return c.path
+}
+
+// defaultStateDir is $XDG_STATE_HOME/writ, else ~/.local/state/writ.
+func defaultStateDir() string {
+	if d := os.Getenv(EnvStateDir); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "writ")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "state", "writ")
+	}
+	return filepath.Join(os.TempDir(), "writ-state")
+}
+
+// defaultSocket is the sidecar socket of a worker in a state directory.
+func defaultSocket(stateDir, worker string) string {
+	return filepath.Join(stateDir, "worker-"+worker+".sock")
+}
+
+// adapterFlags are the flags the harness adapters (hook, mcp, run) share.
+type adapterFlags struct {
+	config   string
+	stateDir string
+	socket   string
+	lane     string
+}
+
+// add registers the flags; laneHelp, when not empty, adds --lane, and
+// socket adds --socket.
+func (a *adapterFlags) add(cmd *cobra.Command, laneHelp string, socket bool) {
+	f := cmd.Flags()
+	f.StringVar(&a.config, "config", os.Getenv(EnvConfig), "worker config file (default "+ProjectConfig+" here, then worker.json in the state dir; env "+EnvConfig+")")
+	f.StringVar(&a.stateDir, "state-dir", "", "state directory (default $"+EnvStateDir+", $XDG_STATE_HOME/writ or ~/.local/state/writ)")
+	if socket {
+		f.StringVar(&a.socket, "socket", "", "sidecar socket (default worker-<worker>.sock in the state dir)")
+	}
+	if laneHelp != "" {
+		f.StringVar(&a.lane, "lane", "", laneHelp)
+	}
+}
+
+// resolve finds and reads the worker config, then applies it under the
+// flags given on the command line: a flag beats the config, the config
+// beats the environment. It fills g.worker and g.conn and returns the
+// config (an empty one when no file exists and none was named).
+func (a *adapterFlags) resolve(cmd *cobra.Command, g *globals) (*workerConfig, error) {
+	if a.stateDir == "" {
+		a.stateDir = defaultStateDir()
+	}
+	cfg := &workerConfig{}
+	switch {
+	case a.config != "":
+		c, err := loadConfig(a.config)
+		if err != nil {
+			return nil, err
+		}
+		cfg = c
+	default:
+		for _, p := range []string{ProjectConfig, filepath.Join(a.stateDir, "worker.json")} {
+			c, err := loadConfig(p)
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			c.project = p == ProjectConfig
+			cfg = c
+			break
+		}
+	}
+	changed := cmd.Flags().Changed
+	if !changed("worker") && cfg.Worker != "" {
+		g.worker = cfg.Worker
+	}
+	for _, o := range []struct {
+		flag string
+		dst  *string
+		v    string
+	}{
+		{"nats-url", &g.conn.URL, cfg.NATSURL},
+		{"nats-user", &g.conn.User, cfg.NATSUser},
+		{"nats-password-file", &g.conn.PasswordFile, cfg.NATSPasswordFile},
+		{"nats-ca", &g.conn.CAFile, cfg.NATSCA},
+	} {
+		if !changed(o.flag) && o.v != "" {
+			*o.dst = o.v
+		}
+	}
+	if a.lane != "" {
+		if err := api.ValidID(a.lane); err != nil {
+			return nil, fmt.Errorf("--lane: %v", strings.TrimPrefix(err.Error(), api.ErrBadToken.Error()+": "))
+		}
+		cfg.Lane = a.lane
+	}
+	if g.worker == "" {
+		return nil, fmt.Errorf("no worker id: set \"worker\" in %s, or pass --worker (env %s)", cfg.where(), EnvWorker)
+	}
+	if err := api.ValidID(g.worker); err != nil {
+		return nil, fmt.Errorf("worker: %v", strings.TrimPrefix(err.Error(), api.ErrBadToken.Error()+": "))
+	}
+	if g.conn.User != "" && g.conn.User != g.worker {
+		return nil, fmt.Errorf("NATS user %q is not the worker %q: the issuer takes a worker's identity from its NATS user", g.conn.User, g.worker)
+	}
+	if a.socket == "" {
+		a.socket = cfg.Socket
+	}
+	if a.socket == "" {
+		a.socket = defaultSocket(a.stateDir, g.worker)
+	}
+	return cfg, nil
+}

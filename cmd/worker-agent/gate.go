@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/connect"
+	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/harness"
+)
+
+// authorize asks for a grant for call in lane and spends it: the call is
+// about to run. It returns the attempt receipt (decision permit) or the
+// refusal of the request or of the spend; an error means nothing is known
+// and the call must not run.
+//
+// The request and the spend both carry the call's idempotency key, so a
+// repeated hook for the same call gets the same grant and the same attempt
+// receipt back instead of a second grant or an already_spent refusal.
+func authorize(ctx context.Context, a authority, call harness.Call, lane string) (grants.Envelope, error) {
+	key := call.IdempotencyKey()
+	permit, err := a.Grant(ctx, grantRequest(call, lane))
+	if err != nil {
+		return permit, err
+	}
+	if permit.Decision != grants.Permit {
+		return permit, nil
+	}
+	if permit.GrantID == "" {
+		return permit, errors.New("the issuer permitted the call without naming a grant")
+	}
+	return a.Spend(ctx, api.SpendRequest{GrantID: permit.GrantID, Args: call.Args, IdempotencyKey: key})
+}
+
+func grantRequest(call harness.Call, lane string) api.GrantRequest {
+	return api.GrantRequest{
+		Lane: lane, Session: call.GrantSession(), Tool: call.Tool, Args: call.Args,
+		IdempotencyKey: call.IdempotencyKey(),
+	}
+}
+
+// errRanWithoutGrant: a post-call hook found no spent grant for the call.
+var errRanWithoutGrant = errors.New("ran without a spent writ grant")
+
+// record reports a finished call's outcome against the grant authorize
+// spent for it. The grant is found again by repeating the grant request
+// with the same idempotency key and arguments, which returns the original
+// permit; no local state is kept between the hooks. verifier names who
+// judged the outcome (for hooks, the harness itself: self-reported).
+//
+// A failed call that writ had refused records nothing: the refusal is why
+// it failed, and no grant was spent. A call reported as having succeeded
+// although writ refused it is an error the model and the operator must
+// see.
+func record(ctx context.Context, a authority, call harness.Call, lane, outcome, verifier string) (grants.Envelope, error) {
+	permit, err := a.Grant(ctx, grantRequest(call, lane))
+	if err != nil {
+		return permit, err
+	}
+	switch {
+	case permit.Reason == grants.ReasonIdemConflict:
+		return permit, fmt.Errorf("this %s call's tool_input differs from the one its PreToolUse hook presented, so its result cannot be bound to that grant", call.Tool)
+	case permit.Decision != grants.Permit && outcome == grants.OutcomeFailed:
+		return permit, nil
+	case permit.Decision != grants.Permit || permit.GrantID == "":
+		return permit, fmt.Errorf("this %s call %s: writ had refused it (%s)", call.Tool, errRanWithoutGrant, refusalCode(permit))
+	}
+	eff, err := a.Effect(ctx, api.EffectRequest{GrantID: permit.GrantID, Outcome: outcome, Verifier: verifier})
+	if err != nil {
+		return eff, err
+	}
+	if eff.Decision != grants.Permit {
+		if eff.Reason == grants.ReasonNotSpent {
+			// The permit was minted just now: the original answer aged out
+			// of the issuer (a very long call) or no PreToolUse hook ran.
+			return eff, fmt.Errorf("this %s call %s (grant %s was never spent): its result is not recorded", call.Tool, errRanWithoutGrant, permit.GrantID)
+		}
+		return eff, fmt.Errorf("the issuer refused the result of this %s call: %s", call.Tool, refusalCode(eff))
+	}
+	return eff, nil
+}
+
+func refusalCode(env grants.Envelope) string {
+	s := string(env.Decision)
+	if env.Reason != grants.ReasonNone {
+		s += " " + string(env.Reason)
+	}
+	if env.Missing != "" {
+		s += ", missing " + env.Missing
+	}
+	return s
+}
+
+// unreachable rewords a connection or timeout error for a hook's one
+// line.
+func unreachable(err error) error {
+	switch {
+	case errors.Is(err, connect.ErrConnect):
+		return fmt.Errorf("cannot reach the writ issuer: %v", err)
+	case errors.Is(err, api.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("the writ issuer did not answer in time: %v", err)
+	}
+	return err
+}

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/harness"
+)
+
+// DefaultMCPDeadline bounds the decision on one tools/call.
+const DefaultMCPDeadline = 10 * time.Second
+
+func newMCPCmd(g *globals) *cobra.Command {
+	var (
+		af       adapterFlags
+		server   string
+		deadline time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "mcp --lane L [--server NAME] -- COMMAND [ARG...]",
+		Short: "Run an MCP server over stdio behind writ: every tools/call needs a grant",
+		Long: `Start the MCP server COMMAND and proxy its stdio (newline-delimited
+JSON-RPC). Everything passes through unchanged except tools/call requests:
+each is granted as tool mcp__<server>__<name> with params.arguments, spent,
+and only then forwarded. A refused call is answered by the proxy with a
+normal result, isError true and the reason text, so the model sees why; the
+server never sees it. The server's answer is reported as the call's effect
+(confirmed, or failed for an isError result or a JSON-RPC error; verifier
+mcp-server:<server>, the server's own account). Requests are independent:
+one call waiting for its grant holds up nothing else.
+
+--server names the server in tool names (default: the command's base
+name); set it when the command is a launcher such as npx or uvx. If the
+issuer cannot be reached within --deadline the call is refused, never
+forwarded. The proxy exits with the server's exit status.`,
+		Example: `  worker-agent mcp --lane specialist --server github -- github-mcp-server stdio`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 0 || len(args) == 0 {
+				return usageErr("give the MCP server command after --, e.g. worker-agent mcp --lane L -- my-server --stdio")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := af.resolve(cmd, g)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			lane, err := cfg.laneFor("")
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			if deadline <= 0 {
+				return usageErr("--deadline must be positive, got %v", deadline)
+			}
+			if !cmd.Flags().Changed("timeout") {
+				g.conn.Timeout = deadline
+			}
+			if server == "" {
+				server = filepath.Base(args[0])
+			}
+			server = sanitizeServer(server)
+			if server == "" {
+				return usageErr("--server: give the MCP server a name of letters, digits, - and _")
+			}
+			return g.runMCP(cmd.Context(), args, &mcpGate{
+				g: g, lane: lane, server: server, session: api.NewKey(), deadline: deadline,
+			})
+		},
+	}
+	af.add(cmd, "lane of every call through this proxy (default: the config's \"lane\")", false)
+	cmd.Flags().StringVar(&server, "server", "", "the server's name in tool names mcp__<server>__<tool> (default: the command's base name)")
+	cmd.Flags().DurationVar(&deadline, "deadline", DefaultMCPDeadline, "refuse a tools/call the issuer has not permitted within this long")
+	return cmd
+}
+
+// sanitizeServer keeps letters, digits, - and _ (a server name ends up in
+// a tool name the policy matches on).
+func sanitizeServer(s string) string {
+	s = strings.TrimSuffix(s, filepath.Ext(s))
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return -1
+	}, s)
+}
+
+// runMCP starts the server and proxies until it exits.
+func (g *globals) runMCP(ctx context.Context, argv []string, gate *mcpGate) error {
+	defer gate.close()
+	// The proxy, the gate and the server all write diagnostics.
+	g.stderr = &syncWriter{w: g.stderr}
+	up := exec.Command(argv[0], argv[1:]...)
+	up.Stderr = g.stderr
+	up.WaitDelay = 3 * time.Second // a grandchild holding stderr must not hold us
+	toUp, err := up.StdinPipe()
+	if err != nil {
+		return &exitError{code: ExitUsage, err: err}
+	}
+	fromUp, err := up.StdoutPipe()
+	if err != nil {
+		return &exitError{code: ExitUsage, err: err}
+	}
+	if err := up.Start(); err != nil {
+		return &exitError{code: ExitUsage, err: fmt.Errorf("starting the MCP server: %v", err)}
+	}
+	// An interrupt goes to the server; the proxy ends when it does.
+	stop := context.AfterFunc(ctx, func() {
+		_ = up.Process.Signal(syscall.SIGTERM)
+		time.AfterFunc(3*time.Second, func() { _ = up.Process.Kill() })
+	})
+	defer stop()
+
+	p := &harness.Proxy{Gate: gate, Logf: func(format string, a ...any) {
+		fmt.Fprintf(g.stderr, "worker-agent mcp: "+format+"\n", a...)
+	}}
+	// The Gate's requests outlive an interrupt long enough to record what
+	// the server answered.
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	perr := p.Run(rctx, g.stdin, g.stdout, fromUp, toUp)
+
+	werr := up.Wait()
+	if perr != nil {
+		fmt.Fprintf(g.stderr, "worker-agent mcp: %v\n", perr)
+	}
+	var ee *exec.ExitError
+	if errors.As(werr, &ee) {
+		if code := ee.ExitCode(); code > 0 {
+			return &exitError{code: code}
+		}
+		return &exitError{code: 1, err: fmt.Errorf("the MCP server ended: %v", werr)}
+	}
+	return nil
+}
+
+// mcpGate decides tools/call requests with grants and reports their
+// effects. It holds one NATS connection for the proxy's life, dialled on
+// the first call and kept (the client reconnects by itself).
+type mcpGate struct {
+	g        *globals
+	lane     string
+	server   string
+	session  string // a fresh id per proxy run: the idempotency keys' session
+	deadline time.Duration
+
+	mu   sync.Mutex
+	auth authority
+}
+
+func (m *mcpGate) authority(ctx context.Context) (authority, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.auth != nil {
+		return m.auth, nil
+	}
+	a, err := m.g.dialDirect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m.auth = a
+	return a, nil
+}
+
+func (m *mcpGate) close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.auth != nil {
+		m.auth.Close()
+	}
+}
+
+func (m *mcpGate) Check(ctx context.Context, tc harness.ToolCall) harness.Verdict {
+	tool := harness.MCPToolName(m.server, tc.Name)
+	refuse := func(err error) harness.Verdict {
+		return harness.Verdict{Refusal: "writ did not run this " + tool + " call: " + harness.OneLine(err.Error())}
+	}
+	if len(tool) > harness.MaxToolLen || strings.ContainsFunc(tool, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return refuse(errors.New("the tool name is too long or contains control characters"))
+	}
+	args, err := harness.CanonicalArgs(tc.Args)
+	if err != nil {
+		return refuse(err)
+	}
+	call := harness.Call{Harness: harness.MCP, Session: m.session, CallID: tc.IDKey(), Tool: tool, Args: args}
+	ctx, cancel := context.WithTimeout(ctx, m.deadline)
+	defer cancel()
+	a, err := m.authority(ctx)
+	if err != nil {
+		return refuse(unreachable(err))
+	}
+	env, err := authorize(ctx, a, call, m.lane)
+	if err != nil {
+		return refuse(unreachable(err))
+	}
+	if env.Decision != grants.Permit {
+		return harness.Verdict{Refusal: harness.RefusalReason(tool, env)}
+	}
+	return harness.Verdict{Allow: true, Ref: env.GrantID}
+}
+
+// MCPVerifier names an MCP server as the verifier of its own answer.
+func MCPVerifier(server string) string { return "mcp-server:" + server }
+
+func (m *mcpGate) Done(ctx context.Context, tc harness.ToolCall, ref any, outcome string) {
+	grant, _ := ref.(string)
+	ctx, cancel := context.WithTimeout(ctx, m.deadline)
+	defer cancel()
+	a, err := m.authority(ctx)
+	if err == nil {
+		var env grants.Envelope
+		env, err = a.Effect(ctx, api.EffectRequest{GrantID: grant, Outcome: outcome, Verifier: MCPVerifier(m.server)})
+		if err == nil && env.Decision != grants.Permit {
+			err = errors.New(refusalCode(env))
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(m.g.stderr, "worker-agent mcp: recording the %s result of %s (grant %s): %v\n", outcome, harness.MCPToolName(m.server, tc.Name), grant, err)
+	}
+}
+
+// syncWriter serialises writes from several goroutines.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/grants"
+)
+
+// maxSidecarTimeout caps the time a sidecar spends on one request.
+const maxSidecarTimeout = 30 * time.Second
+
+func newRunCmd(g *globals) *cobra.Command {
+	var af adapterFlags
+	cmd := &cobra.Command{
+		Use:   "run [--socket PATH]",
+		Short: "Run the per-runtime sidecar: one NATS connection, served on a unix socket",
+		Long: `Run the sidecar for one worker: it holds one NATS connection to the issuer
+and serves grant, spend and effect requests from the hook commands on a unix
+socket (--socket; default worker-<worker>.sock in the state dir, mode 0600
+in a 0700 directory). A hook that finds the socket skips starting a NATS
+connection of its own; one that does not (or finds a stale socket, or one
+serving another worker) connects directly.
+
+The sidecar speaks only for its own worker, with that worker's NATS
+credentials: anyone who can open the socket can ask for grants as that
+worker, exactly as anyone who can read its password file could. It runs
+until interrupted and removes its socket on exit.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := af.resolve(cmd, g); err != nil {
+				return usageErr("%v", err)
+			}
+			return g.serveSidecar(cmd.Context(), af.socket)
+		},
+	}
+	af.add(cmd, "", true)
+	return cmd
+}
+
+// serveSidecar connects to NATS (retrying until it can), then serves the
+// socket until ctx ends.
+func (g *globals) serveSidecar(ctx context.Context, socket string) error {
+	if err := os.MkdirAll(filepath.Dir(socket), 0o700); err != nil {
+		return &exitError{code: ExitUsage, err: fmt.Errorf("socket directory: %v", err)}
+	}
+	// A socket another sidecar still answers on is not ours to take.
+	if c, err := net.DialTimeout("unix", socket, 200*time.Millisecond); err == nil {
+		c.Close()
+		return &exitError{code: ExitUsage, err: fmt.Errorf("a sidecar is already serving %s", socket)}
+	}
+	var client *api.Client
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		c, nc, err := g.client(dctx)
+		cancel()
+		if err == nil {
+			defer nc.Close()
+			client = c
+			break
+		}
+		fmt.Fprintf(g.stderr, "worker-agent run: %v; retrying\n", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+	}
+	_ = os.Remove(socket) // stale: nothing answered on it
+	l, err := net.Listen("unix", socket)
+	if err != nil {
+		return &exitError{code: ExitUsage, err: fmt.Errorf("listening on %s: %v", socket, err)}
+	}
+	if err := os.Chmod(socket, 0o600); err != nil {
+		l.Close()
+		return &exitError{code: ExitUsage, err: fmt.Errorf("socket mode: %v", err)}
+	}
+	fmt.Fprintf(g.stderr, "worker-agent run: serving worker %s on %s (NATS %s)\n", g.worker, socket, g.conn.URL)
+
+	s := &sidecar{client: client, worker: g.worker, conns: map[net.Conn]struct{}{}}
+	go func() {
+		<-ctx.Done()
+		l.Close()
+		s.closeAll()
+	}()
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			break
+		}
+		s.track(conn, true)
+		s.wg.Add(1)
+		go s.serve(ctx, conn)
+	}
+	s.closeAll()
+	s.wg.Wait()
+	_ = os.Remove(socket)
+	return nil
+}
+
+type sidecar struct {
+	client *api.Client
+	worker string
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func (s *sidecar) track(c net.Conn, add bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if add && s.closed {
+		c.Close()
+	}
+	if add {
+		s.conns[c] = struct{}{}
+	} else {
+		delete(s.conns, c)
+	}
+}
+
+func (s *sidecar) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for c := range s.conns {
+		c.Close()
+	}
+}
+
+// serve answers one connection's requests in order.
+func (s *sidecar) serve(ctx context.Context, conn net.Conn) {
+	defer s.wg.Done()
+	defer s.track(conn, false)
+	defer conn.Close()
+	r := bufio.NewReaderSize(conn, 64<<10)
+	for {
+		line, tooLong, err := readBounded(r, api.MaxBodyBytes+4096)
+		if tooLong {
+			s.reply(conn, sidecarResponse{Code: sidecarBadRequest, Error: "request too long"})
+			return
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			if !s.reply(conn, s.handle(ctx, line)) {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (s *sidecar) reply(conn net.Conn, resp sidecarResponse) bool {
+	b, err := json.Marshal(resp)
+	if err != nil {
+		return false
+	}
+	_ = conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	_, err = conn.Write(append(b, '\n'))
+	return err == nil
+}
+
+func (s *sidecar) handle(ctx context.Context, line []byte) sidecarResponse {
+	var req sidecarRequest
+	if err := json.Unmarshal(line, &req); err != nil {
+		return sidecarResponse{Code: sidecarBadRequest, Error: err.Error()}
+	}
+	if req.V != sidecarVersion {
+		return sidecarResponse{Code: sidecarBadRequest, Error: fmt.Sprintf("sidecar protocol version %d; this sidecar speaks %d", req.V, sidecarVersion)}
+	}
+	if req.Worker != s.worker {
+		return sidecarResponse{Code: sidecarWrongWorker, Error: fmt.Sprintf("this sidecar serves worker %s, not %s", s.worker, req.Worker)}
+	}
+	timeout := time.Duration(req.TimeoutMS) * time.Millisecond
+	if timeout <= 0 || timeout > maxSidecarTimeout {
+		timeout = maxSidecarTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c := *s.client
+	c.Attempt = min(maxAttempt, max(timeout/4, 50*time.Millisecond))
+	var (
+		env grants.Envelope
+		err error
+	)
+	switch req.Op {
+	case api.OpGrant:
+		var r api.GrantRequest
+		if err = json.Unmarshal(req.Body, &r); err == nil {
+			env, err = c.Grant(ctx, r)
+		}
+	case api.OpSpend:
+		var r api.SpendRequest
+		if err = json.Unmarshal(req.Body, &r); err == nil {
+			env, err = c.Spend(ctx, r)
+		}
+	case api.OpEffect:
+		var r api.EffectRequest
+		if err = json.Unmarshal(req.Body, &r); err == nil {
+			env, err = c.Effect(ctx, r)
+		}
+	default:
+		return sidecarResponse{Code: sidecarBadRequest, Error: fmt.Sprintf("unknown op %q", req.Op)}
+	}
+	if err != nil {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &se) || errors.As(err, &te) {
+			return sidecarResponse{Code: sidecarBadRequest, Error: err.Error()}
+		}
+		return sidecarResponse{Code: sidecarUnavailable, Error: err.Error()}
+	}
+	return sidecarResponse{Envelope: &env}
+}
+
+// readBounded reads one line of at most max bytes; a longer line is
+// reported tooLong.
+func readBounded(r *bufio.Reader, max int) ([]byte, bool, error) {
+	var line []byte
+	for {
+		frag, err := r.ReadSlice('\n')
+		if len(line)+len(frag) > max {
+			return nil, true, err
+		}
+		line = append(line, frag...)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		return line, false, err
+	}
+}

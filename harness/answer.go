@@ -1,0 +1,124 @@
+package harness
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/writ-dev/writ/grants"
+)
+
+// Exit codes of a hook process.
+const (
+	// ExitOK: the hook ran; stdout (possibly empty) is its answer.
+	ExitOK = 0
+	// ExitBlock: the hook could not decide. Claude Code and Codex both block
+	// the call on exit 2 and show stderr to the model; every other non-zero
+	// code (and a hook timeout) lets the call run, so writ never uses one.
+	ExitBlock = 2
+)
+
+// ApproveCommand is the operator command that approves a review. It is
+// named in every approval_required answer so the person reading the
+// transcript knows exactly what binds an approval to writ.
+func ApproveCommand(reviewID string) string { return "issuer approve " + reviewID }
+
+// Answer is what a hook process does: its exit code, its stdout (nil for
+// none) and one line on stderr (empty for none).
+type Answer struct {
+	Exit   int
+	Stdout []byte
+	Stderr string
+}
+
+// preToolUseOutput is the only JSON a writ hook ever prints. Codex rejects
+// any field it does not know — and then runs the call — so nothing else
+// may ever be added here for Codex.
+type preToolUseOutput struct {
+	HookSpecificOutput preToolUseDecision `json:"hookSpecificOutput"`
+}
+
+type preToolUseDecision struct {
+	HookEventName            string `json:"hookEventName"`
+	PermissionDecision       string `json:"permissionDecision"`
+	PermissionDecisionReason string `json:"permissionDecisionReason"`
+}
+
+// Options tune a harness's answers.
+type Options struct {
+	// ReplacePrompt makes a Claude Code permit answer "allow", which skips
+	// Claude Code's own permission prompt (its deny and ask rules still
+	// apply). Set it only where the operator configured writ to replace
+	// that prompt. Codex never gets an "allow": it treats one as a failed
+	// hook.
+	ReplacePrompt bool
+}
+
+// PreToolUse renders the issuer's decision on a PreToolUse event for the
+// harness: env is the attempt receipt of a spent grant (permit) or the
+// refusal of the request or the spend.
+//
+//   - permit: exit 0 and no output — or, for Claude Code with
+//     ReplacePrompt, permissionDecision "allow";
+//   - deny: exit 0 with permissionDecision "deny" and a reason naming the
+//     reason code, the missing fact and the recovery;
+//   - approval_required: the same deny, naming the review and the operator
+//     command that approves it. Never "ask": an approval given in the
+//     harness's prompt would bind to nothing in writ.
+//   - anything else: exit 2.
+func PreToolUse(harness string, tool string, env grants.Envelope, opt Options) Answer {
+	switch env.Decision {
+	case grants.Permit:
+		if harness == ClaudeCode && opt.ReplacePrompt {
+			return decisionAnswer("allow", PermitReason(tool, env))
+		}
+		return Answer{Exit: ExitOK}
+	case grants.Deny, grants.ApprovalRequired:
+		return decisionAnswer("deny", RefusalReason(tool, env))
+	}
+	return Fail(fmt.Errorf("the issuer answered with unknown decision %q; the call must not run", env.Decision))
+}
+
+func decisionAnswer(decision, reason string) Answer {
+	out := preToolUseOutput{HookSpecificOutput: preToolUseDecision{
+		HookEventName: EventPreToolUse, PermissionDecision: decision, PermissionDecisionReason: reason,
+	}}
+	b, err := marshal(out)
+	if err != nil {
+		return Fail(err)
+	}
+	return Answer{Exit: ExitOK, Stdout: b}
+}
+
+// Fail is the answer to anything that keeps a PreToolUse hook from
+// deciding: exit 2 with one line on stderr. Both harnesses block the call
+// and show the line to the model.
+func Fail(err error) Answer {
+	return Answer{Exit: ExitBlock, Stderr: "writ: " + OneLine(err.Error()) + " — the call is blocked"}
+}
+
+// FailAfter is the answer to a post-call hook that could not record the
+// call's result: exit 2 with one line on stderr, which the harness shows
+// to the model (the call has already run).
+func FailAfter(err error) Answer {
+	return Answer{Exit: ExitBlock, Stderr: "writ: " + OneLine(err.Error())}
+}
+
+// marshal encodes v as one line of JSON without HTML escaping.
+func marshal(v any) ([]byte, error) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return []byte(b.String()), nil
+}
+
+// OneLine folds s onto one line: control characters become spaces and runs
+// of spaces collapse.
+func OneLine(s string) string {
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool {
+		return r == ' ' || r < 0x20 || r == 0x7f || r == '\u2028' || r == '\u2029'
+	}), " ")
+}

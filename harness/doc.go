@@ -1,0 +1,23 @@
+// Package harness decodes and answers agent-harness hook protocols —
+// Claude Code command hooks, Codex hooks and MCP tool calls over stdio — so
+// the worker-agent can put one writ grant in front of every tool call a
+// harness makes.
+//
+// The package knows the wire formats and their failure semantics, and
+// nothing about NATS or the issuer:
+//
+//   - Decode reads one hook event from a harness (bounded, strict about the
+//     fields writ relies on, tolerant of fields it does not use) and Call
+//     turns a tool event into the exact request a grant binds: tool name,
+//     canonical arguments and a stable idempotency key.
+//   - PreToolUse renders an issuer decision as the answer each harness
+//     honours. Both harnesses fail open — Claude Code proceeds on any exit
+//     code but 2 and on a hook timeout; Codex runs the call when a hook
+//     prints anything it does not recognise — so only three answers are
+//     ever produced: nothing (exit 0), a deny with a non-empty reason
+//     (exit 0), or a one-line error (exit 2).
+//   - InstallHooks and UninstallHooks merge writ's hook entries into a
+//     harness settings file, keeping every other key in its order.
+//   - Proxy is an MCP stdio proxy that passes every message through and
+//     gates only tools/call requests.
+package harness
