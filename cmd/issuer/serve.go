@@ -291,8 +291,12 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		if issuerPW != "" {
 			opts = append(opts, nats.UserInfo("writ-issuer-"+f.nodeID, issuerPW))
 		}
-		nc, err = nats.Connect(ns.ClientURL(), opts...)
-		connURL = ns.ClientURL()
+		// natsbus.ClientURL, not ns.ClientURL(): a server bound to 0.0.0.0
+		// (--nats-host 0.0.0.0 in a container) is reached through loopback,
+		// and with TLS the certificate is checked against that host and CA.
+		opts = append(opts, f.sec.natsOptions()...)
+		connURL = natsbus.ClientURL(ns)
+		nc, err = nats.Connect(connURL, opts...)
 	} else {
 		nc, err = nats.Connect(f.natsURL, append([]nats.Option{nats.Name("writ-issuer-" + f.nodeID), nats.MaxReconnects(-1)}, f.sec.natsOptions()...)...)
 	}
