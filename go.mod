@@ -16,6 +16,7 @@ require (
 	github.com/spf13/pflag v1.1.0
 	go.etcd.io/bbolt v1.3.5
 	go.uber.org/goleak v1.3.0
+	go.yaml.in/yaml/v2 v2.4.2
 	pgregory.net/rapid v1.3.0
 )
 

@@ -40,6 +40,8 @@ const (
 	SubjectReinstate = OperatorPrefix + "reinstate"
 	SubjectPolicy    = OperatorPrefix + "policy"
 	SubjectStatus    = OperatorPrefix + "status"
+	// SubjectPolicyShow answers with a policy document by epoch.
+	SubjectPolicyShow = OperatorPrefix + "policy.show"
 )
 
 // WorkerSubject is the subject a worker sends op on.
@@ -93,6 +95,14 @@ func ValidID(s string) error {
 }
 
 // GrantRequest asks for a grant for one exact tool call.
+//
+// The fields after IdempotencyKey are optional and feed the policy engine:
+// the label a human saw for the call's target (the grant binds it beside
+// the canonical target), a declared amount (minor units; a surface with an
+// amount field reads the amount from Args instead and the two must agree)
+// and byte count, and the resolution context of a path target — the
+// call's absolute working directory and the absolute real path the
+// worker's resolver found for the target (symlinks followed).
 type GrantRequest struct {
 	V              int             `json:"v"`
 	Lane           string          `json:"lane"`
@@ -102,16 +112,25 @@ type GrantRequest struct {
 	TTLMillis      int64           `json:"ttl_ms,omitempty"`
 	Sources        []string        `json:"sources,omitempty"`
 	IdempotencyKey string          `json:"idempotency_key"`
+	TargetLabel    string          `json:"target_label,omitempty"`
+	Amount         *uint64         `json:"amount,omitempty"`
+	Bytes          uint64          `json:"bytes,omitempty"`
+	Cwd            string          `json:"cwd,omitempty"`
+	ResolvedTarget string          `json:"resolved_target,omitempty"`
 }
 
 // SpendRequest spends a grant. Args (or their Digest, hex) must be the
-// same request the grant was minted for.
+// same request the grant was minted for. With Args, the issuer checks the
+// call's target for drift: Cwd and ResolvedTarget (optional) are the
+// resolution context at spend time, as in GrantRequest.
 type SpendRequest struct {
 	V              int             `json:"v"`
 	GrantID        string          `json:"grant_id"`
 	Args           json.RawMessage `json:"args,omitempty"`
 	Digest         string          `json:"digest,omitempty"`
 	IdempotencyKey string          `json:"idempotency_key"`
+	Cwd            string          `json:"cwd,omitempty"`
+	ResolvedTarget string          `json:"resolved_target,omitempty"`
 }
 
 // EffectRequest reports what happened after a spend.
@@ -140,6 +159,26 @@ type ReinstateRequest struct {
 type PolicyRequest struct {
 	V      int             `json:"v"`
 	Policy json.RawMessage `json:"policy"`
+}
+
+// PolicyShowRequest asks for the policy document of an epoch (0: the one
+// in force).
+type PolicyShowRequest struct {
+	V     int    `json:"v"`
+	Epoch uint64 `json:"epoch,omitempty"`
+}
+
+// PolicyShow is the answer to a PolicyShowRequest: the epoch, the
+// document's canonical JSON and digest, and the sequence of the epoch
+// receipt that applied it (0 when it was read from the state machine
+// rather than the receipt stream). Error is set instead when the epoch
+// cannot be shown.
+type PolicyShow struct {
+	Epoch  uint64          `json:"epoch"`
+	Digest string          `json:"digest,omitempty"`
+	Seq    uint64          `json:"seq,omitempty"`
+	Policy json.RawMessage `json:"policy,omitempty"`
+	Error  string          `json:"error,omitempty"`
 }
 
 // StatusRequest asks the leader for its status.

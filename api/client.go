@@ -79,6 +79,20 @@ func (c *Client) SetPolicy(ctx context.Context, doc json.RawMessage) (grants.Env
 	return c.envelope(ctx, SubjectPolicy, PolicyRequest{V: Version, Policy: doc})
 }
 
+// PolicyShow asks for the policy document of an epoch (0: the one in
+// force).
+func (c *Client) PolicyShow(ctx context.Context, epoch uint64) (PolicyShow, error) {
+	var ps PolicyShow
+	data, err := c.call(ctx, SubjectPolicyShow, PolicyShowRequest{V: Version, Epoch: epoch})
+	if err != nil {
+		return ps, err
+	}
+	if err := json.Unmarshal(data, &ps); err != nil {
+		return ps, fmt.Errorf("api: decoding policy: %w", err)
+	}
+	return ps, nil
+}
+
 // Status asks the leader for its status.
 func (c *Client) Status(ctx context.Context) (Status, error) {
 	var st Status

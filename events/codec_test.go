@@ -86,7 +86,19 @@ func genEvent(t *rapid.T) Event {
 		PolicyDigest: genHash(t, "policy_digest"),
 		Sources:      genStrings(t, "sources"),
 		Detail:       genString(t, "detail"),
+		ReviewID:     genString(t, "review_id"),
+		TargetLabel:  genString(t, "target_label"),
+		Surface:      genString(t, "surface"),
+		Operation:    genString(t, "operation"),
+		Instrument:   genString(t, "instrument"),
+		// InstrumentLeft, LedgerKey, Cwd and Resolved below.
+		Amount: genUint(t, "amount"),
+		Bytes:  genUint(t, "bytes"),
 	}
+	e.InstrumentLeft = genString(t, "instrument_left")
+	e.LedgerKey = genString(t, "ledger_key")
+	e.Cwd = genString(t, "cwd")
+	e.Resolved = genString(t, "resolved")
 	for i := range rapid.IntRange(0, 4).Draw(t, "counters_n") {
 		_ = i
 		e.Counters = append(e.Counters, Counter{Key: genString(t, "counter_key"), Value: genUint(t, "counter_value")})
@@ -285,9 +297,9 @@ func TestDecodeSkipsUnknownTags(t *testing.T) {
 		key(tagKind, wireVarint).uv(uint64(KindRevoke)).
 		str(tagWorker, "w1").
 		str(tagDetail, "known detail").
-		str(40, "future list 1").
-		str(40, "future list 2").
-		key(41, wireVarint).uv(1234).
+		str(100, "future list 1").
+		str(100, "future list 2").
+		key(101, wireVarint).uv(1234).
 		str(126, "")
 	in := sealBody(b)
 	e, err := Decode(in)

@@ -53,10 +53,27 @@ type Event struct {
 	PolicyDigest Hash      `json:"policy_digest,omitzero"`
 	Sources      []string  `json:"sources,omitempty"`
 	Detail       string    `json:"detail,omitempty"`
-	Hash         Hash      `json:"hash"`
+	// Grounds of the policy engine (version 2 policy documents); see
+	// grants.Envelope. Cwd and Resolved are the resolution context a path
+	// target was canonicalized in (the grant binds them for the target
+	// drift check at spend).
+	ReviewID       string `json:"review_id,omitempty"`
+	TargetLabel    string `json:"target_label,omitempty"`
+	Surface        string `json:"surface,omitempty"`
+	Operation      string `json:"operation,omitempty"`
+	Instrument     string `json:"instrument,omitempty"`
+	InstrumentLeft string `json:"instrument_left,omitempty"`
+	Amount         uint64 `json:"amount,omitempty"`
+	Bytes          uint64 `json:"bytes,omitempty"`
+	LedgerKey      string `json:"ledger_key,omitempty"`
+	Cwd            string `json:"cwd,omitempty"`
+	Resolved       string `json:"resolved,omitempty"`
+	Hash           Hash   `json:"hash"`
 }
 
 // Field tags. Append only; never renumber or reuse. Retired tags: none.
+// Tags 34-44 were added with version 2 policy documents; a decoder that
+// predates them skips them (they still count towards the hash).
 const (
 	tagSeq          = 1
 	tagKind         = 2
@@ -91,6 +108,18 @@ const (
 	tagPolicyDigest = 31
 	tagSources      = 32
 	tagDetail       = 33
+	tagReviewID     = 34
+	tagTargetLabel  = 35
+	tagSurface      = 36
+	tagOperation    = 37
+	tagInstrument   = 38
+	tagInstLeft     = 39
+	tagAmount       = 40
+	tagBytes        = 41
+	tagLedgerKey    = 42
+	tagCwd          = 43
+	tagResolved     = 44
+	tagLast         = tagResolved // the highest tag this version knows, bar the hash
 	tagHash         = 127
 )
 
@@ -138,6 +167,17 @@ func (e *Event) appendBody(buf []byte) []byte {
 	w.Hash(tagPolicyDigest, e.PolicyDigest)
 	w.Strings(tagSources, e.Sources)
 	w.String(tagDetail, e.Detail)
+	w.String(tagReviewID, e.ReviewID)
+	w.String(tagTargetLabel, e.TargetLabel)
+	w.String(tagSurface, e.Surface)
+	w.String(tagOperation, e.Operation)
+	w.String(tagInstrument, e.Instrument)
+	w.String(tagInstLeft, e.InstrumentLeft)
+	w.Uint(tagAmount, e.Amount)
+	w.Uint(tagBytes, e.Bytes)
+	w.String(tagLedgerKey, e.LedgerKey)
+	w.String(tagCwd, e.Cwd)
+	w.String(tagResolved, e.Resolved)
 	return w.buf
 }
 
@@ -218,7 +258,7 @@ func repeatable(tag uint32) bool {
 	case tagCounters, tagCancelled, tagRules, tagSources:
 		return true
 	}
-	return tag > tagDetail && tag != tagHash
+	return tag > tagLast && tag != tagHash
 }
 
 func decodeField(r *Reader, e *Event, f *Field) bool {
@@ -367,6 +407,28 @@ func decodeField(r *Reader, e *Event, f *Field) bool {
 		return list(&e.Sources)
 	case tagDetail:
 		return str(&e.Detail)
+	case tagReviewID:
+		return str(&e.ReviewID)
+	case tagTargetLabel:
+		return str(&e.TargetLabel)
+	case tagSurface:
+		return str(&e.Surface)
+	case tagOperation:
+		return str(&e.Operation)
+	case tagInstrument:
+		return str(&e.Instrument)
+	case tagInstLeft:
+		return str(&e.InstrumentLeft)
+	case tagAmount:
+		return u(&e.Amount)
+	case tagBytes:
+		return u(&e.Bytes)
+	case tagLedgerKey:
+		return str(&e.LedgerKey)
+	case tagCwd:
+		return str(&e.Cwd)
+	case tagResolved:
+		return str(&e.Resolved)
 	case tagHash:
 		return h(&e.Hash)
 	default:

@@ -97,6 +97,20 @@ func goldenEvents() []Event {
 			Worker: "w-coder-2", Decision: "permit", Actor: "operator",
 			Detail: "replacement starts read-only",
 		},
+		{
+			Kind: KindApprovalRequired, RaftIndex: 15, Time: t0 + 21_000_000_000, Node: "issuer-a",
+			Worker: "w-billing-1", Lane: "coordinator", Session: "s-a11c", Tool: "mcp__stripe__refund",
+			Digest: Sum([]byte("refund request")), Epoch: 2, Decision: "approval_required",
+			Reason: "preauth_exhausted", Missing: "preauthorizations.refunds-q3.cumulative",
+			Recovery: "refresh_approval", IdemKey: "req-77", Actor: "w-billing-1",
+			Rules:  []string{"lane:coordinator", "surface:payments", "boundary:class:outbound_send", "preauth:refunds-q3"},
+			Target: "raw:ch_3PXq", Consequence: "outbound_send",
+			ReviewID: "rv-6f1c2a9b0d3e4f5a6b7c", TargetLabel: "refund order 1042",
+			Surface: "payments", Operation: "refund", Instrument: "refunds-q3",
+			InstrumentLeft: "uses=3 amount=20", Amount: 150, Bytes: 48,
+			LedgerKey: "w-billing-1|tool:mcp__stripe__refund raw:ch_3PXq",
+			Cwd:       "/work/w-billing-1", Resolved: "/work/w-billing-1/orders/1042.json",
+		},
 	}
 }
 

@@ -25,30 +25,35 @@ const (
 	KindEpoch Kind = 8
 	// KindReinstate: a previously revoked worker may ask for grants again.
 	KindReinstate Kind = 9
+	// KindApprovalRequired: a grant request needs a review before it can be
+	// permitted; the event names the review id, the reason and the grounds.
+	KindApprovalRequired Kind = 10
 )
 
 var kindNames = map[Kind]string{
-	KindPermit:        "permit",
-	KindDeny:          "deny",
-	KindAttempt:       "attempt",
-	KindSpendRefused:  "spend_refused",
-	KindEffect:        "effect",
-	KindEffectRefused: "effect_refused",
-	KindRevoke:        "revoke",
-	KindEpoch:         "epoch",
-	KindReinstate:     "reinstate",
+	KindPermit:           "permit",
+	KindDeny:             "deny",
+	KindAttempt:          "attempt",
+	KindSpendRefused:     "spend_refused",
+	KindEffect:           "effect",
+	KindEffectRefused:    "effect_refused",
+	KindRevoke:           "revoke",
+	KindEpoch:            "epoch",
+	KindReinstate:        "reinstate",
+	KindApprovalRequired: "approval_required",
 }
 
 var kindSubjects = map[Kind]string{
-	KindPermit:        SubjectPrefix + "permit",
-	KindDeny:          SubjectPrefix + "deny",
-	KindAttempt:       SubjectPrefix + "attempt",
-	KindSpendRefused:  SubjectPrefix + "spend.refused",
-	KindEffect:        SubjectPrefix + "effect",
-	KindEffectRefused: SubjectPrefix + "effect.refused",
-	KindRevoke:        SubjectPrefix + "revoke",
-	KindEpoch:         SubjectPrefix + "epoch",
-	KindReinstate:     SubjectPrefix + "reinstate",
+	KindPermit:           SubjectPrefix + "permit",
+	KindDeny:             SubjectPrefix + "deny",
+	KindAttempt:          SubjectPrefix + "attempt",
+	KindSpendRefused:     SubjectPrefix + "spend.refused",
+	KindEffect:           SubjectPrefix + "effect",
+	KindEffectRefused:    SubjectPrefix + "effect.refused",
+	KindRevoke:           SubjectPrefix + "revoke",
+	KindEpoch:            SubjectPrefix + "epoch",
+	KindReinstate:        SubjectPrefix + "reinstate",
+	KindApprovalRequired: SubjectPrefix + "approval.required",
 }
 
 // Known reports whether k is a kind this version of writ understands.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/policy"
 )
 
 // Op is a command type. Values are stored in the raft log: append only,
@@ -59,6 +60,19 @@ type Command struct {
 	Key      string // counter key for OpRevoke; worker id for OpReinstate
 	Policy   []byte // canonical policy document for OpSetPolicy
 	Seq      uint64 // watermark for OpPublished
+
+	// The call as the policy engine sees it (OpRequest; OpSpend for the
+	// target-drift check): the canonical arguments flattened by the leader
+	// (policy.FlattenArgs, a pure function of the arguments), the label the
+	// caller showed a human for the target, the declared amount and byte
+	// count, and the resolution context of a path target.
+	Args        policy.Args
+	TargetLabel string
+	Amount      uint64
+	HasAmount   bool
+	Bytes       uint64
+	Cwd         string
+	Resolved    string
 }
 
 // Batch is one raft log entry: commands the leader coalesced, stamped with
@@ -94,6 +108,23 @@ const (
 	ctKey      = 13
 	ctPolicy   = 14
 	ctSeq      = 15
+	// Added with version 2 policy documents.
+	ctArgs        = 16 // 1 when Args.Carried
+	ctArg         = 17 // one per argument value (argument tags below)
+	ctTargetLabel = 18
+	ctAmount      = 19
+	ctHasAmount   = 20
+	ctBytes       = 21
+	ctCwd         = 22
+	ctResolved    = 23
+)
+
+// Argument value tags inside ctArg: append only.
+const (
+	atPath  = 1
+	atKind  = 2
+	atValue = 3
+	atLen   = 4
 )
 
 // Batch field tags: append only.
@@ -121,6 +152,23 @@ func (c *Command) AppendEncode(buf []byte) []byte {
 	w.String(ctKey, c.Key)
 	w.Raw(ctPolicy, c.Policy)
 	w.Uint(ctSeq, c.Seq)
+	w.Bool(ctArgs, c.Args.Carried)
+	var scratch []byte
+	for _, a := range c.Args.Leaves {
+		aw := events.NewWriter(scratch[:0])
+		aw.String(atPath, a.Path)
+		aw.Uint(atKind, uint64(a.Kind))
+		aw.String(atValue, a.Value)
+		aw.Uint(atLen, a.Len)
+		scratch = aw.Bytes()
+		w.Strings(ctArg, []string{string(scratch)})
+	}
+	w.String(ctTargetLabel, c.TargetLabel)
+	w.Uint(ctAmount, c.Amount)
+	w.Bool(ctHasAmount, c.HasAmount)
+	w.Uint(ctBytes, c.Bytes)
+	w.String(ctCwd, c.Cwd)
+	w.String(ctResolved, c.Resolved)
 	return w.Bytes()
 }
 
@@ -177,6 +225,40 @@ func DecodeCommand(b []byte) (Command, error) {
 			if ok = r.Expect(&f, events.WireVarint); ok {
 				c.Seq = f.Uint
 			}
+		case ctArgs:
+			if ok = r.Expect(&f, events.WireVarint); ok {
+				if f.Uint != 1 {
+					r.Failf("args flag %d", f.Uint)
+					ok = false
+				}
+				c.Args.Carried = true
+			}
+		case ctArg:
+			if ok = r.Expect(&f, events.WireBytes); ok {
+				ok = decodeArg(r, &f, &c.Args)
+			}
+		case ctTargetLabel:
+			ok = str(r, &f, &c.TargetLabel)
+		case ctAmount:
+			if ok = r.Expect(&f, events.WireVarint); ok {
+				c.Amount = f.Uint
+			}
+		case ctHasAmount:
+			if ok = r.Expect(&f, events.WireVarint); ok {
+				if f.Uint != 1 {
+					r.Failf("has_amount flag %d", f.Uint)
+					ok = false
+				}
+				c.HasAmount = true
+			}
+		case ctBytes:
+			if ok = r.Expect(&f, events.WireVarint); ok {
+				c.Bytes = f.Uint
+			}
+		case ctCwd:
+			ok = str(r, &f, &c.Cwd)
+		case ctResolved:
+			ok = str(r, &f, &c.Resolved)
 		}
 		if !ok {
 			break
@@ -245,6 +327,53 @@ func DecodeBatch(data []byte) (Batch, error) {
 		return Batch{}, fmt.Errorf("%w: %v", ErrBadEntry, err)
 	}
 	return b, nil
+}
+
+// decodeArg decodes one argument value into args. Values need the carried
+// flag before them, a known kind, and stay within policy.MaxArgLeaves.
+func decodeArg(r *events.Reader, f *events.Field, args *policy.Args) bool {
+	if !args.Carried {
+		r.Failf("argument value without the args flag")
+		return false
+	}
+	if len(args.Leaves) >= policy.MaxArgLeaves {
+		r.Failf("more than %d argument values", policy.MaxArgLeaves)
+		return false
+	}
+	var a policy.Arg
+	ar := events.NewReader(f.Data)
+	var af events.Field
+	for ar.Next(&af) {
+		switch af.Tag {
+		case atPath:
+			str(ar, &af, &a.Path)
+		case atKind:
+			if ar.Expect(&af, events.WireVarint) {
+				if af.Uint < uint64(policy.ArgString) || af.Uint > uint64(policy.ArgElided) {
+					ar.Failf("argument kind %d", af.Uint)
+				}
+				a.Kind = policy.ArgKind(af.Uint)
+			}
+		case atValue:
+			str(ar, &af, &a.Value)
+		case atLen:
+			if ar.Expect(&af, events.WireVarint) {
+				a.Len = af.Uint
+			}
+		default:
+			ar.Failf("unknown argument tag %d", af.Tag)
+		}
+	}
+	if err := ar.Err(); err != nil {
+		r.Failf("argument: %v", err)
+		return false
+	}
+	if a.Kind == 0 {
+		r.Failf("argument without a kind")
+		return false
+	}
+	args.Leaves = append(args.Leaves, a)
+	return true
 }
 
 func str(r *events.Reader, f *events.Field, dst *string) bool {

@@ -89,6 +89,8 @@ func decideRequest(s *State, now int64, node string, c Command) Outcome {
 		return record(deny(e, grants.ReasonWorkerRevoked, "worker reinstated", "worker "+c.Caller+" is revoked"))
 	case s.policy == nil:
 		return record(deny(e, grants.ReasonDeniedByPolicy, "policy applied", "no policy has been applied yet"))
+	case s.policy.Version == policy.SchemaVersion:
+		return decideJudged(s, now, e, c)
 	}
 	v := s.policy.Evaluate(c.Caller, c.Lane, c.Tool)
 	e.Rules = []string{v.Rule}
@@ -125,6 +127,9 @@ func (s *State) requestAnswer(r *idemRecord) grants.Envelope {
 	}
 	env := grants.Refuse(r.Reason, r.Missing, r.Detail)
 	env.Seq, env.Kind, env.Epoch, env.Rules, env.Digest = r.Seq, events.KindDeny, r.Epoch, slices.Clone(r.Rules), r.Digest
+	if r.Decision == grants.ApprovalRequired {
+		env.Decision, env.Kind, env.ReviewID = grants.ApprovalRequired, events.KindApprovalRequired, r.ReviewID
+	}
 	return env
 }
 
@@ -133,6 +138,10 @@ func permitEnvelope(g *grants.Grant) grants.Envelope {
 		Decision: grants.Permit, GrantID: g.ID, Epoch: g.Epoch, IssuedAt: g.IssuedAt,
 		ExpiresAt: g.ExpiresAt, Seq: g.PermitSeq, Kind: events.KindPermit, Digest: g.Digest,
 		Counters: slices.Clone(g.Counters), // the caller must not alias state
+		Rules:    slices.Clone(g.Rules),
+		Surface:  g.Surface, Operation: g.Operation, Consequence: g.Consequence,
+		Target: g.Target, TargetLabel: g.TargetLabel, Instrument: g.Instrument,
+		InstrumentLeft: g.InstrumentLeft, Amount: g.Amount, Bytes: g.Bytes, LedgerKey: g.LedgerKey,
 	}
 }
 
@@ -154,20 +163,27 @@ func decideSpend(s *State, now int64, node string, c Command) Outcome {
 		return reply(attemptEnvelope(g))
 	}
 	e.RefSeq = g.PermitSeq
-	if r, missing := grants.CheckSpend(g, grants.SpendInput{
+	in := grants.SpendInput{
 		Now: now, Spender: c.Caller, Digest: c.Digest, IdemKey: c.IdemKey,
-		Epoch: s.epoch, Counters: &s.counters,
-	}); r != grants.ReasonNone {
+		Epoch: s.epoch, Counters: &s.counters, Drift: s.driftOf(g, c),
+	}
+	if r, missing := grants.CheckSpend(g, in); r != grants.ReasonNone {
 		if r != grants.ReasonNotGrantee {
 			e.ExpiresAt = g.ExpiresAt
 		}
-		return record(deny(e, r, missing, ""))
+		detail := ""
+		if r == grants.ReasonTargetDrift {
+			e.Target, e.Cwd, e.Resolved = in.Drift, orString(c.Cwd, g.Cwd), orString(c.Resolved, g.Resolved)
+			detail = "the grant bound " + g.Target
+		}
+		return record(deny(e, r, missing, detail))
 	}
 	e.Kind = events.KindAttempt
 	e.Decision = string(grants.Permit)
 	e.Tool, e.Lane, e.Session = g.Tool, g.Lane, g.Session
 	e.IssuedAt, e.ExpiresAt = g.IssuedAt, g.ExpiresAt
 	e.Counters = slices.Clone(g.Counters)
+	e.Target = g.Target
 	return record(e)
 }
 

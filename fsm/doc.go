@@ -20,6 +20,16 @@
 // Evolve alone rebuilds the authority state, which is how an auditor checks
 // the digest an issuer reports.
 //
+// Under a version 2 policy, requests are judged by the policy engine
+// (policy.Judge) against the state's usage: the effect ledger,
+// preauthorization consumption and quota windows. The leader forwards each
+// call's arguments flattened (a pure function of the arguments); the
+// engine extracts target, sinks and amount under the policy in force, so
+// extraction cannot race a policy change. Permits name the instrument,
+// amount, bytes and ledger key they consume, which is all Evolve needs to
+// charge them; approval_required answers are events of their own kind.
+// Version 1 policies are judged exactly as before.
+//
 // Business refusals (expired, already spent, revoked, ...) are results and
 // events, identical on every replica, never Go errors. State is not safe for
 // concurrent use; the raft adapter serialises access.

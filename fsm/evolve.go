@@ -39,21 +39,30 @@ func Evolve(s *State, e events.Event) error {
 			Tool: e.Tool, Digest: e.Digest, Epoch: e.Epoch, Counters: slices.Clone(e.Counters),
 			Sources: slices.Clone(e.Sources), IssuedAt: e.IssuedAt, ExpiresAt: e.ExpiresAt,
 			IdemKey: e.IdemKey, PermitSeq: e.Seq, Status: grants.StatusPermitted,
+			Surface: e.Surface, Operation: e.Operation, Consequence: e.Consequence,
+			Target: e.Target, TargetLabel: e.TargetLabel, Cwd: e.Cwd, Resolved: e.Resolved,
+			LedgerKey: e.LedgerKey, Instrument: e.Instrument, InstrumentLeft: e.InstrumentLeft,
+			Amount: e.Amount, Bytes: e.Bytes, Rules: slices.Clone(e.Rules),
 		}
 		s.addGrant(g)
+		s.charge(e)
 		if e.IdemKey != "" {
 			s.addIdem(idemID{e.Worker, e.IdemKey}, &idemRecord{
 				Tool: e.Tool, Digest: e.Digest, Seq: e.Seq, GrantID: e.GrantID, Epoch: e.Epoch,
 				Until: retainUntil(g),
 			})
 		}
-	case events.KindDeny:
+	case events.KindDeny, events.KindApprovalRequired:
 		if e.IdemKey != "" {
-			s.addIdem(idemID{e.Worker, e.IdemKey}, &idemRecord{
+			r := &idemRecord{
 				Tool: e.Tool, Digest: e.Digest, Seq: e.Seq, Reason: grants.Reason(e.Reason),
 				Missing: e.Missing, Detail: e.Detail, Rules: slices.Clone(e.Rules), Epoch: e.Epoch,
 				Until: addSat(e.Time, RetainMargin),
-			})
+			}
+			if e.Kind == events.KindApprovalRequired {
+				r.Decision, r.ReviewID = grants.ApprovalRequired, e.ReviewID
+			}
+			s.addIdem(idemID{e.Worker, e.IdemKey}, r)
 		}
 	case events.KindAttempt:
 		if g := s.grants[e.GrantID]; g != nil {

@@ -49,6 +49,30 @@ func seedBatches() []fsm.Batch {
 	}
 }
 
+// seedBatchesV2 is a version 2 scenario: the engine scripts' policy,
+// permits that charge the effect ledger, a preauthorization and quota
+// windows, an approval_required answer and a refusal.
+func seedBatchesV2() []fsm.Batch {
+	t0 := int64(1000 * time.Second)
+	call := func(c fsm.Command, args string) fsm.Command {
+		c.Digest, _ = grants.DigestArgs(c.Tool, []byte(args))
+		c.Args, _ = policy.FlattenArgs([]byte(args))
+		return c
+	}
+	return []fsm.Batch{
+		{Time: t0, Node: "n1", Commands: []fsm.Command{
+			{Op: fsm.OpSetPolicy, Caller: "operator:root", Policy: scriptPolicy("v2.yaml")},
+		}},
+		{Time: t0 + 1, Node: "n1", Commands: []fsm.Command{
+			call(fsm.Command{Op: fsm.OpRequest, Caller: "w1", Lane: "coordinator", Tool: "mcp__pay__refund", IdemKey: "k1", GrantID: "g1"}, `{"payee":"cus_1","amount":60}`),
+			call(fsm.Command{Op: fsm.OpRequest, Caller: "w1", Lane: "coordinator", Tool: "send_email", IdemKey: "k2", GrantID: "g2", TargetLabel: "Amy"}, `{"to":"amy@example.com"}`),
+			call(fsm.Command{Op: fsm.OpRequest, Caller: "w2", Lane: "isolated", Tool: "Read", IdemKey: "k3", GrantID: "g3", Cwd: "/work/w2/a"}, `{"file_path":"notes.txt"}`),
+			call(fsm.Command{Op: fsm.OpRequest, Caller: "w2", Lane: "specialist", Tool: "Bash", IdemKey: "k4", GrantID: "g4"}, `{"command":"sudo ls"}`),
+			call(fsm.Command{Op: fsm.OpSpend, Caller: "w2", GrantID: "g3", IdemKey: "a3", Cwd: "/work/w2/b"}, `{"file_path":"notes.txt"}`),
+		}},
+	}
+}
+
 // seedState applies seedBatches to a fresh state.
 func seedState() *fsm.State {
 	s := fsm.New()
@@ -62,7 +86,7 @@ func seedState() *fsm.State {
 // batch it accepts re-encodes to bytes that decode to the same batch (and
 // re-encode to the same bytes).
 func FuzzDecodeBatch(f *testing.F) {
-	for _, b := range seedBatches() {
+	for _, b := range append(seedBatches(), seedBatchesV2()...) {
 		f.Add(b.Encode())
 	}
 	f.Add((&fsm.Batch{Time: -1, Commands: []fsm.Command{{}}}).Encode())
@@ -100,6 +124,11 @@ func FuzzRestore(f *testing.F) {
 		fsm.Apply(s, uint64(i+1), b)
 		f.Add(s.Snapshot())
 	}
+	v2 := fsm.New()
+	for i, b := range seedBatchesV2() {
+		fsm.Apply(v2, uint64(i+1), b)
+		f.Add(v2.Snapshot())
+	}
 	f.Add([]byte{1})
 	f.Add([]byte{2})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -125,12 +154,18 @@ func FuzzRestore(f *testing.F) {
 }
 
 // FuzzApply: arbitrary bytes decoded as a batch and applied to a state with
-// a policy never panic, give one envelope per command, and extend the chain
+// a policy (version 1, or version 2 when the batch's node is "v2") never
+// panic, give one envelope per command, and extend the chain
 // with well-formed events (gap-free, linked, verifiable, never earlier than
 // the clock, no attempt at or after its grant's expiry) that fold with
 // Evolve to the same digest. The same batch on a copy gives the same bytes.
 func FuzzApply(f *testing.F) {
 	base := seedState().Snapshot()
+	v2 := fsm.New()
+	for i, b := range seedBatchesV2() {
+		fsm.Apply(v2, uint64(i+1), b)
+	}
+	baseV2 := v2.Snapshot()
 	d1 := grants.RequestDigest("Bash", []byte(`{"n":1}`))
 	t1 := int64(1001 * time.Second)
 	for _, b := range []fsm.Batch{
@@ -156,17 +191,25 @@ func FuzzApply(f *testing.F) {
 	for _, b := range seedBatches() {
 		f.Add(b.Encode())
 	}
+	for _, b := range seedBatchesV2()[1:] {
+		b.Node = "v2"
+		f.Add(b.Encode())
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b, err := fsm.DecodeBatch(data)
 		if err != nil {
 			return
 		}
-		s, err := fsm.Restore(base)
+		start := base
+		if b.Node == "v2" { // judge under the version 2 engine
+			start = baseV2
+		}
+		s, err := fsm.Restore(start)
 		if err != nil {
 			t.Fatal(err)
 		}
-		twin, _ := fsm.Restore(base)
-		replay, _ := fsm.Restore(base)
+		twin, _ := fsm.Restore(start)
+		replay, _ := fsm.Restore(start)
 		head, clock := s.Chain(), s.Clock()
 		envs := fsm.Apply(s, 7, b)
 		if len(envs) != len(b.Commands) {

@@ -8,6 +8,8 @@ package fsm_test
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"testing"
@@ -19,15 +21,44 @@ import (
 	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/policy"
+	"github.com/writ-dev/writ/policy/policyfile"
 )
 
 // Policies the generator applies: the default, one that narrows lanes and
-// pins w1 to the isolated lane, and two that do not parse.
+// pins w1 to the isolated lane, two version 2 policies (the engine scripts'
+// and the same with the workspace moved, so spends see target drift), and
+// two that do not parse.
 var propPolicies = [][]byte{
 	policy.Default().Canonical(),
 	[]byte(`{"version":1,"default_ttl":"20s","lanes":{"coordinator":{"tools":["Bash","Read"],"ttl":"90s"},"isolated":{"tools":["Read"]}},"workers":{"w1":"isolated"}}`),
+	scriptPolicy("v2.yaml"),
+	scriptPolicy("v2-moved.yaml"),
 	[]byte(`{"version":2}`),
 	[]byte(`not json`),
+}
+
+// scriptPolicy is the canonical form of a policy in testdata/policies.
+func scriptPolicy(name string) []byte {
+	raw, err := os.ReadFile(filepath.Join("testdata", "policies", name))
+	if err != nil {
+		panic(err)
+	}
+	p, err := policyfile.Parse(raw)
+	if err != nil {
+		panic(err)
+	}
+	return p.Canonical()
+}
+
+// propCalls are the tool calls requests draw from: for each tool, argument
+// documents that the version 2 policies permit, refuse, escalate, cover by
+// an instrument or send across a boundary.
+var propCalls = map[string][]string{
+	"Bash":             {`{"command":"echo 1"}`, `{"command":"echo 2"}`, `{"command":"curl x | sh"}`, `{"command":"sudo ls"}`, `{"command":"cat ~/.ssh/config"}`},
+	"Read":             {`{"file_path":"a.txt"}`, `{"file_path":"b.txt"}`, `{"file_path":"/etc/writ/p"}`, `{"path":"x"}`},
+	"mcp__x":           {`{"n":1}`, `{"n":2}`},
+	"send_email":       {`{"to":"amy@example.com"}`, `{"to":"bob@outside.net"}`},
+	"mcp__pay__refund": {`{"payee":"cus_1","amount":60}`, `{"payee":"cus_2","amount":100}`, `{"payee":"cus_3"}`},
 }
 
 // genGrant is what the generator remembers of a request it proposed, so
@@ -36,6 +67,7 @@ var propPolicies = [][]byte{
 type genGrant struct {
 	id, worker string
 	digest     events.Hash
+	args       policy.Args // forwarded arguments, when known
 }
 
 // harness draws batches and applies them to a live state. Other states are
@@ -86,14 +118,23 @@ func (h *harness) drawCommand(seq uint64) fsm.Command {
 		c := fsm.Command{Op: fsm.OpRequest,
 			Caller: weighted(t, "caller", workers, "", 19),
 			Lane:   weighted(t, "lane", []string{"coordinator", "coordinator", "coordinator", "specialist", "isolated"}, "nowhere", 9),
-			Tool:   weighted(t, "tool", []string{"Bash", "Bash", "Read", "Read", "mcp__x"}, "", 19),
+			Tool:   weighted(t, "tool", []string{"Bash", "Bash", "Read", "Read", "mcp__x", "send_email", "mcp__pay__refund"}, "", 19),
 			TTL:    int64(rapid.SampledFrom([]time.Duration{0, 0, 0, 0, 0, time.Second, 5 * time.Second, 10 * time.Minute}).Draw(t, "ttl")),
+			Cwd:    rapid.SampledFrom([]string{"", "", "/work/w1", "/tmp"}).Draw(t, "cwd"),
 		}
 		if rare(t, "negativeTTL", 29) {
 			c.TTL = -1
 		}
 		if !rare(t, "zeroDigest", 19) {
-			c.Digest = digestN(c.Tool, rapid.IntRange(0, 2).Draw(t, "args"))
+			if calls := propCalls[c.Tool]; len(calls) > 0 && rapid.Bool().Draw(t, "realArgs") {
+				raw := rapid.SampledFrom(calls).Draw(t, "call")
+				c.Digest, _ = grants.DigestArgs(c.Tool, []byte(raw))
+				if !rare(t, "notForwarded", 9) {
+					c.Args, _ = policy.FlattenArgs([]byte(raw))
+				}
+			} else {
+				c.Digest = digestN(c.Tool, rapid.IntRange(0, 2).Draw(t, "args"))
+			}
 		}
 		if len(h.ids) > 0 && rare(t, "reuseID", 9) {
 			c.GrantID = rapid.SampledFrom(h.ids).Draw(t, "dupID").id
@@ -112,12 +153,16 @@ func (h *harness) drawCommand(seq uint64) fsm.Command {
 				c.Sources = append(c.Sources, s)
 			}
 		}
-		h.ids = append(h.ids, genGrant{c.GrantID, c.Caller, c.Digest})
+		h.ids = append(h.ids, genGrant{c.GrantID, c.Caller, c.Digest, c.Args})
 		return c
 	case k < 63: // spend
 		g := h.pick()
 		c := fsm.Command{Op: fsm.OpSpend, Caller: g.worker, GrantID: g.id, Digest: g.digest,
 			IdemKey: rapid.SampledFrom(spendKey).Draw(t, "spendKey")}
+		if rapid.Bool().Draw(t, "spendArgs") {
+			c.Args = g.args
+			c.Cwd = rapid.SampledFrom([]string{"", "", "/work/w1", "/elsewhere"}).Draw(t, "spendCwd")
+		}
 		if rare(t, "otherCaller", 9) {
 			c.Caller = rapid.SampledFrom(workers).Draw(t, "caller")
 		}
@@ -190,7 +235,9 @@ func (h *harness) drawBatch() fsm.Batch {
 	b := fsm.Batch{Time: h.at, Node: rapid.SampledFrom([]string{"n1", "n2"}).Draw(h.t, "node")}
 	seq := h.live.Chain().Seq
 	if h.raft == 0 && !rare(h.t, "startWithoutPolicy", 9) {
-		b.Commands = append(b.Commands, fsm.Command{Op: fsm.OpSetPolicy, Caller: "operator:root", Policy: propPolicies[0]})
+		// Start under the version 1 default or the version 2 engine policy.
+		first := propPolicies[rapid.SampledFrom([]int{0, 2}).Draw(h.t, "firstPolicy")]
+		b.Commands = append(b.Commands, fsm.Command{Op: fsm.OpSetPolicy, Caller: "operator:root", Policy: first})
 	}
 	for n := rapid.IntRange(1, 6).Draw(h.t, "size"); n > 0; n-- {
 		b.Commands = append(b.Commands, h.drawCommand(seq))
@@ -216,9 +263,9 @@ func (h *harness) apply(b fsm.Batch) step {
 		s.evs = append(s.evs, e)
 		switch e.Kind {
 		case events.KindPermit:
-			h.minted = append(h.minted, genGrant{e.GrantID, e.Worker, e.Digest})
+			h.minted = append(h.minted, genGrant{e.GrantID, e.Worker, e.Digest, h.argsOf(e.GrantID)})
 		case events.KindAttempt:
-			h.spent = append(h.spent, genGrant{e.GrantID, e.Worker, e.Digest})
+			h.spent = append(h.spent, genGrant{e.GrantID, e.Worker, e.Digest, h.argsOf(e.GrantID)})
 		}
 	}
 	if uint64(len(s.evs)) != h.live.Chain().Seq-s.before {
@@ -228,6 +275,17 @@ func (h *harness) apply(b fsm.Batch) step {
 }
 
 func (h *harness) next() step { return h.apply(h.drawBatch()) }
+
+// argsOf returns the arguments of the latest request proposed for a grant
+// id.
+func (h *harness) argsOf(id string) policy.Args {
+	for i := len(h.ids) - 1; i >= 0; i-- {
+		if h.ids[i].id == id {
+			return h.ids[i].args
+		}
+	}
+	return policy.Args{}
+}
 
 func drawSteps(t *rapid.T) int { return rapid.IntRange(1, 30).Draw(t, "batches") }
 

@@ -19,6 +19,10 @@ func snap(fields func(w *events.Writer)) []byte {
 
 func grantBytes(g grants.Grant) string { return string(encodeGrant(nil, &g)) }
 
+func usageBytes(key string, count, amount, bytes uint64, start, until int64) string {
+	return string(encodeUsage(nil, key, count, amount, bytes, start, until))
+}
+
 // Restore refuses everything a live state cannot have produced, with
 // ErrBadSnapshot and no state.
 func TestRestoreRejects(t *testing.T) {
@@ -26,22 +30,39 @@ func TestRestoreRejects(t *testing.T) {
 	okGrant := grants.Grant{ID: "g1", Worker: "w1", ExpiresAt: 2000, Status: grants.StatusPermitted}
 	canon := policy.Default().Canonical()
 	cases := map[string][]byte{
-		"empty":             {},
-		"wrong version":     {2},
-		"garbage":           {1, 0xff, 0xff, 0xff},
-		"unknown tag":       snap(func(w *events.Writer) { w.Uint(15, 1) }),
-		"clock as bytes":    snap(func(w *events.Writer) { w.String(stClock, "x") }),
-		"epoch as bytes":    snap(func(w *events.Writer) { w.String(stEpoch, "x") }),
-		"seq as bytes":      snap(func(w *events.Writer) { w.String(stChainSeq, "x"); w.Hash(stChainHead, head) }),
-		"head as varint":    snap(func(w *events.Writer) { w.Uint(stChainSeq, 1); w.Uint(stChainHead, 1) }),
-		"seq without head":  snap(func(w *events.Writer) { w.Uint(stChainSeq, 1) }),
-		"head without seq":  snap(func(w *events.Writer) { w.Hash(stChainHead, head) }),
-		"policy, no epoch":  snap(func(w *events.Writer) { w.Raw(stPolicy, canon) }),
-		"epoch, no policy":  snap(func(w *events.Writer) { w.Uint(stEpoch, 1) }),
-		"non-canonical pol": snap(func(w *events.Writer) { w.Uint(stEpoch, 1); w.Raw(stPolicy, append([]byte(" "), canon...)) }),
-		"invalid policy":    snap(func(w *events.Writer) { w.Uint(stEpoch, 1); w.String(stPolicy, `{"version":2}`) }),
-		"zero counter":      snap(func(w *events.Writer) { writeCounter(w, stCounter, events.Counter{Key: "worker/w1"}) }),
-		"bad counter key":   snap(func(w *events.Writer) { writeCounter(w, stCounter, events.Counter{Key: "nope", Value: 1}) }),
+		"empty":            {},
+		"wrong version":    {2},
+		"garbage":          {1, 0xff, 0xff, 0xff},
+		"unknown tag":      snap(func(w *events.Writer) { w.Uint(15, 1) }),
+		"ledger as varint": snap(func(w *events.Writer) { w.Uint(stLedger, 1) }),
+		"ledger no key":    snap(func(w *events.Writer) { w.Strings(stLedger, []string{usageBytes("", 1, 0, 0, 0, 5)}) }),
+		"ledger no count":  snap(func(w *events.Writer) { w.Strings(stLedger, []string{usageBytes("k", 0, 0, 0, 0, 5)}) }),
+		"ledger unordered": snap(func(w *events.Writer) {
+			w.Strings(stLedger, []string{usageBytes("b", 1, 0, 0, 0, 5), usageBytes("a", 1, 0, 0, 0, 5)})
+		}),
+		"ledger dup": snap(func(w *events.Writer) {
+			w.Strings(stLedger, []string{usageBytes("a", 1, 0, 0, 0, 5), usageBytes("a", 1, 0, 0, 0, 5)})
+		}),
+		"ledger quota fields": snap(func(w *events.Writer) { w.Strings(stLedger, []string{usageBytes("a", 1, 0, 9, 0, 5)}) }),
+		"ledger past retain": snap(func(w *events.Writer) {
+			w.Int(stClock, 5)
+			w.Strings(stLedger, []string{usageBytes("a", 1, 0, 0, 0, 5)})
+		}),
+		"preauth quota field": snap(func(w *events.Writer) { w.Strings(stPreauth, []string{usageBytes("p", 1, 2, 0, 3, 5)}) }),
+		"quota backwards":     snap(func(w *events.Writer) { w.Strings(stQuota, []string{usageBytes("q", 1, 0, 0, 9, 5)}) }),
+		"usage unknown tag":   snap(func(w *events.Writer) { w.Strings(stQuota, []string{usageBytes("q", 1, 0, 0, 0, 5) + "\x38\x01"}) }),
+		"clock as bytes":      snap(func(w *events.Writer) { w.String(stClock, "x") }),
+		"epoch as bytes":      snap(func(w *events.Writer) { w.String(stEpoch, "x") }),
+		"seq as bytes":        snap(func(w *events.Writer) { w.String(stChainSeq, "x"); w.Hash(stChainHead, head) }),
+		"head as varint":      snap(func(w *events.Writer) { w.Uint(stChainSeq, 1); w.Uint(stChainHead, 1) }),
+		"seq without head":    snap(func(w *events.Writer) { w.Uint(stChainSeq, 1) }),
+		"head without seq":    snap(func(w *events.Writer) { w.Hash(stChainHead, head) }),
+		"policy, no epoch":    snap(func(w *events.Writer) { w.Raw(stPolicy, canon) }),
+		"epoch, no policy":    snap(func(w *events.Writer) { w.Uint(stEpoch, 1) }),
+		"non-canonical pol":   snap(func(w *events.Writer) { w.Uint(stEpoch, 1); w.Raw(stPolicy, append([]byte(" "), canon...)) }),
+		"invalid policy":      snap(func(w *events.Writer) { w.Uint(stEpoch, 1); w.String(stPolicy, `{"version":2}`) }),
+		"zero counter":        snap(func(w *events.Writer) { writeCounter(w, stCounter, events.Counter{Key: "worker/w1"}) }),
+		"bad counter key":     snap(func(w *events.Writer) { writeCounter(w, stCounter, events.Counter{Key: "nope", Value: 1}) }),
 		"counters unordered": snap(func(w *events.Writer) {
 			writeCounter(w, stCounter, events.Counter{Key: "worker/w2", Value: 1})
 			writeCounter(w, stCounter, events.Counter{Key: "worker/w1", Value: 1})
@@ -110,6 +131,9 @@ func TestRestoreRejects(t *testing.T) {
 		w.Strings(stIdem, []string{string(encodeIdem(nil, idemID{"w1", "k"}, &idemRecord{GrantID: "g1", Until: 2000 + RetainMargin}))})
 		w.Uint(stChainSeq, 2)
 		w.Hash(stChainHead, head)
+		w.Strings(stLedger, []string{usageBytes("w1|path:/a", 1, 0, 0, 0, 600)})
+		w.Strings(stPreauth, []string{usageBytes("refunds", 2, 150, 0, 0, 900)})
+		w.Strings(stQuota, []string{usageBytes("q/worker/w1", 3, 10, 20, 0, 60)})
 		w.Uint(stPublished, 1)
 		w.Strings(stOutbox, []string{"\x08\x02\x1a\x01x"})
 	})

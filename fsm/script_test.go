@@ -13,16 +13,25 @@ package fsm_test
 // may contain spaces; "..." is a quoted string.
 //
 //	policy default                 OpSetPolicy with policy.Default()
+//	policy recommended             OpSetPolicy with policy.Recommended()
+//	policy @<name>                 OpSetPolicy with testdata/policies/<name> (YAML
+//	                               or JSON), in canonical form when it parses,
+//	                               else as converted (so that the state machine
+//	                               refuses it)
 //	policy <json>                  OpSetPolicy with this document (may be invalid)
 //	at <time>                      batch time for the following entries: 1000s,
 //	                               1500ms, 7ns, 16m40s, a bare integer (ns), or
 //	                               +<duration> relative to the previous `at`
 //	node <id>                      node id stamped on following entries (default n1)
 //	request <worker> lane=L tool=T [args=<json>] [key=K] [id=G] [ttl=D]
-//	        [sources=s1,s2] [session=S]
+//	        [sources=s1,s2] [session=S] [label=L] [amount=N] [bytes=N]
+//	        [cwd=P] [resolved=P] [noargs=1]
 //	                               OpRequest; the digest is H(T, canonical args),
-//	                               or zero when args= is absent
-//	spend <worker> <grant> [args=<json>] [tool=T] [key=K]
+//	                               or zero when args= is absent; the arguments
+//	                               are forwarded flattened, as the leader does,
+//	                               unless noargs=1
+//	spend <worker> <grant> [args=<json>] [tool=T] [key=K] [cwd=P]
+//	        [resolved=P] [noargs=1]
 //	                               OpSpend; tool defaults to the tool of the
 //	                               script's request that named this grant id
 //	effect <worker> <grant> <outcome> [verifier=V]
@@ -35,13 +44,17 @@ package fsm_test
 //	}                              own log entry (raft index 1, 2, ...)
 //	show grant <id>                print a live grant, or "absent" (no entry)
 //	show state                     print the state's counts (no entry)
+//	show usage                     print the effect-ledger, preauthorization
+//	                               and quota-window counts (no entry)
+//	show preauth <id>              print a preauthorization's consumption
 //
 // # Transcript
 //
 // Every command line is echoed as "> line". A command that reaches the
 // state machine is followed by its envelope on one line (decision, reason,
-// missing, recovery, grant, seq, kind, outcome, expires; empty fields are
-// left out) and then one indented line per event it emitted:
+// missing, recovery, grant, seq, kind, outcome, review, expires, and the
+// detail of an answer that recorded no event; empty fields are left out)
+// and then one indented line per event it emitted:
 //
 //	  #<seq> <kind> t=<time> raft=<index> grant=... worker=... reason=... ...
 //
@@ -71,6 +84,7 @@ import (
 	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/policy"
+	"github.com/writ-dev/writ/policy/policyfile"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/scripts")
@@ -221,16 +235,31 @@ func (r *scriptRunner) command(text string, toks []string) fsm.Command {
 	switch toks[0] {
 	case "policy":
 		doc := []byte(strings.TrimSpace(strings.TrimPrefix(text, "policy")))
-		if len(toks) > 1 && toks[1] == "default" {
+		switch {
+		case len(toks) > 1 && toks[1] == "default":
 			doc = policy.Default().Canonical()
+		case len(toks) > 1 && toks[1] == "recommended":
+			doc = policy.Recommended().Canonical()
+		case len(toks) > 1 && strings.HasPrefix(toks[1], "@"):
+			doc = r.policyFile(toks[1][1:])
 		}
 		return fsm.Command{Op: fsm.OpSetPolicy, Caller: "operator:root", Policy: doc}
 	case "request":
-		known("lane", "tool", "args", "key", "id", "ttl", "sources", "session")
+		known("lane", "tool", "args", "key", "id", "ttl", "sources", "session", "label", "amount", "bytes", "cwd", "resolved", "noargs")
 		c := fsm.Command{Op: fsm.OpRequest, Caller: arg(0), Lane: kv["lane"], Tool: kv["tool"],
-			IdemKey: kv["key"], GrantID: kv["id"], Session: kv["session"]}
+			IdemKey: kv["key"], GrantID: kv["id"], Session: kv["session"],
+			TargetLabel: kv["label"], Cwd: kv["cwd"], Resolved: kv["resolved"]}
 		if a, ok := kv["args"]; ok {
 			c.Digest = r.digest(c.Tool, a)
+			if kv["noargs"] == "" {
+				c.Args = r.flatten(a)
+			}
+		}
+		if v, ok := kv["amount"]; ok {
+			c.Amount, c.HasAmount = r.uint(v), true
+		}
+		if v, ok := kv["bytes"]; ok {
+			c.Bytes = r.uint(v)
 		}
 		if d, ok := kv["ttl"]; ok {
 			v, err := time.ParseDuration(d)
@@ -249,14 +278,17 @@ func (r *scriptRunner) command(text string, toks []string) fsm.Command {
 		}
 		return c
 	case "spend":
-		known("args", "tool", "key")
-		c := fsm.Command{Op: fsm.OpSpend, Caller: arg(0), GrantID: arg(1), IdemKey: kv["key"]}
+		known("args", "tool", "key", "cwd", "resolved", "noargs")
+		c := fsm.Command{Op: fsm.OpSpend, Caller: arg(0), GrantID: arg(1), IdemKey: kv["key"], Cwd: kv["cwd"], Resolved: kv["resolved"]}
 		tool, ok := kv["tool"]
 		if !ok {
 			tool = r.tools[c.GrantID]
 		}
 		if a, ok := kv["args"]; ok {
 			c.Digest = r.digest(tool, a)
+			if kv["noargs"] == "" {
+				c.Args = r.flatten(a)
+			}
 		}
 		return c
 	case "effect":
@@ -288,6 +320,39 @@ func (r *scriptRunner) command(text string, toks []string) fsm.Command {
 	}
 	r.fatalf("unknown command %q", toks[0])
 	return fsm.Command{}
+}
+
+// policyFile reads testdata/policies/<name>: its canonical form when it
+// parses, else the document as converted to JSON.
+func (r *scriptRunner) policyFile(name string) []byte {
+	raw, err := os.ReadFile(filepath.Join("testdata", "policies", name))
+	if err != nil {
+		r.fatalf("policy: %v", err)
+	}
+	if p, err := policyfile.Parse(raw); err == nil {
+		return p.Canonical()
+	}
+	j, err := policyfile.ToJSON(raw)
+	if err != nil {
+		return raw
+	}
+	return j
+}
+
+func (r *scriptRunner) flatten(args string) policy.Args {
+	a, err := policy.FlattenArgs([]byte(args))
+	if err != nil {
+		r.fatalf("args %s: %v", args, err)
+	}
+	return a
+}
+
+func (r *scriptRunner) uint(s string) uint64 {
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		r.fatalf("%q: %v", s, err)
+	}
+	return v
 }
 
 func (r *scriptRunner) digest(tool, args string) events.Hash {
@@ -367,10 +432,13 @@ func (r *scriptRunner) apply(cmds []fsm.Command, texts []string) {
 			}
 			wi++
 		}
-		r.out.WriteString(formatEnvelope(env) + "\n")
+		line := formatEnvelope(env)
 		if env.Seq <= cursor {
-			continue // answered without an event
+			// Answered without an event: the detail is shown nowhere else.
+			r.out.WriteString(strings.Join(appendKV([]string{line}, "detail", env.Detail), " ") + "\n")
+			continue
 		}
+		r.out.WriteString(line + "\n")
 		if env.Seq != cursor+1 {
 			r.fatalf("command %d answered with seq %d, next event is %d", i, env.Seq, cursor+1)
 		}
@@ -425,6 +493,13 @@ func (r *scriptRunner) show(toks []string) {
 		if ob := r.real.Outbox(0, 0); len(ob) > 0 {
 			fmt.Fprintf(&r.out, "outbox %d..%d\n", ob[0].Seq, ob[len(ob)-1].Seq)
 		}
+	case "usage":
+		st := r.real.Stats()
+		fmt.Fprintf(&r.out, "usage ledger=%d preauths=%d quotas=%d\n", st.Ledger, st.Preauths, st.Quotas)
+	case "preauth":
+		r.need(toks, 3)
+		uses, amount := r.real.PreauthUsed(toks[2], r.real.Clock())
+		fmt.Fprintf(&r.out, "preauth %s uses=%d amount=%d\n", toks[2], uses, amount)
 	default:
 		r.fatalf("show what? %q", toks[1])
 	}
@@ -467,6 +542,7 @@ func formatEnvelope(env grants.Envelope) string {
 		f = append(f, "kind="+env.Kind.String())
 	}
 	f = appendKV(f, "outcome", env.Outcome)
+	f = appendKV(f, "review", env.ReviewID)
 	if env.ExpiresAt != 0 {
 		f = append(f, "expires="+fmtTime(env.ExpiresAt))
 	}
@@ -517,8 +593,30 @@ func formatEvent(e events.Event) string {
 	if !e.PolicyDigest.IsZero() {
 		f = append(f, "policy="+e.PolicyDigest.String()[:8])
 	}
+	f = appendKV(f, "review", e.ReviewID)
+	f = appendKV(f, "surface", e.Surface)
+	f = appendKV(f, "op", e.Operation)
+	f = appendKV(f, "class", e.Consequence)
+	f = appendKV(f, "target", shortTarget(e.Target))
+	f = appendKV(f, "label", e.TargetLabel)
+	f = appendKV(f, "cwd", e.Cwd)
+	f = appendKV(f, "resolved", e.Resolved)
+	f = appendKV(f, "instrument", e.Instrument)
+	f = appendKV(f, "left", e.InstrumentLeft)
+	f = appendUint(f, "amount", e.Amount)
+	f = appendUint(f, "bytes", e.Bytes)
+	f = appendKV(f, "ledger", shortTarget(e.LedgerKey))
 	f = appendKV(f, "detail", e.Detail)
 	return strings.Join(f, " ")
+}
+
+// shortTarget abbreviates the SHA-256 inside a shell target or ledger key
+// to 8 hex digits.
+func shortTarget(s string) string {
+	if i := strings.Index(s, "sha256:"); i >= 0 && len(s) >= i+7+64 {
+		return s[:i+7+8] + s[i+7+64:]
+	}
+	return s
 }
 
 func appendKV(f []string, k, v string) []string {

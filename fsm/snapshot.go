@@ -27,6 +27,9 @@ const (
 	stIdem      = 7
 	stChainSeq  = 8
 	stChainHead = 9
+	stLedger    = 10 // effect-ledger entries, by key
+	stPreauth   = 11 // preauthorization consumption, by id
+	stQuota     = 12 // quota windows, by key
 	stPublished = 20
 	stOutbox    = 21
 )
@@ -54,6 +57,19 @@ const (
 	gtVerifier
 	gtEffectSeq
 	gtRevokedSeq
+	gtSurface
+	gtOperation
+	gtConsequence
+	gtTarget
+	gtTargetLabel
+	gtCwd
+	gtResolved
+	gtLedgerKey
+	gtInstrument
+	gtInstrumentLeft
+	gtAmount
+	gtBytes
+	gtRule
 )
 
 // Idempotency record tags (append only).
@@ -70,6 +86,19 @@ const (
 	itRule
 	itEpoch
 	itUntil
+	itDecision
+	itReviewID
+)
+
+// Usage record tags (append only): effect-ledger entries, preauthorization
+// consumption and quota windows share one layout; unused fields are zero.
+const (
+	utKey = iota + 1
+	utCount
+	utAmount
+	utBytes
+	utStart
+	utUntil
 )
 
 // Outbox entry tags (append only).
@@ -127,6 +156,21 @@ func (s *State) authority(w *events.Writer) {
 	}
 	w.Uint(stChainSeq, s.chain.Seq)
 	w.Hash(stChainHead, s.chain.Head)
+	for _, k := range sortedKeys(s.ledger) {
+		e := s.ledger[k]
+		scratch = encodeUsage(scratch[:0], k, e.Count, 0, 0, 0, e.Until)
+		w.Strings(stLedger, []string{string(scratch)})
+	}
+	for _, k := range sortedKeys(s.preauth) {
+		u := s.preauth[k]
+		scratch = encodeUsage(scratch[:0], k, u.Uses, u.Amount, 0, 0, u.Until)
+		w.Strings(stPreauth, []string{string(scratch)})
+	}
+	for _, k := range sortedKeys(s.quota) {
+		q := s.quota[k]
+		scratch = encodeUsage(scratch[:0], k, q.Requests, q.Amount, q.Bytes, q.Start, q.Until)
+		w.Strings(stQuota, []string{string(scratch)})
+	}
 }
 
 func encodeGrant(buf []byte, g *grants.Grant) []byte {
@@ -154,6 +198,19 @@ func encodeGrant(buf []byte, g *grants.Grant) []byte {
 	w.String(gtVerifier, g.Verifier)
 	w.Uint(gtEffectSeq, g.EffectSeq)
 	w.Uint(gtRevokedSeq, g.RevokedSeq)
+	w.String(gtSurface, g.Surface)
+	w.String(gtOperation, g.Operation)
+	w.String(gtConsequence, g.Consequence)
+	w.String(gtTarget, g.Target)
+	w.String(gtTargetLabel, g.TargetLabel)
+	w.String(gtCwd, g.Cwd)
+	w.String(gtResolved, g.Resolved)
+	w.String(gtLedgerKey, g.LedgerKey)
+	w.String(gtInstrument, g.Instrument)
+	w.String(gtInstrumentLeft, g.InstrumentLeft)
+	w.Uint(gtAmount, g.Amount)
+	w.Uint(gtBytes, g.Bytes)
+	w.Strings(gtRule, g.Rules)
 	return w.Bytes()
 }
 
@@ -171,6 +228,8 @@ func encodeIdem(buf []byte, k idemID, r *idemRecord) []byte {
 	w.Strings(itRule, r.Rules)
 	w.Uint(itEpoch, r.Epoch)
 	w.Int(itUntil, r.Until)
+	w.String(itDecision, string(r.Decision))
+	w.String(itReviewID, r.ReviewID)
 	return w.Bytes()
 }
 
@@ -193,7 +252,8 @@ func (s *State) Snapshot() []byte {
 }
 
 // Digest is SHA-256 over the authority part of the state (clock, epoch,
-// policy, counters, bars, grants, idempotency records, chain head). It
+// policy, counters, bars, grants, idempotency records, chain head, effect
+// ledger, preauthorization consumption, quota windows). It
 // excludes the outbox, so an issuer and an auditor that rebuilt state from
 // the receipt stream agree on it.
 func (s *State) Digest() events.Hash {
@@ -229,6 +289,7 @@ func restore(data []byte) (*State, error) {
 	var f events.Field
 	var err error
 	var lastCounter string
+	lastUsage := map[uint32]string{}
 	for err == nil && r.Next(&f) {
 		switch f.Tag {
 		case stClock:
@@ -311,6 +372,16 @@ func restore(data []byte) (*State, error) {
 			if err = want(&f, events.WireBytes); err == nil {
 				s.chain.Head, err = events.HashFromBytes(f.Data)
 			}
+		case stLedger, stPreauth, stQuota:
+			if err = want(&f, events.WireBytes); err != nil {
+				break
+			}
+			var u usageRecord
+			if u, err = decodeUsage(f.Data); err != nil {
+				break
+			}
+			err = s.restoreUsage(f.Tag, u, lastUsage)
+			lastUsage[f.Tag] = u.key
 		case stPublished:
 			if err = want(&f, events.WireVarint); err == nil {
 				s.published = f.Uint
@@ -473,6 +544,32 @@ func decodeGrant(b []byte) (*grants.Grant, error) {
 			d.uint(&g.EffectSeq)
 		case gtRevokedSeq:
 			d.uint(&g.RevokedSeq)
+		case gtSurface:
+			d.str(&g.Surface)
+		case gtOperation:
+			d.str(&g.Operation)
+		case gtConsequence:
+			d.str(&g.Consequence)
+		case gtTarget:
+			d.str(&g.Target)
+		case gtTargetLabel:
+			d.str(&g.TargetLabel)
+		case gtCwd:
+			d.str(&g.Cwd)
+		case gtResolved:
+			d.str(&g.Resolved)
+		case gtLedgerKey:
+			d.str(&g.LedgerKey)
+		case gtInstrument:
+			d.str(&g.Instrument)
+		case gtInstrumentLeft:
+			d.str(&g.InstrumentLeft)
+		case gtAmount:
+			d.uint(&g.Amount)
+		case gtBytes:
+			d.uint(&g.Bytes)
+		case gtRule:
+			d.list(&g.Rules)
 		default:
 			d.err = fmt.Errorf("unknown grant tag %d", f.Tag)
 		}
@@ -522,6 +619,12 @@ func decodeIdem(b []byte) (idemID, *idemRecord, error) {
 			d.uint(&rec.Epoch)
 		case itUntil:
 			d.int(&rec.Until)
+		case itDecision:
+			var dec string
+			d.str(&dec)
+			rec.Decision = grants.Decision(dec)
+		case itReviewID:
+			d.str(&rec.ReviewID)
 		default:
 			d.err = fmt.Errorf("unknown idempotency record tag %d", f.Tag)
 		}

@@ -43,6 +43,10 @@ type idemRecord struct {
 	Rules   []string
 	Epoch   uint64
 	Until   int64 // forgotten when the clock passes this
+	// Decision is grants.ApprovalRequired for an approval_required answer
+	// (with its ReviewID), "" for a permit or a refusal.
+	Decision grants.Decision
+	ReviewID string
 }
 
 // State is the replicated state. The zero value is not usable; call New.
@@ -56,6 +60,9 @@ type State struct {
 	grants    map[string]*grants.Grant
 	byWorker  map[string]map[string]struct{}
 	idem      map[idemID]*idemRecord
+	ledger    map[string]*ledgerEntry // effect ledger, by key
+	preauth   map[string]*preauthUse  // preauthorization consumption, by id
+	quota     map[string]*quotaWindow // quota windows, by quota key
 	expiry    expiryHeap
 	chain     events.Chain
 
@@ -79,6 +86,9 @@ func New() *State {
 		grants:   map[string]*grants.Grant{},
 		byWorker: map[string]map[string]struct{}{},
 		idem:     map[idemID]*idemRecord{},
+		ledger:   map[string]*ledgerEntry{},
+		preauth:  map[string]*preauthUse{},
+		quota:    map[string]*quotaWindow{},
 	}
 }
 
@@ -137,6 +147,9 @@ type Stats struct {
 	Head      string `json:"head"`
 	Published uint64 `json:"published"`
 	Outbox    int    `json:"outbox"`
+	Ledger    int    `json:"ledger_entries"`
+	Preauths  int    `json:"preauthorizations_used"`
+	Quotas    int    `json:"quota_windows"`
 }
 
 // Stats counts what the state holds.
@@ -145,6 +158,7 @@ func (s *State) Stats() Stats {
 		Clock: s.clock, Epoch: s.epoch, Grants: len(s.grants), Idem: len(s.idem),
 		Counters: s.counters.Len(), Barred: len(s.barred), Seq: s.chain.Seq,
 		Head: s.chain.Head.String(), Published: s.published, Outbox: len(s.outbox),
+		Ledger: len(s.ledger), Preauths: len(s.preauth), Quotas: len(s.quota),
 	}
 	for _, g := range s.grants {
 		switch g.Status {
@@ -161,16 +175,31 @@ func (s *State) Stats() Stats {
 	return st
 }
 
-// expiryItem schedules a grant or an idempotency record for removal.
+// What an expiry item removes.
+const (
+	expireGrantOrIdem uint8 = iota // Grant set: a grant; otherwise Idem
+	expireLedger
+	expirePreauth
+	expireQuota
+)
+
+// expiryItem schedules a grant, an idempotency record, an effect-ledger
+// entry, a preauthorization's consumption record or a quota window for
+// removal.
 type expiryItem struct {
 	At    int64
+	Kind  uint8
 	Grant string // grant id, or "" for an idempotency record
 	Idem  idemID
+	Key   string // ledger key, preauthorization id or quota key
 }
 
 func (a expiryItem) less(b expiryItem) bool {
 	if a.At != b.At {
 		return a.At < b.At
+	}
+	if a.Kind != b.Kind {
+		return a.Kind < b.Kind
 	}
 	if a.Grant != b.Grant {
 		return a.Grant < b.Grant
@@ -178,7 +207,10 @@ func (a expiryItem) less(b expiryItem) bool {
 	if a.Idem.Worker != b.Idem.Worker {
 		return a.Idem.Worker < b.Idem.Worker
 	}
-	return a.Idem.Key < b.Idem.Key
+	if a.Idem.Key != b.Idem.Key {
+		return a.Idem.Key < b.Idem.Key
+	}
+	return a.Key < b.Key
 }
 
 // expiryHeap pops in a total order (time, then ids), so removals happen in
@@ -244,11 +276,16 @@ func (s *State) advance(t int64) {
 	s.prune()
 }
 
-// prune forgets grants and idempotency records whose retention time is at
-// or before the clock.
+// prune forgets grants, idempotency records, effect-ledger entries,
+// preauthorization consumption and quota windows whose retention time is
+// at or before the clock.
 func (s *State) prune() {
 	for len(s.expiry) > 0 && s.expiry[0].At <= s.clock {
 		it := heap.Pop(&s.expiry).(expiryItem)
+		if it.Kind != expireGrantOrIdem {
+			s.pruneUsage(it)
+			continue
+		}
 		if it.Grant != "" {
 			if g, ok := s.grants[it.Grant]; ok && retainUntil(g) == it.At {
 				s.dropGrant(g)

@@ -55,6 +55,16 @@ const (
 	ReasonEffectConflict  Reason = "effect_conflict"
 	ReasonUnknownVersion  Reason = "unsupported_version"
 	ReasonRequestTooLarge Reason = "request_too_large"
+	// Reasons of the policy engine (version 2 policy documents).
+	ReasonShapeRule        Reason = "shape_rule"
+	ReasonShapeReview      Reason = "shape_review"
+	ReasonBoundaryCrossing Reason = "boundary_crossing"
+	ReasonReviewRequired   Reason = "review_required"
+	ReasonPreauthExhausted Reason = "preauth_exhausted"
+	ReasonRepeatEffect     Reason = "repeat_effect"
+	ReasonQuotaExhausted   Reason = "quota_exhausted"
+	ReasonTargetDrift      Reason = "target_drift"
+	ReasonTargetAmbiguous  Reason = "target_ambiguous"
 )
 
 // ReasonInfo documents one reason code.
@@ -81,7 +91,7 @@ var Reasons = []ReasonInfo{
 	{ReasonUnknownGrant, RecoverRequestNewGrant, "no live grant has this id (never minted, or aged out after expiry)"},
 	{ReasonNotSpent, RecoverNone, "an effect was reported for a grant that was never spent"},
 	{ReasonGrantRevoked, RecoverRequestNewGrant, "the grant was cancelled by a revocation"},
-	{ReasonDeniedByPolicy, RecoverNone, "the policy does not allow this tool in this lane"},
+	{ReasonDeniedByPolicy, RecoverNone, "the policy does not allow this tool, surface or consequence class in this lane, or an explicit denial matched"},
 	{ReasonLaneMismatch, RecoverNone, "the policy places this worker in a different lane"},
 	{ReasonIdemConflict, RecoverFixRequest, "the idempotency key was already used for a different request"},
 	{ReasonInvalidRequest, RecoverFixRequest, "the request is malformed; the detail names the field"},
@@ -90,6 +100,15 @@ var Reasons = []ReasonInfo{
 	{ReasonEffectConflict, RecoverReconcileConsumption, "a different outcome was already recorded; the effect is now contested"},
 	{ReasonUnknownVersion, RecoverFixRequest, "the request's version is not one this issuer speaks"},
 	{ReasonRequestTooLarge, RecoverFixRequest, "the request exceeds the size limit"},
+	{ReasonShapeRule, RecoverNone, "a shape rule denies this known-dangerous form of call"},
+	{ReasonShapeReview, RecoverRefreshApproval, "a shape rule escalates this form of call to review (approval_required)"},
+	{ReasonBoundaryCrossing, RecoverRefreshApproval, "the call crosses a protected boundary and no allowance or preauthorization covers it (approval_required)"},
+	{ReasonReviewRequired, RecoverRefreshApproval, "the policy requires review for this consequence class or target (approval_required)"},
+	{ReasonPreauthExhausted, RecoverRefreshApproval, "the covering preauthorization has no uses or cumulative amount left (approval_required)"},
+	{ReasonRepeatEffect, RecoverRefreshApproval, "the same boundary-crossing effect was already permitted inside the ledger window (approval_required)"},
+	{ReasonQuotaExhausted, RecoverRequestNewGrant, "a quota window is full; a new request succeeds once the window named in the detail has passed"},
+	{ReasonTargetDrift, RecoverRequestNewGrant, "at spend the call's target canonicalizes to something other than the target the grant bound"},
+	{ReasonTargetAmbiguous, RecoverNarrowDestination, "the call's target does not resolve to exactly one canonical target"},
 }
 
 // RecoveryFor returns the recovery class of a reason (RecoverNone for

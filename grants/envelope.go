@@ -5,23 +5,40 @@ import "github.com/writ-dev/writ/events"
 // Envelope is every answer the issuer gives: a program acts on Decision,
 // Reason and Recovery without parsing prose. Times are unix nanoseconds on
 // the control-plane clock.
+//
+// Fields after Detail are the grounds the policy engine (version 2 policy
+// documents) adds: the surface and consequence class the call was judged
+// as, the canonical target the grant binds and the label the caller gave,
+// the instrument consumed and what is left of it, the amount and bytes
+// charged and the effect-ledger key. They are empty for other answers.
+// Append only.
 type Envelope struct {
-	Decision  Decision         `json:"decision"`
-	GrantID   string           `json:"grant_id,omitempty"`
-	ReviewID  string           `json:"review_id,omitempty"`
-	Reason    Reason           `json:"reason,omitempty"`
-	Missing   string           `json:"missing,omitempty"`
-	Recovery  Recovery         `json:"recovery,omitempty"`
-	Epoch     uint64           `json:"epoch,omitempty"`
-	IssuedAt  int64            `json:"issued_at,omitempty"`
-	ExpiresAt int64            `json:"expires_at,omitempty"`
-	Seq       uint64           `json:"seq,omitempty"` // receipt sequence of this answer
-	Kind      events.Kind      `json:"kind,omitempty"`
-	Digest    events.Hash      `json:"digest,omitzero"`
-	Counters  []events.Counter `json:"counters,omitempty"` // grounds: counters seen
-	Rules     []string         `json:"rules,omitempty"`    // grounds: rule ids
-	Outcome   string           `json:"outcome,omitempty"`
-	Detail    string           `json:"detail,omitempty"`
+	Decision       Decision         `json:"decision"`
+	GrantID        string           `json:"grant_id,omitempty"`
+	ReviewID       string           `json:"review_id,omitempty"`
+	Reason         Reason           `json:"reason,omitempty"`
+	Missing        string           `json:"missing,omitempty"`
+	Recovery       Recovery         `json:"recovery,omitempty"`
+	Epoch          uint64           `json:"epoch,omitempty"`
+	IssuedAt       int64            `json:"issued_at,omitempty"`
+	ExpiresAt      int64            `json:"expires_at,omitempty"`
+	Seq            uint64           `json:"seq,omitempty"` // receipt sequence of this answer
+	Kind           events.Kind      `json:"kind,omitempty"`
+	Digest         events.Hash      `json:"digest,omitzero"`
+	Counters       []events.Counter `json:"counters,omitempty"` // grounds: counters seen
+	Rules          []string         `json:"rules,omitempty"`    // grounds: rule ids
+	Outcome        string           `json:"outcome,omitempty"`
+	Detail         string           `json:"detail,omitempty"`
+	Surface        string           `json:"surface,omitempty"`
+	Operation      string           `json:"operation,omitempty"`
+	Consequence    string           `json:"consequence,omitempty"`
+	Target         string           `json:"target,omitempty"`
+	TargetLabel    string           `json:"target_label,omitempty"`
+	Instrument     string           `json:"instrument,omitempty"`
+	InstrumentLeft string           `json:"instrument_left,omitempty"`
+	Amount         uint64           `json:"amount,omitempty"`
+	Bytes          uint64           `json:"bytes,omitempty"`
+	LedgerKey      string           `json:"ledger_key,omitempty"`
 }
 
 // Refuse builds a deny envelope with the reason's recovery class.
@@ -32,21 +49,32 @@ func Refuse(r Reason, missing, detail string) Envelope {
 // FromEvent builds the envelope a caller receives for the receipt e.
 func FromEvent(e events.Event) Envelope {
 	env := Envelope{
-		Decision:  Decision(e.Decision),
-		GrantID:   e.GrantID,
-		Reason:    Reason(e.Reason),
-		Missing:   e.Missing,
-		Recovery:  Recovery(e.Recovery),
-		Epoch:     e.Epoch,
-		IssuedAt:  e.IssuedAt,
-		ExpiresAt: e.ExpiresAt,
-		Seq:       e.Seq,
-		Kind:      e.Kind,
-		Digest:    e.Digest,
-		Counters:  e.Counters,
-		Rules:     e.Rules,
-		Outcome:   e.Outcome,
-		Detail:    e.Detail,
+		Decision:       Decision(e.Decision),
+		GrantID:        e.GrantID,
+		ReviewID:       e.ReviewID,
+		Reason:         Reason(e.Reason),
+		Missing:        e.Missing,
+		Recovery:       Recovery(e.Recovery),
+		Epoch:          e.Epoch,
+		IssuedAt:       e.IssuedAt,
+		ExpiresAt:      e.ExpiresAt,
+		Seq:            e.Seq,
+		Kind:           e.Kind,
+		Digest:         e.Digest,
+		Counters:       e.Counters,
+		Rules:          e.Rules,
+		Outcome:        e.Outcome,
+		Detail:         e.Detail,
+		Surface:        e.Surface,
+		Operation:      e.Operation,
+		Consequence:    e.Consequence,
+		Target:         e.Target,
+		TargetLabel:    e.TargetLabel,
+		Instrument:     e.Instrument,
+		InstrumentLeft: e.InstrumentLeft,
+		Amount:         e.Amount,
+		Bytes:          e.Bytes,
+		LedgerKey:      e.LedgerKey,
 	}
 	return env
 }

@@ -63,6 +63,27 @@ type Grant struct {
 	IdemKey   string // the request's idempotency key
 	PermitSeq uint64
 
+	// Bindings of the policy engine (version 2 policy documents): the
+	// surface, operation and consequence class the call was judged as,
+	// the canonical target with the label the caller gave and the context
+	// it was resolved in, the effect-ledger key, the instrument consumed
+	// and what was left of it, the amount and bytes charged, and the rule
+	// ids that grounded the permit. Empty for grants of version 1
+	// policies.
+	Surface        string
+	Operation      string
+	Consequence    string
+	Target         string
+	TargetLabel    string
+	Cwd            string
+	Resolved       string
+	LedgerKey      string
+	Instrument     string
+	InstrumentLeft string
+	Amount         uint64
+	Bytes          uint64
+	Rules          []string
+
 	Status     Status
 	AttemptKey string // idempotency key of the spend, once spent
 	AttemptSeq uint64
@@ -81,6 +102,11 @@ type SpendInput struct {
 	IdemKey  string
 	Epoch    uint64 // current policy epoch
 	Counters *revocation.Counters
+	// Drift is the canonical target the presented call resolves to under
+	// the canonicalization rules in force, when the caller re-derived it
+	// (the spend carried the call's arguments and matched the bound
+	// digest) and it differs from the bound target; "" otherwise.
+	Drift string
 }
 
 // CheckSpend applies the spend rules in a fixed order and returns the first
@@ -97,6 +123,10 @@ func CheckSpend(g *Grant, in SpendInput) (Reason, string) {
 		return ReasonAlreadySpent, "unspent"
 	case in.Now >= g.ExpiresAt:
 		return ReasonExpired, "clock<expires_at"
+	case in.Drift != "" && in.Drift != g.Target:
+		// Before the epoch check: a policy change that moved the target is
+		// reported as the more specific fact.
+		return ReasonTargetDrift, "target"
 	case in.Epoch != g.Epoch:
 		return ReasonEpochStale, "epoch"
 	}

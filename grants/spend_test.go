@@ -74,7 +74,8 @@ func TestCheckSpend(t *testing.T) {
 
 // TestCheckSpendOrder: with every binding broken at once, CheckSpend
 // reports them in the documented order — grantee, revoked, spent, expiry,
-// epoch, counters, digest — as they are repaired one at a time.
+// target drift, epoch, counters, digest — as they are repaired one at a
+// time.
 func TestCheckSpendOrder(t *testing.T) {
 	g, in := spendFixture()
 	in.Spender = "w2"
@@ -83,6 +84,8 @@ func TestCheckSpendOrder(t *testing.T) {
 	in.Epoch = 4
 	in.Counters.Bump("source/s1")
 	in.Digest = digestB
+	g.Target = "path:/work/a.txt"
+	in.Drift = "path:/work/b.txt"
 	steps := []struct {
 		want Reason
 		fix  func()
@@ -91,6 +94,7 @@ func TestCheckSpendOrder(t *testing.T) {
 		{ReasonGrantRevoked, func() { g.Status = StatusSpent }},
 		{ReasonAlreadySpent, func() { g.Status = StatusPermitted }},
 		{ReasonExpired, func() { in.Now = 999 }},
+		{ReasonTargetDrift, func() { in.Drift = g.Target }},
 		{ReasonEpochStale, func() { in.Epoch = 3 }},
 		{ReasonSourceRevoked, func() { in.Counters.Set("source/s1", 1) }},
 		{ReasonDigestMismatch, func() { in.Digest = digestA }},

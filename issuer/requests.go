@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -24,6 +25,8 @@ const (
 	maxVerifier   = 128
 	maxToolLen    = 256
 	maxSessionLen = 128
+	maxLabelLen   = 256
+	maxPathLen    = 1024
 )
 
 // requestError is a refusal decided before anything is proposed: the
@@ -125,6 +128,19 @@ func grantCommand(worker string, data []byte) (fsm.Command, *requestError) {
 	if err != nil {
 		return fsm.Command{}, invalid("args", "%v", err)
 	}
+	args, rerr := flatten(r.Args)
+	if rerr != nil {
+		return fsm.Command{}, rerr
+	}
+	for _, e := range []*requestError{
+		checkText("target_label", r.TargetLabel, maxLabelLen, false),
+		checkPath("cwd", r.Cwd),
+		checkPath("resolved_target", r.ResolvedTarget),
+	} {
+		if e != nil {
+			return fsm.Command{}, e
+		}
+	}
 	// Compare in milliseconds: multiplying first would overflow for huge
 	// values and turn them negative.
 	if r.TTLMillis < 0 || r.TTLMillis > policy.MaxTTL.Milliseconds() {
@@ -138,11 +154,48 @@ func grantCommand(worker string, data []byte) (fsm.Command, *requestError) {
 			return fsm.Command{}, e
 		}
 	}
-	return fsm.Command{
+	c := fsm.Command{
 		Op: fsm.OpRequest, Caller: worker, GrantID: uuid.NewString(), Lane: r.Lane,
 		Session: r.Session, Tool: r.Tool, Digest: digest, IdemKey: r.IdempotencyKey,
 		TTL: r.TTLMillis * int64(time.Millisecond), Sources: r.Sources,
-	}, nil
+		Args: args, TargetLabel: r.TargetLabel, Bytes: r.Bytes, Cwd: r.Cwd, Resolved: r.ResolvedTarget,
+	}
+	if r.Amount != nil {
+		c.Amount, c.HasAmount = *r.Amount, true
+	}
+	return c, nil
+}
+
+// flatten forwards a call's arguments to the state machine as the policy
+// engine reads them (policy.FlattenArgs: canonical, one entry per scalar,
+// long strings as length and digest). This is a pure function of the
+// arguments, independent of the policy in force, so which fields are the
+// target, sinks and amount is decided inside the state machine, under the
+// policy the request is judged by.
+func flatten(raw []byte) (policy.Args, *requestError) {
+	a, err := policy.FlattenArgs(raw)
+	if err != nil {
+		if errors.Is(err, policy.ErrArgsTooLarge) {
+			return policy.Args{}, &requestError{reason: grants.ReasonRequestTooLarge, missing: "args",
+				detail: "args: " + err.Error()}
+		}
+		return policy.Args{}, invalid("args", "%v", err)
+	}
+	return a, nil
+}
+
+// checkPath checks an optional absolute path of the resolution context.
+func checkPath(field, v string) *requestError {
+	if v == "" {
+		return nil
+	}
+	if e := checkText(field, v, maxPathLen, false); e != nil {
+		return e
+	}
+	if !strings.HasPrefix(v, "/") {
+		return invalid(field, "must be an absolute path")
+	}
+	return nil
 }
 
 // spendCommand builds an OpSpend. When the body carries args rather than a
@@ -160,10 +213,18 @@ func spendCommand(worker string, data []byte) (fsm.Command, []byte, *requestErro
 	if e := checkText("idempotency_key", r.IdempotencyKey, maxKeyLen, true); e != nil {
 		return fsm.Command{}, nil, e
 	}
-	c := fsm.Command{Op: fsm.OpSpend, Caller: worker, GrantID: r.GrantID, IdemKey: r.IdempotencyKey}
+	for _, e := range []*requestError{checkPath("cwd", r.Cwd), checkPath("resolved_target", r.ResolvedTarget)} {
+		if e != nil {
+			return fsm.Command{}, nil, e
+		}
+	}
+	c := fsm.Command{Op: fsm.OpSpend, Caller: worker, GrantID: r.GrantID, IdemKey: r.IdempotencyKey,
+		Cwd: r.Cwd, Resolved: r.ResolvedTarget}
 	switch {
 	case len(r.Args) > 0 && r.Digest != "":
 		return c, nil, invalid("args", "give args or digest, not both")
+	case r.Digest != "" && (r.Cwd != "" || r.ResolvedTarget != ""):
+		return c, nil, invalid("args", "a spend that names a resolution context must carry the call's args, so the target can be re-derived")
 	case r.Digest != "":
 		h, err := events.ParseHash(r.Digest)
 		if err != nil {
@@ -176,7 +237,13 @@ func spendCommand(worker string, data []byte) (fsm.Command, []byte, *requestErro
 		if err != nil {
 			return c, nil, invalid("args", "%v", err)
 		}
+		var rerr *requestError
+		if c.Args, rerr = flatten(canon); rerr != nil {
+			return c, nil, rerr
+		}
 		return c, canon, nil
+	case r.Cwd != "" || r.ResolvedTarget != "":
+		return c, nil, invalid("args", "a spend that names a resolution context must carry the call's args, so the target can be re-derived")
 	}
 	return c, nil, invalid("args", "give the call's args (or their digest) so the spend binds the exact request")
 }
@@ -236,6 +303,10 @@ func reinstateCommand(operator string, data []byte) (fsm.Command, *requestError)
 	return fsm.Command{Op: fsm.OpReinstate, Caller: operator, Key: r.Worker}, nil
 }
 
+// policyCommand builds an OpSetPolicy from a JSON document (the CLI
+// converts YAML first). A document that fails validation is refused here,
+// with the field named, and never reaches the log; the state machine
+// checks it again when it applies the entry.
 func policyCommand(operator string, data []byte) (fsm.Command, *requestError) {
 	var r api.PolicyRequest
 	if err := decodeStrict(data, &r); err != nil {

@@ -333,22 +333,6 @@ func (s *Service) handleStatus(m *nats.Msg) {
 	_ = m.Respond(data)
 }
 
-func (s *Service) handlePolicyShow(m *nats.Msg) {
-	var doc []byte
-	var epoch uint64
-	s.node.View(func(st *fsm.State, _ uint64) {
-		if p, _ := st.Policy(); p != nil {
-			doc = p.Canonical()
-		}
-		epoch = st.Epoch()
-	})
-	data, _ := json.Marshal(struct {
-		Epoch  uint64          `json:"epoch"`
-		Policy json.RawMessage `json:"policy"`
-	}{epoch, doc})
-	_ = m.Respond(data)
-}
-
 // isLeaderErr reports whether err means "not the leader any more".
 func isLeaderErr(err error) bool {
 	return errors.Is(err, raftnode.ErrNotLeader) || errors.Is(err, raft.ErrNotLeader)

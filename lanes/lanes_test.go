@@ -203,3 +203,66 @@ func FuzzMatchTool(f *testing.F) {
 		}
 	})
 }
+
+// FuzzGlob: a compiled Glob matches exactly what MatchTool matches, for
+// every valid pattern.
+func FuzzGlob(f *testing.F) {
+	for _, s := range [][2]string{
+		{"mcp__*", "mcp__a/b"}, {"*__send", "mcp__x__send"}, {"Read", "Read"}, {"*", ""},
+		{"a*b*c", "abcabd"}, {`a\*`, "a*"}, {"[RW]*", "Write"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, pattern, name string) {
+		g, err := CompileGlob(pattern)
+		if err != nil {
+			if ValidPattern(pattern) == nil {
+				t.Fatalf("CompileGlob(%q) refused a valid pattern: %v", pattern, err)
+			}
+			return
+		}
+		if got, want := g.Match(name), MatchTool(pattern, name); got != want {
+			t.Fatalf("Glob(%q).Match(%q) = %v, MatchTool = %v", pattern, name, got, want)
+		}
+		if g.String() != pattern {
+			t.Fatalf("String() = %q", g.String())
+		}
+	})
+}
+
+// TestGlob: the fast shapes agree with MatchTool.
+func TestGlob(t *testing.T) {
+	cases := []struct {
+		pattern, name string
+		want, literal bool
+	}{
+		{"Read", "Read", true, true},
+		{"Read", "ReadX", false, true},
+		{"*", "x/y", true, false},
+		{"mcp__*", "mcp__a/b", true, false},
+		{"mcp__*", "mcp_", false, false},
+		{"*__send", "mcp__x__send", true, false},
+		{"*__send", "mcp__x__sendx", false, false},
+		{"*/.ssh/*", "/home/u/.ssh/id_rsa", true, false},
+		{"*/.ssh/*", "/.ssh/", true, false},
+		{"*/.ssh/*", "/home/u/.sshx/k", false, false},
+		{"a?c", "abc", true, false},
+		{`a\*`, "a*", true, false},
+		{`a\*`, "ab", false, false},
+	}
+	for _, tc := range cases {
+		g, err := CompileGlob(tc.pattern)
+		if err != nil {
+			t.Fatalf("CompileGlob(%q): %v", tc.pattern, err)
+		}
+		if got := g.Match(tc.name); got != tc.want || got != MatchTool(tc.pattern, tc.name) {
+			t.Errorf("Glob(%q).Match(%q) = %v, want %v", tc.pattern, tc.name, got, tc.want)
+		}
+		if g.Literal() != tc.literal {
+			t.Errorf("Glob(%q).Literal() = %v", tc.pattern, g.Literal())
+		}
+	}
+	if _, err := CompileGlob("["); !errors.Is(err, ErrBadPattern) {
+		t.Errorf("CompileGlob([) = %v", err)
+	}
+}

@@ -55,7 +55,9 @@ func TestParseInvalid(t *testing.T) {
 		doc   string
 		field string // must appear in the error
 	}{
-		{"unsupported version", edit(t, `"version":1`, `"version":2`), "version: got 2"},
+		{"unsupported version", edit(t, `"version":1`, `"version":3`), "version: got 3"},
+		{"version 2 sections in a version 1 document", edit(t, `"version":1`, `"version":1,"surfaces":[]`), "surfaces: unknown field"},
+		{"version 1 lane fields in a version 2 document", edit(t, `"version":1`, `"version":2`), "lanes.isolated.tools: unknown field"},
 		{"missing version", edit(t, `"version":1,`, ``), "version: got 0"},
 		{"version as string", edit(t, `"version":1`, `"version":"1"`), "version: want an integer"},
 		{"version as float", edit(t, `"version":1`, `"version":1.0`), "version: want an integer"},

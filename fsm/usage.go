@@ -1,0 +1,137 @@
+package fsm
+
+import (
+	"container/heap"
+
+	"github.com/writ-dev/writ/events"
+)
+
+// ledgerEntry is one effect-ledger key: how many boundary-crossing permits
+// it had inside the window, and when it is forgotten (the last permit's
+// time plus the ledger window).
+type ledgerEntry struct {
+	Count uint64
+	Until int64
+}
+
+// preauthUse is what a preauthorization has been charged: uses and
+// cumulative amount. It is kept until the preauthorization expires, across
+// policy epochs, so re-applying a document cannot refill an instrument
+// under the same id.
+type preauthUse struct {
+	Uses   uint64
+	Amount uint64
+	Until  int64
+}
+
+// quotaWindow is one quota's fixed window for one worker or lane.
+type quotaWindow struct {
+	Start    int64
+	Requests uint64
+	Amount   uint64
+	Bytes    uint64
+	Until    int64
+}
+
+// LedgerCount is policy.Usage: permits of a boundary-crossing effect with
+// this key still inside the ledger window at now.
+func (s *State) LedgerCount(key string, now int64) uint64 {
+	if e, ok := s.ledger[key]; ok && now < e.Until {
+		return e.Count
+	}
+	return 0
+}
+
+// PreauthUsed is policy.Usage: the uses and amount a preauthorization has
+// been charged, as long as the record lives at now.
+func (s *State) PreauthUsed(id string, now int64) (uses, amount uint64) {
+	if u, ok := s.preauth[id]; ok && now < u.Until {
+		return u.Uses, u.Amount
+	}
+	return 0, 0
+}
+
+// QuotaUsed is policy.Usage: what the quota window starting at start holds
+// at now.
+func (s *State) QuotaUsed(key string, start, now int64) (requests, amount, bytes uint64) {
+	if w, ok := s.quota[key]; ok && w.Start == start && now < w.Until {
+		return w.Requests, w.Amount, w.Bytes
+	}
+	return 0, 0, 0
+}
+
+// addSatU is a+b saturated at the top of uint64.
+func addSatU(a, b uint64) uint64 {
+	if a+b < a {
+		return ^uint64(0)
+	}
+	return a + b
+}
+
+// charge records what a permit consumed: its effect-ledger key, the
+// preauthorization it used and the quota windows it counts against. It is
+// bookkeeping: the permit event names the key, the instrument, the amount
+// and the bytes; window lengths and expiries come from the policy in
+// force, which is the one the permit was decided under.
+func (s *State) charge(e events.Event) {
+	if s.policy == nil {
+		return
+	}
+	if e.LedgerKey != "" {
+		le := s.ledger[e.LedgerKey]
+		if le == nil {
+			le = &ledgerEntry{}
+			s.ledger[e.LedgerKey] = le
+		}
+		le.Count = addSatU(le.Count, 1)
+		le.Until = addSat(e.Time, s.policy.LedgerWindow())
+		heap.Push(&s.expiry, expiryItem{At: le.Until, Kind: expireLedger, Key: e.LedgerKey})
+	}
+	if e.Instrument != "" {
+		until, ok := s.policy.PreauthExpires(e.Instrument)
+		if !ok {
+			until = addSat(e.ExpiresAt, RetainMargin)
+		}
+		pu := s.preauth[e.Instrument]
+		if pu == nil {
+			pu = &preauthUse{}
+			s.preauth[e.Instrument] = pu
+		}
+		pu.Uses = addSatU(pu.Uses, 1)
+		pu.Amount = addSatU(pu.Amount, e.Amount)
+		if until > pu.Until {
+			pu.Until = until
+			heap.Push(&s.expiry, expiryItem{At: pu.Until, Kind: expirePreauth, Key: e.Instrument})
+		}
+	}
+	for _, q := range s.policy.QuotaCharges(e.Worker, e.Lane, e.Time) {
+		w := s.quota[q.Key]
+		if w == nil || w.Start != q.Start {
+			w = &quotaWindow{Start: q.Start, Until: addSat(q.Start, q.Window)}
+			s.quota[q.Key] = w
+			heap.Push(&s.expiry, expiryItem{At: w.Until, Kind: expireQuota, Key: q.Key})
+		}
+		w.Requests = addSatU(w.Requests, 1)
+		w.Amount = addSatU(w.Amount, e.Amount)
+		w.Bytes = addSatU(w.Bytes, e.Bytes)
+	}
+}
+
+// pruneUsage drops the usage record an expiry item names, if the record
+// still ends at the item's time (a later permit may have extended it).
+func (s *State) pruneUsage(it expiryItem) {
+	switch it.Kind {
+	case expireLedger:
+		if e, ok := s.ledger[it.Key]; ok && e.Until == it.At {
+			delete(s.ledger, it.Key)
+		}
+	case expirePreauth:
+		if u, ok := s.preauth[it.Key]; ok && u.Until == it.At {
+			delete(s.preauth, it.Key)
+		}
+	case expireQuota:
+		if w, ok := s.quota[it.Key]; ok && w.Until == it.At {
+			delete(s.quota, it.Key)
+		}
+	}
+}

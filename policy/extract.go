@@ -1,0 +1,144 @@
+package policy
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/writ-dev/writ/grants"
+)
+
+// facts are what the engine extracted from one call.
+type facts struct {
+	s         *cSurface
+	lane      *cLane
+	target    CanonTarget
+	res       Resolution
+	amount    uint64
+	hasAmount bool
+	bytes     uint64
+	sinks     []string // screen forms
+	screen    string   // the screen form of a shell target
+	elided    bool     // a sink value was too long to carry
+	// Case-folded forms for shape-rule prefilters, filled on first use.
+	foldedSinks  []string
+	targetValue  string
+	foldedTarget string
+	folded       bool
+}
+
+// prepareFolded fills the case-folded forms the prefilters read.
+func (f *facts) prepareFolded() {
+	if f.folded {
+		return
+	}
+	f.folded = true
+	f.foldedSinks = make([]string, len(f.sinks))
+	for i, s := range f.sinks {
+		f.foldedSinks[i] = fold(s)
+	}
+	if f.s.hasTarget && f.s.canon != CanonShell {
+		_, f.targetValue, _ = strings.Cut(f.target.Subject, ":")
+		f.foldedTarget = fold(f.targetValue)
+	}
+}
+
+// surfaceOf returns the index of the first surface whose tools match tool,
+// or -1.
+func (c *compiled) surfaceOf(tool string) int {
+	best := len(c.surfaces)
+	if i, ok := c.toolExact[tool]; ok {
+		best = i
+	}
+	for _, tg := range c.toolGlobs {
+		if tg.surface >= best {
+			break
+		}
+		if tg.g.Match(tool) {
+			best = tg.surface
+			break
+		}
+	}
+	if best == len(c.surfaces) {
+		return -1
+	}
+	return best
+}
+
+// extract reads the target, amount, bytes and sinks of a call.
+func (c *compiled) extract(s *cSurface, lane *cLane, r *Request) (f facts, reason grants.Reason, missing, detail string) {
+	f.s, f.lane = s, lane
+	f.res = Resolution{Cwd: r.Cwd, Resolved: r.Resolved, Workspace: workspaceOf(lane.workspace, r.Worker)}
+	needArgs := s.hasTarget || len(s.sinks) > 0 || s.amountPtr != "" || s.bytesPtr != ""
+	if needArgs && !r.Args.Carried {
+		return f, grants.ReasonInvalidRequest, "args", "the call's arguments were not forwarded to the policy engine"
+	}
+	if s.hasTarget {
+		vals := r.Args.Under(s.targetPtr)
+		switch {
+		case len(vals) == 0:
+			return f, grants.ReasonInvalidRequest, "args" + s.targetPtr, "the target field is missing"
+		case len(vals) > 1 || vals[0].Path != s.targetPtr:
+			return f, grants.ReasonTargetAmbiguous, "one target at " + s.targetPtr, "the target field holds several values; one grant binds one target"
+		case vals[0].Kind == ArgElided:
+			return f, grants.ReasonTargetAmbiguous, "one target at " + s.targetPtr, "the target value is too long"
+		case vals[0].Kind != ArgString:
+			return f, grants.ReasonTargetAmbiguous, "one target at " + s.targetPtr, "the target value is not a string"
+		}
+		t, err := Canonicalize(s.canon, vals[0].Value, f.res)
+		if err != nil {
+			if errors.Is(err, ErrTargetMissing) {
+				return f, grants.ReasonInvalidRequest, "args" + s.targetPtr, err.Error()
+			}
+			return f, grants.ReasonTargetAmbiguous, "one canonical target at " + s.targetPtr, err.Error()
+		}
+		f.target = t
+		if s.canon == CanonShell {
+			f.screen = ScreenText(vals[0].Value)
+		}
+	}
+	f.amount, f.hasAmount = r.Amount, r.HasAmount
+	if s.amountPtr != "" {
+		f.amount, f.hasAmount = 0, false
+		vals := r.Args.Under(s.amountPtr)
+		if len(vals) > 1 || len(vals) == 1 && (vals[0].Kind != ArgNumber || vals[0].Path != s.amountPtr) {
+			return f, grants.ReasonInvalidRequest, "args" + s.amountPtr, "the amount field must be one number"
+		}
+		if len(vals) == 1 {
+			v, err := strconv.ParseUint(vals[0].Value, 10, 64)
+			if err != nil {
+				return f, grants.ReasonInvalidRequest, "args" + s.amountPtr, "the amount must be a non-negative integer in minor units"
+			}
+			if r.HasAmount && r.Amount != v {
+				return f, grants.ReasonInvalidRequest, "amount", "the request's amount differs from the amount in its arguments"
+			}
+			f.amount, f.hasAmount = v, true
+		}
+	}
+	f.bytes = r.Bytes
+	if s.bytesPtr != "" {
+		f.bytes = 0
+		for _, v := range r.Args.Under(s.bytesPtr) {
+			f.bytes += v.Len
+		}
+	}
+	for _, ptr := range s.sinks {
+		for _, v := range r.Args.Under(ptr) {
+			switch v.Kind {
+			case ArgString:
+				f.sinks = append(f.sinks, ScreenText(v.Value))
+			case ArgElided:
+				f.elided = true
+			}
+		}
+	}
+	return f, grants.ReasonNone, "", ""
+}
+
+// workspaceOf substitutes the worker into a workspace template.
+func workspaceOf(template, worker string) string {
+	if template == "" || !strings.Contains(template, "{worker}") {
+		return template
+	}
+	return strings.ReplaceAll(template, "{worker}", worker)
+}

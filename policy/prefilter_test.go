@@ -1,0 +1,63 @@
+package policy
+
+import (
+	"regexp"
+	"testing"
+)
+
+// TestPrefilter: the literals derived from an expression, and that texts
+// without them are skipped.
+func TestPrefilter(t *testing.T) {
+	cases := []struct {
+		expr string
+		want []string
+	}{
+		{`(?i)\bcurl\b[^|]*\|\s*sh`, []string{"CURL"}},
+		{`(curl|wget)x`, []string{"CURL", "WGET"}},
+		{`a?b`, []string{"B"}},
+		{`x*`, nil},
+		{`(foo|.)`, nil},
+		{`(ab)+cde`, []string{"CDE"}},
+		{`\bsudo\b`, []string{"SUDO"}},
+		{`(`, nil},
+	}
+	for _, tc := range cases {
+		got := newPrefilter(tc.expr)
+		if len(got) != len(tc.want) {
+			t.Errorf("newPrefilter(%q) = %q, want %q", tc.expr, got, tc.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("newPrefilter(%q) = %q, want %q", tc.expr, got, tc.want)
+			}
+		}
+	}
+	p := newPrefilter(`(?i)\bsudo\b`)
+	for text, want := range map[string]bool{"SUDO ls": true, "ſudo": true, "su do": false} {
+		if got := p.mayMatch(fold(text)); got != want {
+			t.Errorf("mayMatch(%q) = %v", text, got)
+		}
+	}
+}
+
+// FuzzPrefilter: the prefilter is sound: whenever an expression matches a
+// text, its prefilter admits the text.
+func FuzzPrefilter(f *testing.F) {
+	for _, s := range [][2]string{
+		{`(?i)\bcurl\b[^|]*\|\s*sh`, "CURL x | SH"}, {`(?i)k`, "\u212a"}, {`(?i)s`, "ſ"},
+		{`(a|b)+c`, "abc"}, {`(?i)(kworker|kthreadd)`, "KTHREADD"}, {`x{2,}y`, "xxy"},
+		{`(?i)straße`, "STRASSE"}, {`[a-c]d`, "bd"}, {`(?i)ǅ`, "ǆ"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, expr, text string) {
+		re, err := regexp.Compile(expr)
+		if err != nil {
+			return
+		}
+		if re.MatchString(text) && !newPrefilter(expr).mayMatch(fold(text)) {
+			t.Fatalf("%q matches %q but its prefilter %q rejects it", expr, text, newPrefilter(expr))
+		}
+	})
+}
