@@ -3,6 +3,7 @@ package raftnode
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -21,14 +22,33 @@ type proposalResult struct {
 	err error
 }
 
+// pipelineDepth bounds the log entries this leader has handed to raft and
+// not yet seen committed and applied. While that many are in flight the
+// batcher keeps gathering proposals (group commit): under load one entry
+// carries every request that arrived during a commit round, instead of a
+// trickle of small entries that each pay raft's per-entry costs (msgpack
+// on the leader and every follower, a boltdb key, an FSM call, a publish
+// wake-up). Two keeps the leader's and the followers' fsyncs overlapping.
+const pipelineDepth = 2
+
 // batchLoop coalesces proposals into log entries. It takes the first
-// waiting proposal, gathers whatever else is queued (waiting at most
-// BatchWait for more, up to BatchMax), stamps the batch with this leader's
-// clock and hands it to raft without waiting for the commit, so several
-// batches can be in flight; raft.Apply preserves their order.
+// waiting proposal and whatever else is queued, then:
+//
+//   - nothing in flight: submits at once (an idle cluster adds no wait);
+//   - fewer than pipelineDepth entries in flight: waits at most BatchWait
+//     for company;
+//   - pipelineDepth in flight: keeps gathering until one of them is applied.
+//
+// A batch never exceeds BatchMax. It stamps the batch with this leader's
+// clock and hands it to raft without waiting for the commit; raft.Apply
+// preserves the order of in-flight entries.
 func (n *Node) batchLoop() {
 	defer n.wg.Done()
 	var timer *time.Timer
+	// inflight counts submitted entries raft has not answered for; freed
+	// is signalled (coalescing) whenever one is answered.
+	var inflight atomic.Int64
+	freed := make(chan struct{}, 1)
 	for {
 		var first proposal
 		select {
@@ -38,13 +58,7 @@ func (n *Node) batchLoop() {
 			return
 		}
 		batch := []proposal{first}
-		if n.cfg.BatchWait > 0 {
-			if timer == nil {
-				timer = time.NewTimer(n.cfg.BatchWait)
-			} else {
-				timer.Reset(n.cfg.BatchWait)
-			}
-		}
+		timerSet := false
 	gather:
 		for len(batch) < n.cfg.BatchMax {
 			select {
@@ -53,30 +67,61 @@ func (n *Node) batchLoop() {
 				continue
 			default:
 			}
-			if n.cfg.BatchWait == 0 {
-				break
-			}
-			select {
-			case p := <-n.proposals:
-				batch = append(batch, p)
-			case <-timer.C:
-				timer = nil
+			switch k := inflight.Load(); {
+			case k == 0:
 				break gather
-			case <-n.stop:
-				break gather
+			case k < pipelineDepth:
+				if n.cfg.BatchWait == 0 {
+					break gather
+				}
+				if !timerSet {
+					if timer == nil {
+						timer = time.NewTimer(n.cfg.BatchWait)
+					} else {
+						timer.Reset(n.cfg.BatchWait)
+					}
+					timerSet = true
+				}
+				select {
+				case p := <-n.proposals:
+					batch = append(batch, p)
+				case <-freed:
+				case <-timer.C:
+					timerSet = false
+					break gather
+				case <-n.stop:
+					break gather
+				}
+			default: // the pipeline is full: gather until an entry is answered
+				select {
+				case p := <-n.proposals:
+					batch = append(batch, p)
+				case <-freed:
+				case <-n.stop:
+					break gather
+				}
 			}
 		}
-		if timer != nil && !timer.Stop() {
+		if timerSet && !timer.Stop() {
 			select {
 			case <-timer.C:
 			default:
 			}
 		}
-		n.submit(batch)
+		inflight.Add(1)
+		n.submit(batch, func() {
+			inflight.Add(-1)
+			select {
+			case freed <- struct{}{}:
+			default:
+			}
+		})
 	}
 }
 
-func (n *Node) submit(batch []proposal) {
+// submit hands batch to raft; answered is called once raft has answered
+// for it (committed and applied, or failed).
+func (n *Node) submit(batch []proposal, answered func()) {
 	b := fsm.Batch{Time: n.stamp(), Node: n.cfg.NodeID, Commands: make([]fsm.Command, len(batch))}
 	for i, p := range batch {
 		b.Commands[i] = p.cmd
@@ -86,6 +131,7 @@ func (n *Node) submit(batch []proposal) {
 	go func() {
 		defer n.inflight.Done()
 		err := f.Error()
+		answered()
 		if err != nil {
 			err = mapRaftErr(err)
 			for _, p := range batch {

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -51,7 +51,7 @@ func testConfig(dir, addr string) Config {
 	return c
 }
 
-func start(t *testing.T, cfg Config) *Node {
+func start(t testing.TB, cfg Config) *Node {
 	t.Helper()
 	n, err := Start(cfg, io.Discard)
 	if err != nil {
@@ -61,7 +61,7 @@ func start(t *testing.T, cfg Config) *Node {
 	return n
 }
 
-func waitLeader(t *testing.T, n *Node) {
+func waitLeader(t testing.TB, n *Node) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !n.IsLeader() {
@@ -81,7 +81,7 @@ func digest(n *Node) (d events.Hash) {
 	return d
 }
 
-func setPolicy(t *testing.T, n *Node) {
+func setPolicy(t testing.TB, n *Node) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -94,7 +94,7 @@ func setPolicy(t *testing.T, n *Node) {
 	}
 }
 
-func requestCmd(t *testing.T, worker string, i int) fsm.Command {
+func requestCmd(t testing.TB, worker string, i int) fsm.Command {
 	t.Helper()
 	args := []byte(fmt.Sprintf(`{"command":"echo %d"}`, i))
 	d, err := grants.DigestArgs("Bash", args)
