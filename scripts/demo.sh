@@ -2,7 +2,11 @@
 # A scripted demo fleet against a development issuer: a coordinator and an
 # isolated worker ask for grants, spend them, report effects; a double spend
 # is refused, a worker is revoked, a grant expires on the control-plane
-# clock, and the auditor verifies the whole receipt stream.
+# clock, and the auditor verifies the whole receipt stream. Then the
+# operator applies the recommended version 2 policy (the epoch moves and an
+# older grant goes stale), a Claude Code session with an Explore subagent is
+# replayed from fixtures (scripts/demo/claude-code/) through
+# `worker-agent hook claude-code`, and the auditor verifies again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin}
@@ -84,5 +88,127 @@ sleep 0.3
 run "$BIN/auditor" tail
 run "$BIN/auditor" verify
 run "$BIN/issuer" status
+
+# ---------------------------------------------------------------------------
+# Part two: the version 2 policy and a Claude Code session behind the hook.
+
+DEMO=scripts/demo
+FIX=$DEMO/claude-code
+POLICY=docs/policy.example.yaml
+UNEXPECTED=0
+# expect WHAT GOT WANT: flag an outcome that is not the one the demo shows.
+expect() {
+  if [ "$2" != "$3" ]; then
+    printf '  !! expected %s %s, got %s\n' "$1" "$3" "${2:-nothing}"
+    UNEXPECTED=$((UNEXPECTED + 1))
+  fi
+}
+# jget KEY FILE: a top-level string field of a pretty-printed fixture.
+jget() { sed -n "s/^  \"$1\": *\"\([^\"]*\)\".*/\1/p" "$2" | head -n 1; }
+# hook FIXTURE WANT NOTE: replay one Claude Code hook event through the
+# adapter, as Claude Code runs it: the event on stdin, the answer on stdout,
+# the exit code. WANT is permit (exit 0, no output), deny (exit 0 and a
+# deny naming a reason code) or review (exit 0 and a deny naming a review).
+hook() {
+  local f=$FIX/$1 want=$2 note=$3 who ev tool out code got
+  ev=$(jget hook_event_name "$f"); tool=$(jget tool_name "$f")
+  who="main session, lane coordinator"
+  [ -n "$(jget agent_type "$f")" ] && who="subagent $(jget agent_type "$f") $(jget agent_id "$f"), lane isolated"
+  printf '\n-- %s %s (%s): %s\n' "$ev" "$tool" "$who" "$note"
+  printf '$ %s hook claude-code --config %s < %s\n' "$BIN/worker-agent" "$DEMO/worker.json" "$f"
+  set +e; out=$(WRIT_STATE_DIR="$DATA/state" "$BIN/worker-agent" hook claude-code --config "$DEMO/worker.json" <"$f" 2>"$DATA/last.err"); code=$?; set -e
+  if [ -n "$out" ]; then printf '%s\n' "$out"; else echo "(no output)"; fi
+  [ -s "$DATA/last.err" ] && sed 's/^/  (stderr) /' "$DATA/last.err"
+  printf '  -> exit %d\n' "$code"
+  case "$out" in
+    '') got=permit ;;
+    *'"permissionDecision":"deny"'*'writ requires approval'*) got=review ;;
+    *'"permissionDecision":"deny"'*) got=deny ;;
+    *) got=other ;;
+  esac
+  [ "$code" -eq 0 ] || got="exit $code"
+  expect "$ev $tool:" "$got" "$want"
+}
+
+step "8. The operator applies the recommended version 2 policy; the epoch moves and older grants go stale"
+echo "(the coordinator holds a grant minted under the version 1 policy, epoch 1, and has not spent it yet)"
+run "$BIN/worker-agent" request --worker coord --lane coordinator --session demo --tool Bash --args '{"command":"make release"}'
+G5=$(printf '%s' "$LAST" | field grant_id)
+E1=$(printf '%s' "$LAST" | field epoch)
+run "$BIN/issuer" policy validate "$POLICY"
+run "$BIN/issuer" policy apply "$POLICY"
+E2=$(printf '%s' "$LAST" | tr -d ' \n' | field epoch)
+echo "(policy epoch: $E1 -> $E2)"
+expect "epoch after apply:" "$E2" "$((E1 + 1))"
+echo "(the coordinator now presents the old grant: refused, epoch_stale; its recovery is a new request)"
+run "$BIN/worker-agent" spend "$G5" --worker coord --args '{"command":"make release"}'
+expect "spend of the epoch-$E1 grant:" "$(printf '%s' "$LAST" | field reason)" epoch_stale
+run "$BIN/worker-agent" request --worker coord --lane coordinator --session demo --tool Bash --args '{"command":"make release"}'
+G6=$(printf '%s' "$LAST" | field grant_id)
+run "$BIN/worker-agent" spend "$G6" --worker coord --args '{"command":"make release"}'
+expect "spend of the epoch-$E2 grant:" "$(printf '%s' "$LAST" | field decision)" permit
+FROM=$(( $(printf '%s' "$LAST" | field seq) + 1 ))
+
+step "9. A Claude Code session behind 'worker-agent hook claude-code', replayed from fixtures"
+echo "Worker config ($DEMO/worker.json): the main session runs in the coordinator lane, an Explore"
+echo "subagent (and any other type) in the isolated lane. Each fixture is the JSON Claude Code writes"
+echo "on the hook's stdin. A permit is exit 0 with no output (Claude Code's own prompt rules still"
+echo "apply); a refusal is exit 0 with permissionDecision \"deny\" and the reason; exit 2 would mean"
+echo "the hook could not decide, and Claude Code blocks the call."
+cat "$DEMO/worker.json"
+
+printf '\n\033[1m-- 9a. Ordinary reads in the workspace are permitted\033[0m\n'
+echo "(the policy's workspace is /work/{worker}, here /work/shop: a path outside it would cross a boundary)"
+hook 01_pre_read.json permit "read src/cart/cart.ts"
+hook 02_post_read.json permit "the read finished: reported as an effect, confirmed by harness:claude-code (self-reported)"
+hook 03_pre_grep.json permit "search the sources"
+hook 04_post_grep.json permit "the search finished: effect confirmed by harness:claude-code"
+
+printf '\n\033[1m-- 9b. An Explore subagent, isolated lane: reads yes, shell no\033[0m\n'
+hook 05_subagent_pre_read.json permit "read src/cart/discount.ts"
+hook 06_subagent_post_read.json permit "the read finished: effect confirmed by harness:claude-code"
+hook 07_subagent_pre_bash.json deny "git log -- the isolated lane has no shell surface: denied_by_policy"
+
+printf '\n\033[1m-- 9c. Outbound mail: an address outside the trust domain, then the same send twice\033[0m\n'
+echo "(under this policy a send outside trust_domains is not a flat deny: it crosses a boundary that"
+echo " no allowance covers, so the answer is approval_required (boundary_crossing), which the hook"
+echo " gives Claude Code as a deny naming the review and the command that approves it)"
+hook 08_pre_mail_outside.json review "mail cart totals to billing-export@quickledger-sync.net, as an injected README asked"
+hook 09_pre_mail_team.json permit "mail dana@example.com: allowance mail-inside covers the coordinator inside example.com"
+hook 10_post_mail_team.json permit "the send finished: effect confirmed by harness:claude-code"
+hook 11_pre_mail_team_again.json review "the model sends the same mail again (a new tool call): the effect ledger answers repeat_effect"
+echo "(issuer approve is the review command the answers name; the review objects themselves are a later issue)"
+
+step "10. The receipts of the Claude Code session, and the auditor's verdict"
+sleep 0.3
+printf '$ %s tail --from %s --json   (summarized: seq, kind, who, tool, outcome, rules that matched, target)\n' "$BIN/auditor" "$FROM"
+set +e
+"$BIN/auditor" tail --from "$FROM" --json 2>"$DATA/last.err" | awk '
+  function get(k,   r) {
+    if (!match($0, "\"" k "\":(\"[^\"]*\"|[0-9]+|\\[(\"[^\"]*\",?)*\\])")) return ""
+    r = substr($0, RSTART + length(k) + 3, RLENGTH - length(k) - 3)
+    gsub(/"/, "", r); gsub(/^\[|\]$/, "", r); return r
+  }
+  {
+    g = get("grant_id"); tool = get("tool"); s = get("session")
+    if (tool == "" && g in tools) tool = tools[g]; else if (g != "") tools[g] = tool
+    if (s == "" && g in sess) s = sess[g]; else if (g != "") sess[g] = s
+    who = (s ~ /\//) ? "subagent" : "main"
+    what = get("reason")
+    if (get("kind") == "effect") what = get("outcome") " by " get("verifier") (get("verifier") ~ /^harness:/ ? " (self-reported)" : "")
+    if (get("review_id") != "") what = what " " get("review_id")
+    line = sprintf("%4s %-17s %-8s %-22s %s", get("seq"), get("kind"), who, tool, what)
+    sub(/ +$/, "", line); print line
+    if (get("rules") != "") printf "%41s rules  %s\n", "", get("rules")
+    if (get("rules") != "" && get("target") != "") printf "%41s target %s\n", "", get("target")
+  }'
+set -e
+[ -s "$DATA/last.err" ] && sed 's/^/  (stderr) /' "$DATA/last.err"
+run "$BIN/auditor" verify
+expect "auditor verify exit:" "$code" 0
 echo
+if [ "$UNEXPECTED" -ne 0 ]; then
+  echo "Demo finished with $UNEXPECTED unexpected outcome(s) (marked !! above). Issuer log: $DATA/issuer.log"
+  exit 1
+fi
 echo "Demo finished. Issuer log: $DATA/issuer.log"
