@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,30 +93,9 @@ func cleanEnv(t *testing.T) {
 	}
 }
 
-// tripwire is a TCP listener that counts connections: usage errors must
-// be caught before anything dials.
-func tripwire(t *testing.T) (url string, accepted *atomic.Int32) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	accepted = new(atomic.Int32)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { l.Close(); <-done })
-	return "nats://" + l.Addr().String(), accepted
-}
+// tripwire counts connections: usage errors must be caught before
+// anything dials.
+func tripwire(t *testing.T) (url string, accepted *atomic.Int32) { return testenv.Tripwire(t) }
 
 func freePort(t *testing.T) int { return testenv.FreePort(t) }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -61,30 +62,9 @@ func cleanEnv(t *testing.T) {
 	}
 }
 
-// tripwire is a TCP listener that counts connections: usage errors must
-// never reach it.
-func tripwire(t *testing.T) (url string, accepted *atomic.Int32) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	accepted = new(atomic.Int32)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { l.Close(); <-done })
-	return "nats://" + l.Addr().String(), accepted
-}
+// tripwire counts connections: usage errors must be caught before
+// anything dials.
+func tripwire(t *testing.T) (url string, accepted *atomic.Int32) { return testenv.Tripwire(t) }
 
 // startNATS runs an embedded nats-server for the test.
 func startNATS(t *testing.T) string {
