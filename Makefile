@@ -16,6 +16,9 @@ build: ## build issuer, worker-agent and auditor into ./bin
 test: ## run every test with the race detector (real raft, boltdb, NATS, processes)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
+test-faults: ## the fault suite: partitions, flaky links, crashes, clock jumps, disk faults, tampering (WRIT_FAULTS=1)
+	WRIT_FAULTS=1 $(GO) test -race -count=1 -timeout 15m ./tests/faults/...
+
 test-short: ## quick tests without the race detector
 	$(GO) test -count=1 -short $(PKGS)
 

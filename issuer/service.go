@@ -67,6 +67,11 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("issuer: subscribing to node status: %w", err)
 	}
 	defer nodeSub.Unsubscribe()
+	snapSub, err := s.nc.Subscribe(SubjectSnapshot+"."+s.node.ID(), s.handleSnapshot)
+	if err != nil {
+		return fmt.Errorf("issuer: subscribing to node snapshots: %w", err)
+	}
+	defer snapSub.Unsubscribe()
 
 	var (
 		leadCancel context.CancelFunc

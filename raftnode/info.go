@@ -104,14 +104,15 @@ func (n *Node) Info() Info {
 	if n.raft.State() != raft.Leader {
 		in.LastContact = n.raft.LastContact()
 	}
-	in.LogNoSync, in.LogSyncKnown = boltNoSync(n.store)
+	in.LogNoSync, in.LogSyncKnown = BoltNoSync(n.store)
 	return in
 }
 
-// boltNoSync reads NoSync from the bbolt handle inside a raft-boltdb
-// store. raft-boltdb does not export it, so this looks at the running
-// store's own field rather than trusting the options it was opened with.
-func boltNoSync(store any) (noSync, ok bool) {
+// BoltNoSync reads NoSync from the bbolt handle inside a raft-boltdb
+// store (ok is false when it cannot). raft-boltdb does not export it, so
+// this looks at the running store's own field rather than trusting the
+// options it was opened with.
+func BoltNoSync(store any) (noSync, ok bool) {
 	defer func() {
 		if recover() != nil {
 			noSync, ok = false, false

@@ -110,7 +110,12 @@ func (s *tlsStream) Dial(address raft.ServerAddress, timeout time.Duration) (net
 	d := &net.Dialer{Timeout: timeout}
 	c, err := tls.DialWithDialer(d, "tcp", target, cfg)
 	if err != nil {
-		s.log.Warn("raft peer failed TLS verification", "peer", string(address), "error", err)
+		// A peer that is down is raft's business (it logs and backs off);
+		// a peer that fails verification is ours to report.
+		var oe *net.OpError
+		if !errors.As(err, &oe) || oe.Op != "dial" {
+			s.log.Warn("raft peer failed TLS verification", "peer", string(address), "reason", handshakeReason(err), "error", err)
+		}
 		return nil, err
 	}
 	return c, nil

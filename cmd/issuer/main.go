@@ -93,6 +93,7 @@ Exit codes: 0 ok, 1 refused, 2 usage, 3 unavailable.`,
 		revokeCmd(stdout),
 		reinstateCmd(stdout),
 		policyCmd(stdout),
+		snapshotCmd(stdout),
 	)
 	err := root.ExecuteContext(ctx)
 	if err != nil && isCobraUsage(err) {

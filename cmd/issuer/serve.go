@@ -227,6 +227,9 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if err := f.sec.check(f.dev, f.insecure, len(peers)); err != nil {
 		return usageError{err}
 	}
+	if err := checkClusterPeers(f.dev, f.peers, f.routes); err != nil {
+		return usageError{err}
+	}
 	var initial []byte
 	if f.policyFile != "" {
 		raw, err := os.ReadFile(f.policyFile)

@@ -149,7 +149,8 @@ func natsLogf(lg *slog.Logger) func(format string, args ...any) {
 
 // refusal reports a log line about a refused client or peer.
 func refusal(msg string) bool {
-	for _, k := range []string{"Authorization Violation", "Permissions Violation", "TLS handshake error", "authentication error", "Authentication Timeout"} {
+	for _, k := range []string{"Authorization Violation", "Permissions Violation", "Publish Violation", "Subscription Violation",
+		"TLS handshake error", "authentication error", "Authentication Timeout"} {
 		if strings.Contains(msg, k) {
 			return true
 		}
@@ -275,4 +276,15 @@ func watchStorage(ctx context.Context, node *raftnode.Node, lg *slog.Logger) (co
 		}
 	}()
 	return ctx, func() { cancel(context.Canceled) }
+}
+
+// checkClusterPeers refuses a node that joins a NATS cluster (--routes)
+// without naming its raft peers: it would bootstrap a one-node raft group
+// of its own next to the others and mint authority nobody else sees.
+func checkClusterPeers(dev bool, peers, routes string) error {
+	if dev || strings.TrimSpace(peers) != "" || strings.TrimSpace(routes) == "" {
+		return nil
+	}
+	return fmt.Errorf("--routes makes this node part of a cluster, but --peers is empty: list every raft member as id=host:port,... " +
+		"(this node included); without it the node would bootstrap a one-node cluster of its own")
 }

@@ -84,17 +84,14 @@ with WRIT_NODE_ID set to the node's id (the default of --node).`,
 			if st.DevMode {
 				rows = append(rows, [2]string{"mode", "development (no authentication)"})
 			}
+			rows = append(rows, operatorRows(st)...)
 			for _, r := range rows {
 				fmt.Fprintf(tw, "%s\t%s\n", r[0], r[1])
 			}
-			for _, p := range st.Peers {
-				mark := ""
-				if p.Leader {
-					mark = " (leader)"
-				}
-				fmt.Fprintf(tw, "peer\t%s %s %s%s\n", p.ID, p.Address, p.Suffrage, mark)
-			}
 			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if err := writePeers(ctx, stdout, c.NC, st); err != nil {
 				return err
 			}
 			return noLeader

@@ -22,6 +22,7 @@
 //	WRIT_ISSUER_BIN      use this issuer binary instead of building one
 //	WRIT_CLUSTER_RACE=1  build the issuer with -race (slow; 2 cores suffer)
 //	WRIT_CLUSTER_LOGS=1  print the tail of every node's log even on success
+//	WRIT_CLUSTER_LOG_DIR keep every node's whole log there when a test fails
 package cluster
 
 import (
@@ -48,6 +49,7 @@ import (
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/internal/faultproxy"
 	"github.com/writ-dev/writ/natsbus"
 )
 
@@ -212,10 +214,19 @@ type Node struct {
 	expectExit bool
 	crashes    []string
 	starts     int
+	scheme     string
+	// expectNextExit: the next launch is expected to exit on its own.
+	expectNextExit bool
 }
 
 // URL is the node's NATS client URL.
-func (n *Node) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.NATSPort) }
+func (n *Node) URL() string {
+	scheme := n.scheme
+	if scheme == "" {
+		scheme = "nats"
+	}
+	return fmt.Sprintf("%s://127.0.0.1:%d", scheme, n.NATSPort)
+}
 
 // Running reports whether the node's process is alive.
 func (n *Node) Running() bool {
@@ -244,6 +255,31 @@ type Options struct {
 	LogLevel string
 	// ExtraArgs are appended to every `issuer serve`.
 	ExtraArgs []string
+
+	// Proxy puts a fault proxy (internal/faultproxy) on every link between
+	// nodes: node i reaches node j's raft transport and NATS route port
+	// only through its own links i->j, which Partition, Isolate, SetFaults
+	// and Heal control. Clients and the harness still reach every node's
+	// client port directly.
+	Proxy bool
+	// Seed seeds the proxies' random faults (jitter, resets).
+	Seed int64
+	// BeforeLaunch, if set, runs before every start of a node's process
+	// (for example to mount a small filesystem on its data dir).
+	BeforeLaunch func(c *Cluster, nd *Node)
+	// Env, if set, adds environment variables to a node's process.
+	Env func(nd *Node) []string
+	// NodeArgs, if set, adds per-node arguments to `issuer serve`.
+	NodeArgs func(nd *Node) []string
+	// Secure drops --insecure-no-auth: the caller then passes --auth (and
+	// TLS) through ExtraArgs or NodeArgs, and ConnOptions/URLScheme for
+	// the harness's own connections.
+	Secure bool
+	// ConnOptions are added to every NATS connection the harness opens.
+	ConnOptions []nats.Option
+	// URLScheme is the client URL scheme ("nats" by default, "tls" when
+	// the nodes require TLS).
+	URLScheme string
 }
 
 // Cluster is a running set of issuer processes. Its methods fail the test
@@ -255,10 +291,17 @@ type Cluster struct {
 	bin   string
 	Nodes []*Node
 
-	nc *nats.Conn // the harness's own connection, to every node
+	nc     *nats.Conn   // the harness's own connection, to every node
+	direct []*nats.Conn // one connection per node, to that node only
 
-	mu    sync.Mutex
-	conns []*nats.Conn
+	// links[i][j] carries node i's traffic to node j (Options.Proxy);
+	// sink refuses the NATS route gossip that would bypass them.
+	links [][]*Link
+	sink  *faultproxy.Link
+
+	mu     sync.Mutex
+	conns  []*nats.Conn
+	groups [][]int // the current partition; nil when whole
 }
 
 // Start starts an n-node cluster and waits until a leader is elected, the
@@ -297,12 +340,18 @@ func StartWith(t testing.TB, n int, opts Options) *Cluster {
 			ClusterPort: ports[3*i+2],
 			DataDir:     filepath.Join(root, id),
 			LogPath:     filepath.Join(root, id+".log"),
+			scheme:      opts.URLScheme,
 		})
 	}
 	// Cleanups run last-registered first: processes die, then logs are
 	// printed, then t.TempDir is removed.
 	t.Cleanup(c.printLogsOnFailure)
 	t.Cleanup(c.teardown)
+	if opts.Proxy {
+		if err := c.startLinks(); err != nil {
+			t.Fatalf("cluster: %v", err)
+		}
+	}
 
 	for _, nd := range c.Nodes {
 		if err := c.launch(nd); err != nil {
@@ -313,12 +362,22 @@ func StartWith(t testing.TB, n int, opts Options) *Cluster {
 	for _, nd := range c.Nodes {
 		urls = append(urls, nd.URL())
 	}
-	c.nc, err = nats.Connect(strings.Join(urls, ","),
+	c.nc, err = nats.Connect(strings.Join(urls, ","), append([]nats.Option{
 		nats.Name("writ-cluster-harness"),
 		nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1),
-		nats.ReconnectWait(50*time.Millisecond), nats.Timeout(RequestTimeout))
+		nats.ReconnectWait(50 * time.Millisecond), nats.Timeout(RequestTimeout)}, opts.ConnOptions...)...)
 	if err != nil {
 		t.Fatalf("cluster: harness connection: %v", err)
+	}
+	for _, nd := range c.Nodes {
+		dc, err := nats.Connect(nd.URL(), append([]nats.Option{
+			nats.Name("writ-cluster-harness-" + nd.ID), nats.IgnoreDiscoveredServers(),
+			nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1),
+			nats.ReconnectWait(50 * time.Millisecond), nats.Timeout(RequestTimeout)}, opts.ConnOptions...)...)
+		if err != nil {
+			t.Fatalf("cluster: harness connection to %s: %v", nd.ID, err)
+		}
+		c.direct = append(c.direct, dc)
 	}
 	c.waitReady(StartTimeout)
 	return c
@@ -326,13 +385,23 @@ func StartWith(t testing.TB, n int, opts Options) *Cluster {
 
 // args is the node's `issuer serve` command line.
 func (c *Cluster) args(nd *Node) []string {
-	var peers, routes []string
+	var peers, routes, dial []string
 	for _, p := range c.Nodes {
 		peers = append(peers, p.ID+"="+p.RaftAddr)
-		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p.ClusterPort))
+		switch {
+		case c.links == nil:
+			routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p.ClusterPort))
+		case p != nd:
+			l := c.links[nd.Index][p.Index]
+			routes = append(routes, "nats-route://"+l.Route.Addr())
+			dial = append(dial, p.RaftAddr+"="+l.Raft.Addr())
+		}
 	}
-	a := []string{"serve",
-		"--insecure-no-auth",
+	a := []string{"serve"}
+	if !c.opts.Secure {
+		a = append(a, "--insecure-no-auth")
+	}
+	a = append(a,
 		"--node-id", nd.ID,
 		"--data-dir", nd.DataDir,
 		"--raft-addr", nd.RaftAddr,
@@ -340,9 +409,15 @@ func (c *Cluster) args(nd *Node) []string {
 		"--nats-host", "127.0.0.1",
 		"--nats-port", fmt.Sprint(nd.NATSPort),
 		"--log-level", c.opts.LogLevel,
-	}
+	)
 	if len(c.Nodes) > 1 {
 		a = append(a, "--cluster-port", fmt.Sprint(nd.ClusterPort), "--routes", strings.Join(routes, ","))
+	}
+	if c.links != nil {
+		a = append(a, "--test-raft-dial", strings.Join(dial, ","), "--test-cluster-advertise", c.sink.Addr())
+	}
+	if c.opts.NodeArgs != nil {
+		a = append(a, c.opts.NodeArgs(nd)...)
 	}
 	if c.opts.StreamReplicas > 0 {
 		a = append(a, "--stream-replicas", fmt.Sprint(c.opts.StreamReplicas))
@@ -364,6 +439,9 @@ func (c *Cluster) launch(nd *Node) error {
 			return fmt.Errorf("node %s is already running", nd.ID)
 		}
 	}
+	if c.opts.BeforeLaunch != nil {
+		c.opts.BeforeLaunch(c, nd)
+	}
 	f, err := os.OpenFile(nd.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -373,13 +451,17 @@ func (c *Cluster) launch(nd *Node) error {
 	cmd := exec.Command(c.bin, c.args(nd)...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append(os.Environ(), "GOTRACEBACK=all")
+	if c.opts.Env != nil {
+		cmd.Env = append(cmd.Env, c.opts.Env(nd)...)
+	}
 	if err := spawn(cmd); err != nil {
 		f.Close()
 		return fmt.Errorf("starting node %s: %w", nd.ID, err)
 	}
 	f.Close() // the child has its own descriptor
 	exited := make(chan struct{})
-	nd.cmd, nd.exited, nd.exitErr, nd.expectExit = cmd, exited, nil, false
+	nd.cmd, nd.exited, nd.exitErr, nd.expectExit = cmd, exited, nil, nd.expectNextExit
+	nd.expectNextExit = false
 	go func() {
 		err := cmd.Wait()
 		nd.mu.Lock()
@@ -405,9 +487,13 @@ func (c *Cluster) teardown() {
 	if c.nc != nil {
 		c.nc.Close()
 	}
+	for _, dc := range c.direct {
+		dc.Close()
+	}
 	for _, nd := range c.Nodes {
 		c.signal(nd, syscall.SIGKILL, KillTimeout)
 	}
+	c.closeLinks()
 	for _, nd := range c.Nodes {
 		nd.mu.Lock()
 		crashes := nd.crashes
@@ -444,6 +530,15 @@ func (c *Cluster) signal(nd *Node, sig syscall.Signal, d time.Duration) bool {
 }
 
 func (c *Cluster) printLogsOnFailure() {
+	if dir := os.Getenv("WRIT_CLUSTER_LOG_DIR"); dir != "" && c.t.Failed() {
+		name := strings.NewReplacer("/", "_", " ", "_").Replace(c.t.Name())
+		for _, nd := range c.Nodes {
+			if b, err := os.ReadFile(nd.LogPath); err == nil {
+				_ = os.MkdirAll(dir, 0o755)
+				_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d-%s.log", name, time.Now().UnixNano(), nd.ID)), b, 0o644)
+			}
+		}
+	}
 	if !c.t.Failed() && os.Getenv("WRIT_CLUSTER_LOGS") != "1" {
 		return
 	}
@@ -593,25 +688,6 @@ func (c *Cluster) RestartAll() {
 	c.waitReady(StartTimeout)
 }
 
-// Partition will cut the network between groups of nodes (raft and NATS
-// routes both), and Heal will restore it.
-//
-// TODO(fault-proxy): not implemented. The plan: start every node with its
-// --peers and --routes pointing at a per-link TCP proxy owned by the
-// harness (node i reaches node j through proxy[i][j]), so that Partition
-// can drop or blackhole the links between groups and Heal can restore them
-// without touching the processes. Until then Partition skips the test.
-func (c *Cluster) Partition(groups ...[]int) {
-	c.t.Helper()
-	c.t.Skip("cluster: Partition is not implemented yet (TODO: fault proxy)")
-}
-
-// Heal undoes Partition. See Partition.
-func (c *Cluster) Heal() {
-	c.t.Helper()
-	c.t.Skip("cluster: Heal is not implemented yet (TODO: fault proxy)")
-}
-
 // ---------------------------------------------------------------------
 // Connections and status.
 
@@ -630,6 +706,7 @@ func (c *Cluster) Conn(i int, opts ...nats.Option) *nats.Conn {
 		nats.DontRandomize(), nats.MaxReconnects(-1),
 		nats.ReconnectWait(50 * time.Millisecond), nats.Timeout(RequestTimeout),
 	}
+	base = append(base, c.opts.ConnOptions...)
 	nc, err := nats.Connect(strings.Join(urls, ","), append(base, opts...)...)
 	if err != nil {
 		c.t.Fatalf("cluster: connecting through %s: %v", c.Nodes[i].ID, err)
@@ -646,9 +723,11 @@ func (c *Cluster) Client(i int, worker string) *api.Client {
 	return api.NewClient(c.Conn(i), worker)
 }
 
-// TryStatus asks node i for its own status on writ.op.status.<id>.
+// TryStatus asks node i for its own status on writ.op.status.<id>, over
+// the harness's connection to node i itself (so it works across a
+// partition).
 func (c *Cluster) TryStatus(i int) (api.Status, error) {
-	return c.requestStatus(api.SubjectStatus + "." + c.Nodes[i].ID)
+	return c.requestStatusOn(c.direct[i], api.SubjectStatus+"."+c.Nodes[i].ID)
 }
 
 // Status is TryStatus that fails the test on error.
@@ -661,14 +740,26 @@ func (c *Cluster) Status(i int) api.Status {
 	return st
 }
 
-// LeaderStatus asks writ.op.status, which only a serving leader answers.
+// LeaderStatus asks writ.op.status, which only a serving leader answers,
+// through the running nodes of the majority side (see Partition).
 func (c *Cluster) LeaderStatus() (api.Status, error) {
-	return c.requestStatus(api.SubjectStatus)
+	var last error = errors.New("no node of the majority side is running")
+	for _, i := range c.Majority() {
+		if !c.Nodes[i].Running() {
+			continue
+		}
+		st, err := c.requestStatusOn(c.direct[i], api.SubjectStatus)
+		if err == nil {
+			return st, nil
+		}
+		last = err
+	}
+	return api.Status{}, last
 }
 
-func (c *Cluster) requestStatus(subj string) (api.Status, error) {
+func (c *Cluster) requestStatusOn(nc *nats.Conn, subj string) (api.Status, error) {
 	var st api.Status
-	msg, err := c.nc.Request(subj, []byte(`{"v":1}`), RequestTimeout)
+	msg, err := nc.Request(subj, []byte(`{"v":1}`), RequestTimeout)
 	if err != nil {
 		return st, fmt.Errorf("%s: %w", subj, err)
 	}
@@ -713,8 +804,9 @@ func (c *Cluster) leaderOnce() (int, api.Status, error) {
 	leader := -1
 	var lst api.Status
 	running := 0
+	visible := c.visible()
 	for i, nd := range c.Nodes {
-		if !nd.Running() {
+		if !nd.Running() || !visible[i] {
 			continue
 		}
 		running++
@@ -736,7 +828,7 @@ func (c *Cluster) leaderOnce() (int, api.Status, error) {
 		return -1, lst, errors.New("no leader yet")
 	}
 	for i, nd := range c.Nodes {
-		if !nd.Running() || i == leader {
+		if !nd.Running() || i == leader || !visible[i] {
 			continue
 		}
 		st, err := c.TryStatus(i)
@@ -804,8 +896,9 @@ func (c *Cluster) WaitConverged() api.Status {
 		if err != nil {
 			return err
 		}
+		visible := c.visible()
 		for i, nd := range c.Nodes {
-			if !nd.Running() || i == leader {
+			if !nd.Running() || i == leader || !visible[i] {
 				continue
 			}
 			st, err := c.TryStatus(i)
