@@ -15,9 +15,8 @@ import (
 // receipt the old one published: the stream's expected-last-sequence check
 // and Nats-Msg-Id de-duplication refuse both.
 //
-// The API is already being served while the stream is set up: receipts
-// wait in the outbox, so a slow JetStream meta-leader election delays
-// publication, never answers.
+// lead() has created the stream before serving; checking again here costs
+// one round trip and repairs a stream whose settings were changed.
 func (s *Service) publishLoop(ctx context.Context) error {
 	for {
 		_, err := natsbus.EnsureStream(ctx, s.js, s.cfg.StreamReplicas)

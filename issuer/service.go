@@ -128,6 +128,13 @@ func (s *Service) lead(ctx context.Context) error {
 	if err := s.ensurePolicy(ctx); err != nil {
 		return err
 	}
+	// The receipt stream must exist before the API is served: an R3 stream
+	// can only be created while all three servers are up, so a leader that
+	// answered first could, after losing a node, hold receipts it can never
+	// publish. Once the stream exists this returns at once.
+	if _, err := natsbus.EnsureStream(ctx, s.js, s.cfg.StreamReplicas); err != nil {
+		return fmt.Errorf("receipt stream: %w", err)
+	}
 	var subs []*nats.Subscription
 	defer func() {
 		for _, sub := range subs {
