@@ -1,16 +1,9 @@
 package natsbus
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,74 +11,17 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/writ-dev/writ/internal/testpki"
 )
 
 // writeTLSFiles writes a CA and a loopback certificate signed by it, usable
 // as TLS server and client (routes are both).
 func writeTLSFiles(t *testing.T) (*TLSFiles, *x509.CertPool) {
 	t.Helper()
-	dir := t.TempDir()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "writ test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "writ node"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		DNSNames:     []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := &TLSFiles{
-		CertFile: filepath.Join(dir, "node.pem"),
-		KeyFile:  filepath.Join(dir, "node-key.pem"),
-		CAFile:   filepath.Join(dir, "ca.pem"),
-	}
-	writePEM(t, files.CertFile, "CERTIFICATE", der)
-	writePEM(t, files.KeyFile, "EC PRIVATE KEY", keyDER)
-	writePEM(t, files.CAFile, "CERTIFICATE", caDER)
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	return files, pool
-}
-
-func writePEM(t *testing.T, path, typ string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ca := testpki.NewCA(t, "writ test")
+	f := ca.WriteFiles(t, t.TempDir(), "node")
+	return &TLSFiles{CertFile: f.Cert, KeyFile: f.Key, CAFile: f.CA}, ca.Pool()
 }
 
 // Clients must use TLS; routes use mutual TLS and carry messages.

@@ -2,18 +2,10 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -22,6 +14,7 @@ import (
 	"time"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/internal/testpki"
 )
 
 // waitResolvable is what lets a container advertise its own DNS name for
@@ -56,57 +49,6 @@ func TestWaitResolvable(t *testing.T) {
 	}
 }
 
-// writeTestTLS writes a throwaway CA and a node certificate for 127.0.0.1
-// (serverAuth and clientAuth) into dir.
-func writeTestTLS(t *testing.T, dir string) (ca, cert, key string) {
-	t.Helper()
-	mk := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	caKey, nodeKey := mk(), mk()
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "writ test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	nodeTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "writ node"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
-	}
-	nodeDER, err := x509.CreateCertificate(rand.Reader, nodeTmpl, caCert, &nodeKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(nodeKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, cert, key = filepath.Join(dir, "ca.crt"), filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	for path, b := range map[string]*pem.Block{
-		ca:   {Type: "CERTIFICATE", Bytes: caDER},
-		cert: {Type: "CERTIFICATE", Bytes: nodeDER},
-		key:  {Type: "PRIVATE KEY", Bytes: keyDER},
-	} {
-		if err := os.WriteFile(path, pem.EncodeToMemory(b), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return ca, cert, key
-}
-
 // A node as it runs in a container: NATS and raft bound to 0.0.0.0, TLS,
 // credentials. The node's own connection to its embedded server must not
 // dial 0.0.0.0 (the certificate names 127.0.0.1), and the health check
@@ -121,7 +63,8 @@ func TestServeContainerShape(t *testing.T) {
 	cleanEnv(t)
 	bin := issuerBinary(t)
 	dir := t.TempDir()
-	ca, cert, key := writeTestTLS(t, dir)
+	pki := testpki.NewCA(t, "writ test").WriteFiles(t, dir, "tls")
+	ca, cert, key := pki.CA, pki.Cert, pki.Key
 	auth := filepath.Join(dir, "auth.json")
 	if err := os.WriteFile(auth, []byte(`{"users":[{"name":"ops","role":"operator","password_file":"ops.pw"}]}`), 0o600); err != nil {
 		t.Fatal(err)

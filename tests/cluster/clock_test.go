@@ -12,6 +12,7 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/internal/cluster"
 	"github.com/writ-dev/writ/internal/testenv"
 )
 
@@ -45,7 +46,7 @@ func TestExpiryIsDecidedByTheControlPlaneClock(t *testing.T) {
 		t.Fatalf("applying the short-ttl policy: %+v (%v)", pol, err)
 	}
 	w := api.NewClient(nc, worker)
-	g := mint(t, ctx, w, 1, "expiry-grant")
+	g := cluster.Mint(t, ctx, w, 1, "expiry-grant")
 	if g.Epoch != pol.Epoch || g.ExpiresAt-g.IssuedAt != int64(time.Second) {
 		t.Fatalf("grant under the new policy: epoch %d (policy %d), lifetime %dns", g.Epoch, pol.Epoch, g.ExpiresAt-g.IssuedAt)
 	}
@@ -64,18 +65,18 @@ func TestExpiryIsDecidedByTheControlPlaneClock(t *testing.T) {
 		if ctx.Err() != nil {
 			t.Fatalf("control-plane clock stuck at %d, expiry %d", st.Clock, g.ExpiresAt)
 		}
-		mint(t, ctx, ticker, 1000+i, fmt.Sprintf("tick-%d", i))
+		cluster.Mint(t, ctx, ticker, 1000+i, fmt.Sprintf("tick-%d", i))
 		select {
 		case <-ctx.Done():
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 
-	env, err := w.Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: argsFor(1), IdempotencyKey: "expiry-spend"})
+	env, err := w.Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: cluster.ArgsFor(1), IdempotencyKey: "expiry-spend"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !isRefusal(env, grants.ReasonExpired) || env.Recovery != grants.RecoverRequestNewGrant || env.Kind != events.KindSpendRefused {
+	if !cluster.IsRefusal(env, grants.ReasonExpired) || env.Recovery != grants.RecoverRequestNewGrant || env.Kind != events.KindSpendRefused {
 		t.Fatalf("invariant expired on the control-plane clock: want deny expired/request_new_grant, got %+v", env)
 	}
 	if env.ExpiresAt != g.ExpiresAt {
@@ -92,11 +93,11 @@ func TestExpiryIsDecidedByTheControlPlaneClock(t *testing.T) {
 		t.Errorf("refusal refers to seq %d, the permit is seq %d", rec.RefSeq, g.Seq)
 	}
 	// A fresh grant (the recovery) works.
-	g2 := mint(t, ctx, w, 2, "expiry-grant-2")
-	if a, err := w.Spend(ctx, api.SpendRequest{GrantID: g2.GrantID, Args: argsFor(2), IdempotencyKey: "expiry-spend-2"}); err != nil || !isAttempt(a) {
+	g2 := cluster.Mint(t, ctx, w, 2, "expiry-grant-2")
+	if a, err := w.Spend(ctx, api.SpendRequest{GrantID: g2.GrantID, Args: cluster.ArgsFor(2), IdempotencyKey: "expiry-spend-2"}); err != nil || !cluster.IsAttempt(a) {
 		// Only meaningful while the control-plane clock is before the new
 		// expiry; with a 1s ttl a slow machine may miss it.
-		if err == nil && isRefusal(a, grants.ReasonExpired) {
+		if err == nil && cluster.IsRefusal(a, grants.ReasonExpired) {
 			t.Logf("new grant expired before it could be spent (slow machine): %+v", a)
 		} else {
 			t.Errorf("recovery: spending a new grant: %+v (%v)", a, err)

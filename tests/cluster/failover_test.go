@@ -91,9 +91,9 @@ func failover(t *testing.T, how string, down func(c *cluster.Cluster, i int)) {
 				g := w*perWorker + k
 				m := &op{kind: "grant", grant: g, key: fmt.Sprintf("grant-%d", g)}
 				call(m, func(ctx context.Context) (grants.Envelope, error) {
-					return minter.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: argsFor(g), IdempotencyKey: m.key})
+					return minter.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: cluster.ArgsFor(g), IdempotencyKey: m.key})
 				})
-				if m.err != nil || !isPermit(m.env) {
+				if m.err != nil || !cluster.IsPermit(m.env) {
 					continue // reported below
 				}
 				var sw sync.WaitGroup
@@ -103,7 +103,7 @@ func failover(t *testing.T, how string, down func(c *cluster.Cluster, i int)) {
 						defer sw.Done()
 						o := &op{kind: "spend", grant: g, key: fmt.Sprintf("spend-%d-%d", g, s)}
 						call(o, func(ctx context.Context) (grants.Envelope, error) {
-							return cl.Spend(ctx, api.SpendRequest{GrantID: m.env.GrantID, Args: argsFor(g), IdempotencyKey: o.key})
+							return cl.Spend(ctx, api.SpendRequest{GrantID: m.env.GrantID, Args: cluster.ArgsFor(g), IdempotencyKey: o.key})
 						})
 					}()
 				}
@@ -146,7 +146,7 @@ func failover(t *testing.T, how string, down func(c *cluster.Cluster, i int)) {
 		}
 		switch o.kind {
 		case "grant":
-			if !isPermit(o.env) {
+			if !cluster.IsPermit(o.env) {
 				t.Errorf("%s: want permit, got %+v", o.key, o.env)
 				continue
 			}
@@ -166,9 +166,9 @@ func failover(t *testing.T, how string, down func(c *cluster.Cluster, i int)) {
 		won, lost := 0, 0
 		for _, o := range spends[g] {
 			switch {
-			case isAttempt(o.env):
+			case cluster.IsAttempt(o.env):
 				won++
-			case isRefusal(o.env, grants.ReasonAlreadySpent):
+			case cluster.IsRefusal(o.env, grants.ReasonAlreadySpent):
 				lost++
 			default:
 				t.Errorf("%s: want attempt or already_spent, got %+v", o.key, o.env)
@@ -184,7 +184,7 @@ func failover(t *testing.T, how string, down func(c *cluster.Cluster, i int)) {
 
 	// Receipts.
 	st := c.WaitPublished()
-	evs := checkedStream(t, c, st)
+	evs := c.CheckedStream(t, st)
 	attempts := attemptsByGrant(evs)
 	for g, env := range mintEnv {
 		e := evs[env.Seq-1]
@@ -195,7 +195,7 @@ func failover(t *testing.T, how string, down func(c *cluster.Cluster, i int)) {
 			t.Errorf("invariant at most one attempt per grant: grant %d has %d attempt receipts", g, n)
 		}
 		for _, o := range spends[g] {
-			if !isAttempt(o.env) {
+			if !cluster.IsAttempt(o.env) {
 				continue
 			}
 			e := evs[o.env.Seq-1]
@@ -210,16 +210,16 @@ func failover(t *testing.T, how string, down func(c *cluster.Cluster, i int)) {
 	defer cancel()
 	cl := c.Client(newLeader, worker)
 	for g, env := range mintEnv {
-		again, err := cl.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: argsFor(g), IdempotencyKey: fmt.Sprintf("grant-%d", g)})
+		again, err := cl.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: cluster.ArgsFor(g), IdempotencyKey: fmt.Sprintf("grant-%d", g)})
 		if err != nil || again.GrantID != env.GrantID || again.Seq != env.Seq {
 			t.Errorf("invariant idempotent grant retry: grant %d: first %s seq %d, retry %s seq %d (%v)", g, env.GrantID, env.Seq, again.GrantID, again.Seq, err)
 		}
 		for _, o := range spends[g] {
-			if !isAttempt(o.env) {
+			if !cluster.IsAttempt(o.env) {
 				continue
 			}
-			again, err := cl.Spend(ctx, api.SpendRequest{GrantID: env.GrantID, Args: argsFor(g), IdempotencyKey: o.key})
-			if err != nil || !isAttempt(again) || again.Seq != o.env.Seq {
+			again, err := cl.Spend(ctx, api.SpendRequest{GrantID: env.GrantID, Args: cluster.ArgsFor(g), IdempotencyKey: o.key})
+			if err != nil || !cluster.IsAttempt(again) || again.Seq != o.env.Seq {
 				t.Errorf("invariant idempotent spend retry: %s: first seq %d, retry %+v (%v)", o.key, o.env.Seq, again, err)
 			}
 		}
@@ -235,7 +235,7 @@ func failover(t *testing.T, how string, down func(c *cluster.Cluster, i int)) {
 		t.Errorf("invariant restarted node converges: %s at seq %d, cluster at %d", vs.Node, vs.Seq, conv.Seq)
 	}
 	// Its return published nothing twice.
-	if final := checkedStream(t, c, c.WaitPublished()); uint64(len(final)) != conv.Seq {
+	if final := c.CheckedStream(t, c.WaitPublished()); uint64(len(final)) != conv.Seq {
 		t.Errorf("stream holds %d receipts after the restart, cluster seq %d", len(final), conv.Seq)
 	}
 }

@@ -116,7 +116,7 @@ func TestDoubleSpendRaceIsLinearizable(t *testing.T) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			envs[i] = mint(t, ctx, minter, i, fmt.Sprintf("mint-%d", i))
+			envs[i] = cluster.Mint(t, ctx, minter, i, fmt.Sprintf("mint-%d", i))
 		}()
 	}
 	wg.Wait()
@@ -151,7 +151,7 @@ func TestDoubleSpendRaceIsLinearizable(t *testing.T) {
 				sctx, scancel := context.WithTimeout(ctx, 20*time.Second)
 				defer scancel()
 				call := time.Since(t0).Nanoseconds()
-				env, err := cl.Spend(sctx, api.SpendRequest{GrantID: envs[g].GrantID, Args: argsFor(g), IdempotencyKey: in.Key})
+				env, err := cl.Spend(sctx, api.SpendRequest{GrantID: envs[g].GrantID, Args: cluster.ArgsFor(g), IdempotencyKey: in.Key})
 				ret := time.Since(t0).Nanoseconds()
 				results[idx] = result{in: in, env: env, err: err, call: call, ret: ret, clientID: idx}
 			}()
@@ -172,13 +172,13 @@ func TestDoubleSpendRaceIsLinearizable(t *testing.T) {
 			out.Unknown, ret = true, math.MaxInt64
 			unknown++
 			t.Logf("spend %s: unknown outcome: %v", r.in.Key, r.err)
-		case isAttempt(r.env):
+		case cluster.IsAttempt(r.env):
 			out.OK = true
 			if w, dup := winners[r.in.Grant]; dup {
 				t.Errorf("invariant one attempt per grant: grant %d spent by %s and %s", r.in.Grant, w, r.in.Key)
 			}
 			winners[r.in.Grant] = r.in.Key
-		case isRefusal(r.env, grants.ReasonAlreadySpent):
+		case cluster.IsRefusal(r.env, grants.ReasonAlreadySpent):
 			if r.env.Recovery != grants.RecoverReconcileConsumption {
 				t.Errorf("already_spent for %s has recovery %q", r.in.Key, r.env.Recovery)
 			}
@@ -212,7 +212,7 @@ func TestDoubleSpendRaceIsLinearizable(t *testing.T) {
 
 	// The receipts agree with the answers.
 	st := c.WaitPublished()
-	evs := checkedStream(t, c, st)
+	evs := c.CheckedStream(t, st)
 	attempts := attemptsByGrant(evs)
 	refused := map[string]int{}
 	for _, e := range evs {
@@ -235,7 +235,7 @@ func TestDoubleSpendRaceIsLinearizable(t *testing.T) {
 		}
 	}
 	for _, r := range results {
-		if r.err == nil && isAttempt(r.env) {
+		if r.err == nil && cluster.IsAttempt(r.env) {
 			e := evs[r.env.Seq-1]
 			if e.Kind != events.KindAttempt || e.GrantID != envs[r.in.Grant].GrantID || e.IdemKey != r.in.Key {
 				t.Errorf("answer for %s names seq %d, which is %s %s %s", r.in.Key, r.env.Seq, e.Kind, e.GrantID, e.IdemKey)

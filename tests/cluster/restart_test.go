@@ -43,11 +43,11 @@ func wholeRestart(t *testing.T, down func(*cluster.Cluster)) {
 	mints := make([]grants.Envelope, nGrants)
 	spends := make([]grants.Envelope, nSpent)
 	for i := range nGrants {
-		mints[i] = mint(t, ctx, cl, i, fmt.Sprintf("restart-grant-%d", i))
+		mints[i] = cluster.Mint(t, ctx, cl, i, fmt.Sprintf("restart-grant-%d", i))
 	}
 	for i := range nSpent {
-		env, err := cl.Spend(ctx, api.SpendRequest{GrantID: mints[i].GrantID, Args: argsFor(i), IdempotencyKey: fmt.Sprintf("restart-spend-%d", i)})
-		if err != nil || !isAttempt(env) {
+		env, err := cl.Spend(ctx, api.SpendRequest{GrantID: mints[i].GrantID, Args: cluster.ArgsFor(i), IdempotencyKey: fmt.Sprintf("restart-spend-%d", i)})
+		if err != nil || !cluster.IsAttempt(env) {
 			t.Fatalf("spend %d: want attempt, got %+v (%v)", i, env, err)
 		}
 		spends[i] = env
@@ -74,31 +74,31 @@ func wholeRestart(t *testing.T, down func(*cluster.Cluster)) {
 	}
 	// Read the stream (and audit it) before anything new happens, so the
 	// digest comparison is at the same seq.
-	checkedStream(t, c, c.WaitPublished())
+	c.CheckedStream(t, c.WaitPublished())
 
 	cl = c.Client(c.Leader(), worker)
 	for i := range nGrants {
-		again, err := cl.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: argsFor(i), IdempotencyKey: fmt.Sprintf("restart-grant-%d", i)})
+		again, err := cl.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: cluster.ArgsFor(i), IdempotencyKey: fmt.Sprintf("restart-grant-%d", i)})
 		if err != nil || again.GrantID != mints[i].GrantID || again.Seq != mints[i].Seq {
 			t.Errorf("invariant idempotent grant retry after restart: grant %d was %s seq %d, retry gave %+v (%v)", i, mints[i].GrantID, mints[i].Seq, again, err)
 		}
 	}
 	for i := range nSpent {
-		again, err := cl.Spend(ctx, api.SpendRequest{GrantID: mints[i].GrantID, Args: argsFor(i), IdempotencyKey: fmt.Sprintf("restart-spend-%d", i)})
-		if err != nil || !isAttempt(again) || again.Seq != spends[i].Seq {
+		again, err := cl.Spend(ctx, api.SpendRequest{GrantID: mints[i].GrantID, Args: cluster.ArgsFor(i), IdempotencyKey: fmt.Sprintf("restart-spend-%d", i)})
+		if err != nil || !cluster.IsAttempt(again) || again.Seq != spends[i].Seq {
 			t.Errorf("invariant idempotent spend retry after restart: grant %d attempt seq %d, retry gave %+v (%v)", i, spends[i].Seq, again, err)
 		}
-		other, err := cl.Spend(ctx, api.SpendRequest{GrantID: mints[i].GrantID, Args: argsFor(i), IdempotencyKey: fmt.Sprintf("restart-respend-%d", i)})
-		if err != nil || !isRefusal(other, grants.ReasonAlreadySpent) {
+		other, err := cl.Spend(ctx, api.SpendRequest{GrantID: mints[i].GrantID, Args: cluster.ArgsFor(i), IdempotencyKey: fmt.Sprintf("restart-respend-%d", i)})
+		if err != nil || !cluster.IsRefusal(other, grants.ReasonAlreadySpent) {
 			t.Errorf("invariant spent stays spent after restart: grant %d: want already_spent, got %+v (%v)", i, other, err)
 		}
 	}
 	for i := nSpent; i < nGrants; i++ {
-		env, err := cl.Spend(ctx, api.SpendRequest{GrantID: mints[i].GrantID, Args: argsFor(i), IdempotencyKey: fmt.Sprintf("restart-late-spend-%d", i)})
-		if err != nil || !isAttempt(env) {
+		env, err := cl.Spend(ctx, api.SpendRequest{GrantID: mints[i].GrantID, Args: cluster.ArgsFor(i), IdempotencyKey: fmt.Sprintf("restart-late-spend-%d", i)})
+		if err != nil || !cluster.IsAttempt(env) {
 			t.Errorf("invariant unspent grant survives restart: grant %d: want attempt, got %+v (%v)", i, env, err)
 		}
 	}
-	checkedStream(t, c, c.WaitPublished())
+	c.CheckedStream(t, c.WaitPublished())
 	c.WaitConverged()
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/internal/cluster"
 	"github.com/writ-dev/writ/policy"
 )
 
@@ -37,15 +38,15 @@ func TestAuthorityChangesBetweenPermitAndSpend(t *testing.T) {
 	grant := func(c *api.Client, sources ...string) (grants.Envelope, int) {
 		t.Helper()
 		n++
-		env, err := c.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: argsFor(n), Sources: sources})
-		if err != nil || !isPermit(env) {
+		env, err := c.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: cluster.ArgsFor(n), Sources: sources})
+		if err != nil || !cluster.IsPermit(env) {
 			t.Fatalf("grant %d for %s: %+v (%v)", n, c.Worker, env, err)
 		}
 		return env, n
 	}
 	spend := func(c *api.Client, g grants.Envelope, i int) grants.Envelope {
 		t.Helper()
-		env, err := c.Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: argsFor(i)})
+		env, err := c.Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: cluster.ArgsFor(i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +54,7 @@ func TestAuthorityChangesBetweenPermitAndSpend(t *testing.T) {
 	}
 	wantRefusal := func(what string, env grants.Envelope, r grants.Reason, rec grants.Recovery) {
 		t.Helper()
-		if !isRefusal(env, r) || env.Recovery != rec {
+		if !cluster.IsRefusal(env, r) || env.Recovery != rec {
 			t.Errorf("invariant %s: want deny %s/%s, got %s %s/%s (%+v)", what, r, rec, env.Decision, env.Reason, env.Recovery, env)
 		}
 	}
@@ -75,7 +76,7 @@ func TestAuthorityChangesBetweenPermitAndSpend(t *testing.T) {
 
 	// Worker revocation.
 	spent, si := grant(w1)
-	if a := spend(w1, spent, si); !isAttempt(a) {
+	if a := spend(w1, spent, si); !cluster.IsAttempt(a) {
 		t.Fatalf("spend before revocation: %+v", a)
 	}
 	ga, ia := grant(w1)
@@ -93,11 +94,11 @@ func TestAuthorityChangesBetweenPermitAndSpend(t *testing.T) {
 		t.Errorf("invariant revoke receipt lists the cancelled grants: got %s worker %q cancelled %v, want %v", rec.Kind, rec.Worker, rec.Cancelled, want)
 	}
 	wantRefusal("revoked worker's grant is cancelled", spend(w1, ga, ia), grants.ReasonGrantRevoked, grants.RecoverRequestNewGrant)
-	if a := spend(w2, other, io); !isAttempt(a) {
+	if a := spend(w2, other, io); !cluster.IsAttempt(a) {
 		t.Errorf("invariant revocation is scoped: w2's grant refused: %+v", a)
 	}
 	n++
-	req, err := w1.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: argsFor(n)})
+	req, err := w1.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: cluster.ArgsFor(n)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestAuthorityChangesBetweenPermitAndSpend(t *testing.T) {
 		t.Errorf("reinstate answered %+v", env)
 	}
 	fresh, fi := grant(w1)
-	if a := spend(w1, fresh, fi); !isAttempt(a) {
+	if a := spend(w1, fresh, fi); !cluster.IsAttempt(a) {
 		t.Errorf("invariant reinstated worker can work again: %+v", a)
 	}
 	wantRefusal("cancelled grants stay dead after reinstatement", spend(w1, gb, 0), grants.ReasonGrantRevoked, grants.RecoverRequestNewGrant)
@@ -120,7 +121,7 @@ func TestAuthorityChangesBetweenPermitAndSpend(t *testing.T) {
 	env, err = op.Revoke(ctx, api.RevokeRequest{Source: "s1"})
 	ok(err, env)
 	wantRefusal("revoked source kills derived grants", spend(w1, fromS1, i1), grants.ReasonSourceRevoked, grants.RecoverRequestNewGrant)
-	if a := spend(w1, fromS2, i2); !isAttempt(a) {
+	if a := spend(w1, fromS2, i2); !cluster.IsAttempt(a) {
 		t.Errorf("invariant source revocation is scoped: grant from s2 refused: %+v", a)
 	}
 

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/internal/cluster"
 	"github.com/writ-dev/writ/internal/testenv"
 )
 
@@ -27,9 +28,9 @@ func TestRestartFromSnapshotKeepsStateAndStatus(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	w := api.NewClient(nc, worker)
-	g := mint(t, ctx, w, 1, "snap-grant")
-	a, err := w.Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: argsFor(1), IdempotencyKey: "snap-spend"})
-	if err != nil || !isAttempt(a) {
+	g := cluster.Mint(t, ctx, w, 1, "snap-grant")
+	a, err := w.Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: cluster.ArgsFor(1), IdempotencyKey: "snap-spend"})
+	if err != nil || !cluster.IsAttempt(a) {
 		t.Fatalf("spend: %+v (%v)", a, err)
 	}
 	testenv.WaitFor(t, 10*time.Second, "receipts published", func() bool {
@@ -54,10 +55,10 @@ func TestRestartFromSnapshotKeepsStateAndStatus(t *testing.T) {
 	}
 	defer nc2.Close()
 	w = api.NewClient(nc2, worker)
-	if again, err := w.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: argsFor(1), IdempotencyKey: "snap-grant"}); err != nil || again.GrantID != g.GrantID {
+	if again, err := w.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: cluster.ArgsFor(1), IdempotencyKey: "snap-grant"}); err != nil || again.GrantID != g.GrantID {
 		t.Errorf("invariant idempotent grant retry after snapshot restore: %+v (%v)", again, err)
 	}
-	if again, err := w.Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: argsFor(1), IdempotencyKey: "snap-spend"}); err != nil || again.Seq != a.Seq {
+	if again, err := w.Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: cluster.ArgsFor(1), IdempotencyKey: "snap-spend"}); err != nil || again.Seq != a.Seq {
 		t.Errorf("invariant idempotent spend retry after snapshot restore: %+v (%v)", again, err)
 	}
 	t.Run("applied_index", func(t *testing.T) {

@@ -100,11 +100,11 @@ func TestClockJumpsAndSkew(t *testing.T) {
 	mintVia := func(cl *api.Client) grants.Envelope {
 		t.Helper()
 		n++
-		return mint(t, ctx, cl, n, fmt.Sprintf("clock-grant-%d", n))
+		return cluster.Mint(t, ctx, cl, n, fmt.Sprintf("clock-grant-%d", n))
 	}
 	spendOf := func(cl *api.Client, g grants.Envelope, i int) grants.Envelope {
 		t.Helper()
-		env, err := cl.Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: argsFor(i), IdempotencyKey: fmt.Sprintf("clock-spend-%d", i)})
+		env, err := cl.Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: cluster.ArgsFor(i), IdempotencyKey: fmt.Sprintf("clock-spend-%d", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +115,7 @@ func TestClockJumpsAndSkew(t *testing.T) {
 	// passes that margin): either way dead, with request_new_grant.
 	wantExpired := func(what string, env grants.Envelope) {
 		t.Helper()
-		if !isRefusal(env, grants.ReasonExpired) && !isRefusal(env, grants.ReasonUnknownGrant) || env.Recovery != grants.RecoverRequestNewGrant {
+		if !cluster.IsRefusal(env, grants.ReasonExpired) && !cluster.IsRefusal(env, grants.ReasonUnknownGrant) || env.Recovery != grants.RecoverRequestNewGrant {
 			t.Errorf("invariant %s: want expired, got %s %s (%+v)", what, env.Decision, env.Reason, env)
 		}
 	}
@@ -160,7 +160,7 @@ func TestClockJumpsAndSkew(t *testing.T) {
 	wantExpired("a grant outlives no failover to a slower clock", spendOf(cl2, gC, iC))
 	// And a fresh grant spends normally under the new leader.
 	gE := mintVia(cl2)
-	if a := spendOf(cl2, gE, n); !isAttempt(a) {
+	if a := spendOf(cl2, gE, n); !cluster.IsAttempt(a) {
 		t.Errorf("a fresh grant after failover: %+v", a)
 	}
 	c.Restart(leader)
@@ -173,7 +173,7 @@ func TestClockJumpsAndSkew(t *testing.T) {
 	t.Logf("control-plane clock moved %s during the test (real clock and skews: n1 0, n2 +90s, n3 -2m, jumps -10m/+10m on %s, failover to %s)",
 		time.Duration(st.Clock-c0).Round(time.Second), lid, c.Nodes[l2].ID)
 
-	evs := checkedStream(t, c)
+	evs := c.CheckedStream(t, c.WaitPublished())
 	var prev int64
 	for _, e := range evs {
 		if e.Time < prev {

@@ -68,9 +68,9 @@ func TestCrashRightAfterAnswer(t *testing.T) {
 				m := note(h.do(record{Kind: opGrant, Grant: g, Worker: worker, Key: key, Via: -1}, func() (grants.Envelope, error) {
 					ctx, cancel := opCtx()
 					defer cancel()
-					return minter.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: argsFor(g), IdempotencyKey: key})
+					return minter.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: cluster.ArgsFor(g), IdempotencyKey: key})
 				}))
-				if m.Unknown() || !isPermit(m.Env) {
+				if m.Unknown() || !cluster.IsPermit(m.Env) {
 					continue
 				}
 				var sw sync.WaitGroup
@@ -82,7 +82,7 @@ func TestCrashRightAfterAnswer(t *testing.T) {
 						note(h.do(record{Kind: opSpend, Grant: g, Worker: worker, Key: key, Via: -1}, func() (grants.Envelope, error) {
 							ctx, cancel := opCtx()
 							defer cancel()
-							return cl.Spend(ctx, api.SpendRequest{GrantID: m.Env.GrantID, Args: argsFor(g), IdempotencyKey: key})
+							return cl.Spend(ctx, api.SpendRequest{GrantID: m.Env.GrantID, Args: cluster.ArgsFor(g), IdempotencyKey: key})
 						}))
 					}()
 				}
@@ -146,21 +146,21 @@ func TestCrashRightAfterAnswer(t *testing.T) {
 		}
 		switch r.Kind {
 		case opGrant:
-			again, err := client(r.Worker).Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: argsFor(r.Grant), IdempotencyKey: r.Key})
+			again, err := client(r.Worker).Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: cluster.ArgsFor(r.Grant), IdempotencyKey: r.Key})
 			if err != nil || again.GrantID != r.Env.GrantID || again.Seq != r.Env.Seq {
 				t.Errorf("invariant acknowledged grant survives: %s was %s seq %d, retry %s seq %d (%v)", r.Key, r.Env.GrantID, r.Env.Seq, again.GrantID, again.Seq, err)
 			}
 		case opSpend:
-			if !isAttempt(r.Env) {
+			if !cluster.IsAttempt(r.Env) {
 				continue
 			}
-			again, err := client(r.Worker).Spend(ctx, api.SpendRequest{GrantID: grantEnv[r.Grant].GrantID, Args: argsFor(r.Grant), IdempotencyKey: r.Key})
-			if err != nil || !isAttempt(again) || again.Seq != r.Env.Seq {
+			again, err := client(r.Worker).Spend(ctx, api.SpendRequest{GrantID: grantEnv[r.Grant].GrantID, Args: cluster.ArgsFor(r.Grant), IdempotencyKey: r.Key})
+			if err != nil || !cluster.IsAttempt(again) || again.Seq != r.Env.Seq {
 				t.Errorf("invariant acknowledged spend survives: %s was attempt seq %d, retry %+v (%v)", r.Key, r.Env.Seq, again, err)
 			}
 		}
 	}
-	evs := checkedStream(t, c)
+	evs := c.CheckedStream(t, c.WaitPublished())
 	checkCommitted(t, rs, evs)
 	checkOnePerKey(t, evs)
 	gwMu.Lock()

@@ -146,16 +146,16 @@ func diskScenario(t *testing.T, readOnly bool) {
 				m := h.do(record{Kind: opGrant, Grant: g, Worker: worker, Key: key, Via: -1}, func() (grants.Envelope, error) {
 					octx, ocancel := context.WithTimeout(context.Background(), 20*time.Second)
 					defer ocancel()
-					return cl.Grant(octx, api.GrantRequest{Lane: lane, Tool: tool, Args: argsFor(g), IdempotencyKey: key})
+					return cl.Grant(octx, api.GrantRequest{Lane: lane, Tool: tool, Args: cluster.ArgsFor(g), IdempotencyKey: key})
 				})
-				if m.Unknown() || !isPermit(m.Env) {
+				if m.Unknown() || !cluster.IsPermit(m.Env) {
 					continue
 				}
 				skey := fmt.Sprintf("d-spend-%d", g)
 				h.do(record{Kind: opSpend, Grant: g, Worker: worker, Key: skey, Via: -1}, func() (grants.Envelope, error) {
 					octx, ocancel := context.WithTimeout(context.Background(), 20*time.Second)
 					defer ocancel()
-					return cl.Spend(octx, api.SpendRequest{GrantID: m.Env.GrantID, Args: argsFor(g), IdempotencyKey: skey})
+					return cl.Spend(octx, api.SpendRequest{GrantID: m.Env.GrantID, Args: cluster.ArgsFor(g), IdempotencyKey: skey})
 				})
 			}
 		}()
@@ -232,7 +232,7 @@ func diskScenario(t *testing.T, readOnly bool) {
 	// Repair and recover.
 	repair()
 	c.Restart(leader)
-	evs := checkedStream(t, c)
+	evs := c.CheckedStream(t, c.WaitPublished())
 	checkCommitted(t, rs, evs)
 	checkOnePerKey(t, evs)
 	gwMu.Lock()

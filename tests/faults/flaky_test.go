@@ -69,9 +69,9 @@ func TestFlakyLinks(t *testing.T) {
 					m := h.do(record{Kind: opGrant, Grant: g, Worker: worker, Key: key, Via: (wi + lane + k) % 3}, func() (grants.Envelope, error) {
 						ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 						defer cancel()
-						return minter.Grant(ctx, api.GrantRequest{Lane: "coordinator", Tool: tool, Args: argsFor(g), IdempotencyKey: key})
+						return minter.Grant(ctx, api.GrantRequest{Lane: "coordinator", Tool: tool, Args: cluster.ArgsFor(g), IdempotencyKey: key})
 					})
-					if m.Unknown() || !isPermit(m.Env) {
+					if m.Unknown() || !cluster.IsPermit(m.Env) {
 						continue
 					}
 					var sw sync.WaitGroup
@@ -84,7 +84,7 @@ func TestFlakyLinks(t *testing.T) {
 							h.do(record{Kind: opSpend, Grant: g, Worker: worker, Key: skey, Via: via}, func() (grants.Envelope, error) {
 								ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 								defer cancel()
-								return cls[via].Spend(ctx, api.SpendRequest{GrantID: m.Env.GrantID, Args: argsFor(g), IdempotencyKey: skey})
+								return cls[via].Spend(ctx, api.SpendRequest{GrantID: m.Env.GrantID, Args: cluster.ArgsFor(g), IdempotencyKey: skey})
 							})
 						}()
 					}
@@ -164,12 +164,12 @@ func TestFlakyLinks(t *testing.T) {
 	defer cancel()
 	for i := range c.Nodes {
 		cl := c.PinnedClient(i, "w1")
-		g := mint(t, ctx, cl, 50_000+i, fmt.Sprintf("f-after-%d", i))
-		if _, err := cl.Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: argsFor(50_000 + i), IdempotencyKey: fmt.Sprintf("f-after-spend-%d", i)}); err != nil {
+		g := cluster.Mint(t, ctx, cl, 50_000+i, fmt.Sprintf("f-after-%d", i))
+		if _, err := cl.Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: cluster.ArgsFor(50_000 + i), IdempotencyKey: fmt.Sprintf("f-after-spend-%d", i)}); err != nil {
 			t.Errorf("invariant progress after healing: spend through %s: %v", c.Nodes[i].ID, err)
 		}
 	}
-	evs := checkedStream(t, c)
+	evs := c.CheckedStream(t, c.WaitPublished())
 	checkCommitted(t, rs, evs)
 	checkOnePerKey(t, evs)
 	gwMu.Lock()

@@ -1,8 +1,6 @@
 package faults
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -15,15 +13,14 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/writ-dev/writ/api"
-	"github.com/writ-dev/writ/audit"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/cluster"
 )
 
 const (
-	tool = "Bash"
-	lane = "coordinator"
+	tool = cluster.Tool
+	lane = cluster.Lane
 )
 
 // full reports whether the whole fault suite runs (make test-faults sets
@@ -47,36 +44,6 @@ func smokeOK(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault scenario skipped in -short mode")
 	}
-}
-
-// argsFor is the tool call of grant i.
-func argsFor(i int) json.RawMessage {
-	return json.RawMessage(fmt.Sprintf(`{"command":"echo %d"}`, i))
-}
-
-func isAttempt(env grants.Envelope) bool {
-	return env.Decision == grants.Permit && env.Kind == events.KindAttempt && env.Seq > 0
-}
-
-func isPermit(env grants.Envelope) bool {
-	return env.Decision == grants.Permit && env.Kind == events.KindPermit && env.GrantID != "" && env.Seq > 0
-}
-
-func isRefusal(env grants.Envelope, r grants.Reason) bool {
-	return env.Decision == grants.Deny && env.Reason == r
-}
-
-// mint asks for grant i with key and fails the test unless it is permitted.
-func mint(t testing.TB, ctx context.Context, c *api.Client, i int, key string) grants.Envelope {
-	t.Helper()
-	env, err := c.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: argsFor(i), IdempotencyKey: key})
-	if err != nil {
-		t.Fatalf("grant %d (%s): %v", i, key, err)
-	}
-	if !isPermit(env) {
-		t.Fatalf("grant %d (%s): want permit, got %+v", i, key, env)
-	}
-	return env
 }
 
 // ---------------------------------------------------------------------
@@ -173,13 +140,13 @@ func spendOutcome(r record) spendResult {
 	switch {
 	case r.Unknown():
 		return resUnknown
-	case isAttempt(r.Env):
+	case cluster.IsAttempt(r.Env):
 		return resAttempt
-	case isRefusal(r.Env, grants.ReasonAlreadySpent):
+	case cluster.IsRefusal(r.Env, grants.ReasonAlreadySpent):
 		return resAlready
-	case isRefusal(r.Env, grants.ReasonGrantRevoked):
+	case cluster.IsRefusal(r.Env, grants.ReasonGrantRevoked):
 		return resRevoked
-	case isRefusal(r.Env, grants.ReasonEpochStale):
+	case cluster.IsRefusal(r.Env, grants.ReasonEpochStale):
 		return resStale
 	}
 	return resUnmatched
@@ -296,7 +263,7 @@ func checkAuthority(t *testing.T, rs []record, grantWorker map[int]string) {
 	for _, r := range rs {
 		switch r.Kind {
 		case opGrant:
-			ok := r.Unknown() || isPermit(r.Env)
+			ok := r.Unknown() || cluster.IsPermit(r.Env)
 			per[r.Grant] = append(per[r.Grant], toOp(r, modelIn{Kind: opGrant, Grant: r.Grant, Worker: r.Worker, Key: r.Key}, modelOut{OK: ok}))
 		case opSpend:
 			res := spendOutcome(r)
@@ -379,40 +346,6 @@ func checkCommitted(t *testing.T, rs []record, evs []events.Event) {
 				r.Kind, r.Key, r.Via, r.Env.Seq, e.Kind, e.GrantID, e.IdemKey)
 		}
 	}
-}
-
-// checkedStream reads the whole receipt stream, checks it (gap-free, event
-// seq == stream seq == message id, chain intact, no duplicates), runs the
-// auditor over it and compares the auditor's replay with the leader's
-// state digest. It returns the events (index i is seq i+1).
-func checkedStream(t testing.TB, c *cluster.Cluster) []events.Event {
-	t.Helper()
-	st := c.WaitPublished()
-	ctx, cancel := context.WithTimeout(context.Background(), cluster.ConvergeTimeout)
-	defer cancel()
-	si, rs, err := c.Receipts(ctx)
-	if err != nil {
-		t.Fatalf("reading the receipt stream: %v", err)
-	}
-	evs := cluster.CheckReceipts(t, si, rs)
-	v := audit.NewVerifier(audit.Options{})
-	for _, r := range rs {
-		if err := v.Add(r.Data, r.StreamSeq); err != nil {
-			t.Fatalf("invariant auditor finds no violation: %v", err)
-		}
-	}
-	if st.Seq == si.LastSeq {
-		want, err := events.ParseHash(st.StateDigest)
-		if err != nil {
-			t.Fatalf("state digest %q: %v", st.StateDigest, err)
-		}
-		if err := v.CheckDigest(want); err != nil {
-			t.Fatalf("invariant replay of the stream gives the issuer's state digest: %v", err)
-		}
-	} else {
-		t.Logf("status seq %d != stream last seq %d: digest not compared", st.Seq, si.LastSeq)
-	}
-	return evs
 }
 
 // checkOnePerKey checks that no idempotency key produced two permits or

@@ -87,15 +87,15 @@ func TestNATSServerLostAndWiped(t *testing.T) {
 					mu.Unlock()
 					key := fmt.Sprintf("n-grant-%d", g)
 					r := h.do(record{Kind: opGrant, Grant: g, Worker: worker, Key: key, Via: -1}, func() (grants.Envelope, error) {
-						return cl.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: argsFor(g), IdempotencyKey: key})
+						return cl.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: cluster.ArgsFor(g), IdempotencyKey: key})
 					})
-					if r.Unknown() || !isPermit(r.Env) {
+					if r.Unknown() || !cluster.IsPermit(r.Env) {
 						t.Errorf("grant %d: %+v %v", g, r.Env, r.Err)
 						continue
 					}
 					skey := fmt.Sprintf("n-spend-%d", g)
 					h.do(record{Kind: opSpend, Grant: g, Worker: worker, Key: skey, Via: -1}, func() (grants.Envelope, error) {
-						return cl.Spend(ctx, api.SpendRequest{GrantID: r.Env.GrantID, Args: argsFor(g), IdempotencyKey: skey})
+						return cl.Spend(ctx, api.SpendRequest{GrantID: r.Env.GrantID, Args: cluster.ArgsFor(g), IdempotencyKey: skey})
 					})
 				}
 			}()
@@ -155,7 +155,7 @@ func TestNATSServerLostAndWiped(t *testing.T) {
 	c.Restart(sl)
 	work(5)
 	c.WaitPublished()
-	evs := checkedStream(t, c)
+	evs := c.CheckedStream(t, c.WaitPublished())
 	close(stopWatch)
 	<-watchDone
 	for _, l := range lost {

@@ -66,10 +66,10 @@ func TestOperatorSurface(t *testing.T) {
 	cl := c.Client(leader, "w1")
 	var minted []grants.Envelope
 	for i := range 5 {
-		g := mint(t, ctx, cl, i, fmt.Sprintf("op-grant-%d", i))
+		g := cluster.Mint(t, ctx, cl, i, fmt.Sprintf("op-grant-%d", i))
 		minted = append(minted, g)
 		if i%2 == 0 {
-			if a, err := cl.Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: argsFor(i), IdempotencyKey: fmt.Sprintf("op-spend-%d", i)}); err != nil || !isAttempt(a) {
+			if a, err := cl.Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: cluster.ArgsFor(i), IdempotencyKey: fmt.Sprintf("op-spend-%d", i)}); err != nil || !cluster.IsAttempt(a) {
 				t.Fatalf("spend %d: %+v %v", i, a, err)
 			}
 		}
@@ -165,7 +165,7 @@ func TestOperatorSurface(t *testing.T) {
 		t.Errorf("invariant restored state: digest %.12s seq %d, saved %.12s seq %d", st.StateDigest, st.Seq, conv.StateDigest, conv.Seq)
 	}
 	rcl := restored.Client(restored.Leader(), "w1")
-	again, err := rcl.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: argsFor(1), IdempotencyKey: "op-grant-1"})
+	again, err := rcl.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: cluster.ArgsFor(1), IdempotencyKey: "op-grant-1"})
 	if err != nil || again.GrantID != minted[1].GrantID || again.Seq != minted[1].Seq {
 		t.Errorf("invariant idempotent retry after restore: %+v (%v), want %s seq %d", again, err, minted[1].GrantID, minted[1].Seq)
 	}

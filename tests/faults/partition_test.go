@@ -87,9 +87,9 @@ func partitionScenario(t *testing.T, p partitionPlan) {
 				defer func() { <-sem }()
 				key := fmt.Sprintf("p-grant-%d", g)
 				r := h.do(record{Kind: opGrant, Grant: g, Worker: worker, Key: key, Via: -1}, func() (grants.Envelope, error) {
-					return cl.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: argsFor(g), IdempotencyKey: key})
+					return cl.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: cluster.ArgsFor(g), IdempotencyKey: key})
 				})
-				if r.Unknown() || !isPermit(r.Env) {
+				if r.Unknown() || !cluster.IsPermit(r.Env) {
 					t.Errorf("grant %d: %+v %v", g, r.Env, r.Err)
 				}
 				all[g] = minted{r.Env, worker}
@@ -138,7 +138,7 @@ func partitionScenario(t *testing.T, p partitionPlan) {
 		h.do(record{Kind: opSpend, Grant: g, Worker: m.worker, Key: key, Via: via}, func() (grants.Envelope, error) {
 			octx, ocancel := context.WithTimeout(context.Background(), p.opTimeout)
 			defer ocancel()
-			return pinned[m.worker][via].Spend(octx, api.SpendRequest{GrantID: m.env.GrantID, Args: argsFor(g), IdempotencyKey: key})
+			return pinned[m.worker][via].Spend(octx, api.SpendRequest{GrantID: m.env.GrantID, Args: cluster.ArgsFor(g), IdempotencyKey: key})
 		})
 	}
 	for g := range all {
@@ -216,7 +216,7 @@ func partitionScenario(t *testing.T, p partitionPlan) {
 	if newLeader == old {
 		t.Logf("%s leads again after the heal", c.Nodes[old].ID)
 	}
-	evs := checkedStream(t, c)
+	evs := c.CheckedStream(t, c.WaitPublished())
 	checkCommitted(t, rs, evs)
 	checkOnePerKey(t, evs)
 	checkAuthority(t, rs, grantWorker)
@@ -229,7 +229,7 @@ func partitionScenario(t *testing.T, p partitionPlan) {
 	cl := c.Client(newLeader, "w1")
 	pctx, pcancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer pcancel()
-	mint(t, pctx, cl, 10_000, "p-after-heal")
+	cluster.Mint(t, pctx, cl, 10_000, "p-after-heal")
 }
 
 // checkRevocationBeatsSpends checks the log order: once a worker's

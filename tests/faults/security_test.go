@@ -3,16 +3,9 @@ package faults
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -25,65 +18,16 @@ import (
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/internal/cluster"
+	"github.com/writ-dev/writ/internal/testpki"
 	"github.com/writ-dev/writ/natsbus"
 )
 
-// pki is a throwaway certificate authority with one loopback certificate
-// usable as TLS server and client (raft and NATS routes are both).
-type pki struct {
-	CA, Cert, Key string // PEM file paths
-}
-
-func writePEM(t *testing.T, path, typ string, der []byte) {
+// newPKI writes a throwaway CA and one loopback certificate from it, usable
+// as TLS server and client (raft and NATS routes are both), into dir as
+// name-ca.pem, name-cert.pem and name-key.pem.
+func newPKI(t *testing.T, dir, name string) testpki.Files {
 	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func newPKI(t *testing.T, dir, name string) pki {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name + " CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: name + " node"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := pki{CA: filepath.Join(dir, name+"-ca.pem"), Cert: filepath.Join(dir, name+"-cert.pem"), Key: filepath.Join(dir, name+"-key.pem")}
-	writePEM(t, p.CA, "CERTIFICATE", caDER)
-	writePEM(t, p.Cert, "CERTIFICATE", der)
-	writePEM(t, p.Key, "EC PRIVATE KEY", kb)
-	return p
+	return testpki.NewCA(t, name).WriteFiles(t, dir, name)
 }
 
 // writeAuth writes an --auth file with the given users (name -> role) and
@@ -177,7 +121,7 @@ func TestSecureClusterRefusesStrangers(t *testing.T) {
 		t.Fatalf("w1 cannot connect: %v", err)
 	}
 	defer w1.Close()
-	g := mint(t, ctx, api.NewClient(w1, "w1"), 1, "sec-grant-1")
+	g := cluster.Mint(t, ctx, api.NewClient(w1, "w1"), 1, "sec-grant-1")
 	before := c.WaitConverged()
 
 	// A worker speaking in another worker's name.
@@ -189,7 +133,7 @@ func TestSecureClusterRefusesStrangers(t *testing.T) {
 	defer w1b.Close()
 	as2 := api.NewClient(w1b, "w2")
 	actx, acancel := context.WithTimeout(ctx, 3*time.Second)
-	env, err := as2.Spend(actx, api.SpendRequest{GrantID: g.GrantID, Args: argsFor(1), IdempotencyKey: "impersonation"})
+	env, err := as2.Spend(actx, api.SpendRequest{GrantID: g.GrantID, Args: cluster.ArgsFor(1), IdempotencyKey: "impersonation"})
 	acancel()
 	if err == nil {
 		t.Errorf("invariant a worker cannot speak for another: w1 publishing as w2 was answered %+v", env)
@@ -288,7 +232,7 @@ func TestSecureClusterRefusesStrangers(t *testing.T) {
 			t.Errorf("invariant attacks change nothing: digest %.12s -> %.12s", before.StateDigest, after.StateDigest)
 		}
 	}
-	if a, err := api.NewClient(w1, "w1").Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: argsFor(1), IdempotencyKey: "sec-spend-1"}); err != nil || !isAttempt(a) {
+	if a, err := api.NewClient(w1, "w1").Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: cluster.ArgsFor(1), IdempotencyKey: "sec-spend-1"}); err != nil || !cluster.IsAttempt(a) {
 		t.Errorf("the legitimate worker's spend after the attacks: %+v %v", a, err)
 	}
 	checkDigests(t, c)

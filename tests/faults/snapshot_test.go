@@ -49,10 +49,10 @@ func TestFollowerBackAfterCompaction(t *testing.T) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			g := mint(t, ctx, cl, i, fmt.Sprintf("s-grant-%d", i))
+			g := cluster.Mint(t, ctx, cl, i, fmt.Sprintf("s-grant-%d", i))
 			mints[i] = g.GrantID
 			if i%2 == 0 {
-				if a, err := cl.Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: argsFor(i), IdempotencyKey: fmt.Sprintf("s-spend-%d", i)}); err != nil || !isAttempt(a) {
+				if a, err := cl.Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: cluster.ArgsFor(i), IdempotencyKey: fmt.Sprintf("s-spend-%d", i)}); err != nil || !cluster.IsAttempt(a) {
 					t.Errorf("spend %d: %+v %v", i, a, err)
 				}
 			}
@@ -74,7 +74,7 @@ func TestFollowerBackAfterCompaction(t *testing.T) {
 			t.Fatalf("the leader never compacted past index %d: %+v (%v)", before.LastLogIndex, st, err)
 		}
 		// Keep the log moving so the snapshot threshold is crossed.
-		mint(t, ctx, cl, 100_000+int(time.Now().UnixNano()%1_000_000), fmt.Sprintf("s-tick-%d", time.Now().UnixNano()))
+		cluster.Mint(t, ctx, cl, 100_000+int(time.Now().UnixNano()%1_000_000), fmt.Sprintf("s-tick-%d", time.Now().UnixNano()))
 		time.Sleep(100 * time.Millisecond)
 	}
 
@@ -92,12 +92,12 @@ func TestFollowerBackAfterCompaction(t *testing.T) {
 	// Answers given while it was down are still the answers through it.
 	fc := c.PinnedClient(follower, "w1")
 	for i := 0; i < n; i += 17 {
-		again, err := fc.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: argsFor(i), IdempotencyKey: fmt.Sprintf("s-grant-%d", i)})
+		again, err := fc.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: cluster.ArgsFor(i), IdempotencyKey: fmt.Sprintf("s-grant-%d", i)})
 		if err != nil || again.GrantID != mints[i] {
 			t.Errorf("invariant idempotent retry after catch-up: grant %d was %s, retry %+v (%v)", i, mints[i], again, err)
 		}
 	}
-	evs := checkedStream(t, c)
+	evs := c.CheckedStream(t, c.WaitPublished())
 	checkOnePerKey(t, evs)
 	checkDigests(t, c)
 }

@@ -75,26 +75,26 @@ func TestRetryStormAcrossLeaderChange(t *testing.T) {
 
 	l1 := c.Leader()
 	grantsOut := storm("grant", func() { c.Kill(l1) }, func(ctx context.Context, cl *api.Client) (grants.Envelope, error) {
-		return cl.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: argsFor(1), IdempotencyKey: grantKey})
+		return cl.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: cluster.ArgsFor(1), IdempotencyKey: grantKey})
 	})
 	first := grantsOut[0]
 	for i, env := range grantsOut {
-		if !isPermit(env) || env.GrantID != first.GrantID || env.Seq != first.Seq {
+		if !cluster.IsPermit(env) || env.GrantID != first.GrantID || env.Seq != first.Seq {
 			t.Fatalf("invariant one grant per key: duplicate %d answered %+v, duplicate 0 %+v", i, env, first)
 		}
 	}
 	c.Restart(l1)
 	l2 := c.Leader()
 	spendsOut := storm("spend", func() { c.Stop(l2) }, func(ctx context.Context, cl *api.Client) (grants.Envelope, error) {
-		return cl.Spend(ctx, api.SpendRequest{GrantID: first.GrantID, Args: argsFor(1), IdempotencyKey: spendKey})
+		return cl.Spend(ctx, api.SpendRequest{GrantID: first.GrantID, Args: cluster.ArgsFor(1), IdempotencyKey: spendKey})
 	})
 	for i, env := range spendsOut {
-		if !isAttempt(env) || env.Seq != spendsOut[0].Seq {
+		if !cluster.IsAttempt(env) || env.Seq != spendsOut[0].Seq {
 			t.Fatalf("invariant one spend per key: duplicate %d answered %+v, duplicate 0 %+v", i, env, spendsOut[0])
 		}
 	}
 	c.Restart(l2)
-	evs := checkedStream(t, c)
+	evs := c.CheckedStream(t, c.WaitPublished())
 	permits, attempts := 0, 0
 	for _, e := range evs {
 		switch {

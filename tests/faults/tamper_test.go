@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/internal/cluster"
 	"github.com/writ-dev/writ/internal/testenv"
 	"github.com/writ-dev/writ/natsbus"
 )
@@ -85,8 +86,8 @@ func TestTamperedStreamCaughtAtTheBadSeq(t *testing.T) {
 	defer cancel()
 	w := api.NewClient(nc, "w1")
 	for i := range 6 {
-		g := mint(t, ctx, w, i, fmt.Sprintf("t-grant-%d", i))
-		if a, err := w.Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: argsFor(i), IdempotencyKey: fmt.Sprintf("t-spend-%d", i)}); err != nil || !isAttempt(a) {
+		g := cluster.Mint(t, ctx, w, i, fmt.Sprintf("t-grant-%d", i))
+		if a, err := w.Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: cluster.ArgsFor(i), IdempotencyKey: fmt.Sprintf("t-spend-%d", i)}); err != nil || !cluster.IsAttempt(a) {
 			t.Fatalf("spend %d: %+v %v", i, a, err)
 		}
 	}
