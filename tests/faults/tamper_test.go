@@ -142,8 +142,19 @@ func TestTamperedStreamCaughtAtTheBadSeq(t *testing.T) {
 	load := func(ms []msg) {
 		t.Helper()
 		_ = tjs.DeleteStream(ctx, natsbus.StreamName)
-		if _, err := natsbus.EnsureStream(ctx, tjs, 1); err != nil {
-			t.Fatal(err)
+		// nats-server removes a deleted stream's store asynchronously;
+		// creating the same name at once can fail with "error creating
+		// store for stream", so poll with a deadline.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, err := natsbus.EnsureStream(ctx, tjs, 1)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 		for _, m := range ms {
 			if _, err := tjs.Publish(ctx, m.subject, m.data); err != nil {
