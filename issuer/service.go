@@ -128,12 +128,18 @@ func (s *Service) lead(ctx context.Context) error {
 	if err := s.ensurePolicy(ctx); err != nil {
 		return err
 	}
-	// The receipt stream must exist before the API is served: an R3 stream
-	// can only be created while all three servers are up, so a leader that
-	// answered first could, after losing a node, hold receipts it can never
-	// publish. Once the stream exists this returns at once.
-	if _, err := natsbus.EnsureStream(ctx, s.js, s.cfg.StreamReplicas); err != nil {
-		return fmt.Errorf("receipt stream: %w", err)
+	// A brand-new cluster creates the receipt stream before serving: an R3
+	// stream can only be created while all three servers are up, so a
+	// leader that answered first could, after losing a node, hold receipts
+	// it can never publish. Once anything has been published the stream
+	// exists, and the API is served even while JetStream is degraded:
+	// receipts wait in the replicated outbox and publishLoop retries.
+	var published uint64
+	s.node.View(func(st *fsm.State, _ uint64) { published = st.Published() })
+	if published == 0 {
+		if _, err := natsbus.EnsureStream(ctx, s.js, s.cfg.StreamReplicas); err != nil {
+			return fmt.Errorf("receipt stream: %w", err)
+		}
 	}
 	var subs []*nats.Subscription
 	defer func() {
