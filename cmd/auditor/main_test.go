@@ -10,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/writ-dev/writ/audit"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/fsm"
+	"github.com/writ-dev/writ/internal/testenv"
 	"github.com/writ-dev/writ/policy"
 )
 
@@ -53,25 +53,7 @@ func cleanEnv(t *testing.T) {
 }
 
 // startJetStream runs an embedded nats-server with JetStream for the test.
-func startJetStream(t *testing.T) string {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		s.Shutdown()
-		t.Fatal("nats-server did not start")
-	}
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
-	return s.ClientURL()
-}
+func startJetStream(t *testing.T) string { return testenv.StartNATS(t, true).ClientURL() }
 
 // bus is a connection that creates and fills the receipt stream the way
 // the issuer does.
@@ -373,23 +355,7 @@ func TestTail(t *testing.T) {
 	}
 }
 
-// syncBuffer is an io.Writer safe to read while run writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testenv.SyncBuffer
 
 func TestTailFollow(t *testing.T) {
 	cleanEnv(t)

@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/spf13/cobra"
 	"go.uber.org/goleak"
 
@@ -243,15 +242,7 @@ func TestStatusWithNothingListening(t *testing.T) {
 // NATS is up but no issuer answers: still unavailable, with a hint.
 func TestStatusWithNoIssuer(t *testing.T) {
 	cleanEnv(t)
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
-	defer func() { s.Shutdown(); s.WaitForShutdown() }()
+	s := testenv.StartNATS(t, false)
 	r := runCLI(t, "status", "--nats-url", s.ClientURL(), "--timeout", "500ms")
 	if r.code != exitUnavailable {
 		t.Fatalf("want exit %d, got %s", exitUnavailable, r)
@@ -331,23 +322,7 @@ func TestOperatorCommandsAgainstIssuer(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer a child process and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testenv.SyncBuffer
 
 type proc struct {
 	cmd            *exec.Cmd

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
@@ -67,19 +66,7 @@ func cleanEnv(t *testing.T) {
 func tripwire(t *testing.T) (url string, accepted *atomic.Int32) { return testenv.Tripwire(t) }
 
 // startNATS runs an embedded nats-server for the test.
-func startNATS(t *testing.T) string {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: false, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(5 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	return s.ClientURL()
-}
+func startNATS(t *testing.T) string { return testenv.StartNATS(t, false).ClientURL() }
 
 // received is one request the fake issuer saw.
 type received struct {
