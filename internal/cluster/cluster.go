@@ -982,7 +982,14 @@ func (c *Cluster) Receipts(ctx context.Context) (StreamInfo, []Receipt, error) {
 	if err != nil {
 		return si, nil, err
 	}
-	s, err := js.Stream(ctx, natsbus.StreamName)
+	// After a heal the JetStream meta and stream leaders may still be
+	// electing (503 "temporarily unavailable", timeouts): every read below
+	// retries until ctx's deadline, never on a fixed count.
+	var s jetstream.Stream
+	err = retryTransient(ctx, func() (e error) {
+		s, e = js.Stream(ctx, natsbus.StreamName)
+		return e
+	})
 	if err != nil {
 		return si, nil, err
 	}
@@ -992,12 +999,16 @@ func (c *Cluster) Receipts(ctx context.Context) (StreamInfo, []Receipt, error) {
 	var missing []uint64
 	for seq := st.FirstSeq; seq <= st.LastSeq && seq > 0; seq++ {
 		var m *jetstream.RawStreamMsg
-		for attempt := 0; ; attempt++ {
-			m, err = s.GetMsg(ctx, seq)
-			if err == nil || errors.Is(err, jetstream.ErrMsgNotFound) || attempt >= 20 || ctx.Err() != nil {
-				break
+		err = retryTransient(ctx, func() (e error) {
+			m, e = s.GetMsg(ctx, seq)
+			if errors.Is(e, jetstream.ErrMsgNotFound) {
+				return permanent{e}
 			}
-			time.Sleep(50 * time.Millisecond) // a stream leader change: try again
+			return e
+		})
+		var p permanent
+		if errors.As(err, &p) {
+			err = p.err
 		}
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			missing = append(missing, seq)
@@ -1072,4 +1083,34 @@ func CheckReceipts(t testing.TB, si StreamInfo, rs []Receipt) []events.Event {
 		out = append(out, e)
 	}
 	return out
+}
+
+// permanent marks an error retryTransient must return at once.
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
+func (p permanent) Unwrap() error { return p.err }
+
+// retryTransient calls f until it succeeds, returns a permanent error, or
+// ctx ends; the last error is returned. Between tries it waits 50 ms,
+// doubling to 1 s.
+func retryTransient(ctx context.Context, f func() error) error {
+	wait := 50 * time.Millisecond
+	for {
+		err := f()
+		var p permanent
+		if err == nil || errors.As(err, &p) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (gave up: %v)", err, ctx.Err())
+		case <-t.C:
+		}
+		if wait < time.Second {
+			wait *= 2
+		}
+	}
 }

@@ -42,19 +42,19 @@ func receiptAt(t testing.TB, nc *nats.Conn, seq uint64) events.Event {
 	for {
 		s, err := js.Stream(ctx, natsbus.StreamName)
 		if err == nil && s.CachedInfo().State.LastSeq >= seq {
-			m, err := s.GetMsg(ctx, seq)
-			if err != nil {
-				t.Fatalf("receipt %d: %v", seq, err)
+			// A read can meet a stream leader change (503): poll again.
+			var m *jetstream.RawStreamMsg
+			if m, err = s.GetMsg(ctx, seq); err == nil {
+				e, err := events.Decode(m.Data)
+				if err != nil {
+					t.Fatalf("receipt %d: %v", seq, err)
+				}
+				return e
 			}
-			e, err := events.Decode(m.Data)
-			if err != nil {
-				t.Fatalf("receipt %d: %v", seq, err)
-			}
-			return e
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("receipt %d never reached the stream", seq)
+			t.Fatalf("receipt %d never read from the stream: %v", seq, err)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
