@@ -32,6 +32,8 @@ const (
 	OpGrant  = "grant"
 	OpSpend  = "spend"
 	OpEffect = "effect"
+	// OpSource registers a content source (SourceRequest).
+	OpSource = "source"
 )
 
 // Operator subjects.
@@ -73,7 +75,7 @@ func ParseWorkerSubject(subj string) (worker, op string, err error) {
 		return "", "", fmt.Errorf("%w: worker: %v", ErrBadSubject, err)
 	}
 	switch op {
-	case OpGrant, OpSpend, OpEffect:
+	case OpGrant, OpSpend, OpEffect, OpSource:
 		return worker, op, nil
 	}
 	return "", "", fmt.Errorf("%w: unknown operation %q", ErrBadSubject, op)
@@ -117,6 +119,66 @@ type GrantRequest struct {
 	Bytes          uint64          `json:"bytes,omitempty"`
 	Cwd            string          `json:"cwd,omitempty"`
 	ResolvedTarget string          `json:"resolved_target,omitempty"`
+	// Provenance traces argument fields to registered sources (see
+	// FieldTrace). Omitted: the worker traced nothing, and every sink
+	// field counts as model-made (evidence). At most MaxTraces.
+	Provenance []FieldTrace `json:"provenance,omitempty"`
+}
+
+// Provenance limits.
+const (
+	MaxTraces        = 64 // field traces per grant request
+	MaxTraceMatches  = 32 // matches per field trace
+	MaxSourceOrigins = 64 // origins of one derived source
+)
+
+// FieldTrace is the worker's account of where one argument field's value
+// came from: the registered sources it matched and how. Field is the
+// flattened argument path as the policy names sink fields ("to",
+// "payment.iban", "cmd[0]"). Covered is true when raw matches cover the
+// whole value and nothing about the match was uncertain (no stop grams, no
+// truncation); otherwise part of the value counts as model-made. The
+// issuer never trusts a level from the worker: it looks each source up in
+// its own replicated registry.
+type FieldTrace struct {
+	Field   string       `json:"field"`
+	Matches []TraceMatch `json:"matches,omitempty"`
+	Covered bool         `json:"covered,omitempty"`
+}
+
+// TraceMatch is one source a field's value matched, and under which
+// decoding (raw, base64, hex, percent, dns_labels, dns_labels+hex) and URL
+// part ("", "host", "path").
+type TraceMatch struct {
+	Source    string `json:"source"`
+	Transform string `json:"transform"`
+	Part      string `json:"part,omitempty"`
+}
+
+// SourceRequest registers one content source with the issuer: a
+// descriptor, never the content. The issuer assigns its authority from
+// the policy (channel, path, tool) and, for derived content, the lowest
+// authority of its origins; the level the worker believes is not asked.
+// A repeated registration of the same id with the same descriptor gets
+// the original answer; a different descriptor under a used id is refused.
+//
+// Channel is one of user_prompt, instruction_file, file_read, tool_result,
+// web_fetch, peer_message, model_output, derived. Scope is "task" or
+// "session". ContentDigest is the hex SHA-256 of the raw content. Path is
+// the absolute path of a file source; Tool the tool whose result this is.
+// Origins are the sources a derived source was computed from; ModelMade
+// says part of it traced to nothing registered.
+type SourceRequest struct {
+	V             int      `json:"v"`
+	ID            string   `json:"id"`
+	Session       string   `json:"session,omitempty"`
+	Channel       string   `json:"channel"`
+	Scope         string   `json:"scope,omitempty"`
+	ContentDigest string   `json:"content_digest"`
+	Path          string   `json:"path,omitempty"`
+	Tool          string   `json:"tool,omitempty"`
+	Origins       []string `json:"origins,omitempty"`
+	ModelMade     bool     `json:"model_made,omitempty"`
 }
 
 // SpendRequest spends a grant. Args (or their Digest, hex) must be the

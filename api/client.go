@@ -62,6 +62,15 @@ func (c *Client) Effect(ctx context.Context, r EffectRequest) (grants.Envelope, 
 	return c.envelope(ctx, WorkerSubject(c.Worker, OpEffect), r)
 }
 
+// RegisterSource registers a content source's descriptor. The answer is
+// a permit envelope naming the authority the issuer assigned (Authority)
+// and the origin counters it recorded (Counters), or a refusal. A retry
+// of the same registration gets the same answer.
+func (c *Client) RegisterSource(ctx context.Context, r SourceRequest) (grants.Envelope, error) {
+	r.V = Version
+	return c.envelope(ctx, WorkerSubject(c.Worker, OpSource), r)
+}
+
 // Revoke bumps a revocation counter.
 func (c *Client) Revoke(ctx context.Context, r RevokeRequest) (grants.Envelope, error) {
 	r.V = Version

@@ -68,12 +68,26 @@ type Event struct {
 	LedgerKey      string `json:"ledger_key,omitempty"`
 	Cwd            string `json:"cwd,omitempty"`
 	Resolved       string `json:"resolved,omitempty"`
-	Hash           Hash   `json:"hash"`
+	// Provenance. A source event (KindSource) registers one content
+	// source: Sources[0] is its id and the rest its origins (a derived
+	// source), Channel, Scope and ContentDigest describe it, Authority is
+	// the level the issuer assigned, Target is the path or tool it came
+	// from, Counters the origin revocation counters it recorded. Grounds
+	// on a grant decision are one line per sink field that decided it:
+	// "field=<f> source=<id> authority=<level> counter=<key>=<n>
+	// transform=<t>" (see fsm).
+	Channel       string   `json:"channel,omitempty"`
+	Authority     string   `json:"authority,omitempty"`
+	ContentDigest Hash     `json:"content_digest,omitzero"`
+	Scope         string   `json:"scope,omitempty"`
+	Grounds       []string `json:"grounds,omitempty"`
+	Hash          Hash     `json:"hash"`
 }
 
 // Field tags. Append only; never renumber or reuse. Retired tags: none.
-// Tags 34-44 were added with version 2 policy documents; a decoder that
-// predates them skips them (they still count towards the hash).
+// Tags 34-44 were added with version 2 policy documents and 45-49 with
+// provenance; a decoder that predates them skips them (they still count
+// towards the hash).
 const (
 	tagSeq          = 1
 	tagKind         = 2
@@ -119,7 +133,12 @@ const (
 	tagLedgerKey    = 42
 	tagCwd          = 43
 	tagResolved     = 44
-	tagLast         = tagResolved // the highest tag this version knows, bar the hash
+	tagChannel      = 45
+	tagAuthority    = 46
+	tagContentHash  = 47
+	tagScope        = 48
+	tagGrounds      = 49
+	tagLast         = tagGrounds // the highest tag this version knows, bar the hash
 	tagHash         = 127
 )
 
@@ -178,6 +197,11 @@ func (e *Event) appendBody(buf []byte) []byte {
 	w.String(tagLedgerKey, e.LedgerKey)
 	w.String(tagCwd, e.Cwd)
 	w.String(tagResolved, e.Resolved)
+	w.String(tagChannel, e.Channel)
+	w.String(tagAuthority, e.Authority)
+	w.Hash(tagContentHash, e.ContentDigest)
+	w.String(tagScope, e.Scope)
+	w.Strings(tagGrounds, e.Grounds)
 	return w.buf
 }
 
@@ -255,7 +279,7 @@ func Decode(b []byte) (Event, error) {
 // list fields, and tags this version does not know.
 func repeatable(tag uint32) bool {
 	switch tag {
-	case tagCounters, tagCancelled, tagRules, tagSources:
+	case tagCounters, tagCancelled, tagRules, tagSources, tagGrounds:
 		return true
 	}
 	return tag > tagLast && tag != tagHash
@@ -429,6 +453,16 @@ func decodeField(r *Reader, e *Event, f *Field) bool {
 		return str(&e.Cwd)
 	case tagResolved:
 		return str(&e.Resolved)
+	case tagChannel:
+		return str(&e.Channel)
+	case tagAuthority:
+		return str(&e.Authority)
+	case tagContentHash:
+		return h(&e.ContentDigest)
+	case tagScope:
+		return str(&e.Scope)
+	case tagGrounds:
+		return list(&e.Grounds)
 	case tagHash:
 		return h(&e.Hash)
 	default:

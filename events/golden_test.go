@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -111,7 +112,44 @@ func goldenEvents() []Event {
 			LedgerKey: "w-billing-1|tool:mcp__stripe__refund raw:ch_3PXq",
 			Cwd:       "/work/w-billing-1", Resolved: "/work/w-billing-1/orders/1042.json",
 		},
+		{
+			Kind: KindSource, RaftIndex: 16, Time: t0 + 22_000_000_000, Node: "issuer-a",
+			Worker: "w-billing-1", Session: "s-a11c", Decision: "permit", Actor: "w-billing-1",
+			Sources: []string{"src-3b8e51c0a2d4", "src-19f0c2aa7e61", "src-77d2e0b4c913"},
+			Channel: "derived", Authority: "evidence", Scope: "task",
+			Target:        "path:/work/w-billing-1/notes/payees.md",
+			Counters:      []Counter{{Key: "source/src-19f0c2aa7e61", Value: 0}, {Key: "source/src-77d2e0b4c913", Value: 1}},
+			ContentDigest: Sum([]byte("payee notes")),
+		},
+		{
+			Kind: KindDeny, RaftIndex: 17, Time: t0 + 23_000_000_000, Node: "issuer-a",
+			Worker: "w-billing-1", Lane: "coordinator", Session: "s-a11c", Tool: "mcp__bank__send_money",
+			Digest: Sum([]byte("send_money request")), Epoch: 2, Decision: "deny",
+			Reason: "authority_too_low", Missing: "recipient traced to instruction",
+			Recovery: "none", IdemKey: "req-78", Actor: "w-billing-1",
+			Rules:   []string{"lane:coordinator", "surface:payments", "authority:payee-from-user"},
+			Sources: []string{"src-3b8e51c0a2d4"},
+			Grounds: []string{
+				"field=recipient source=src-3b8e51c0a2d4 authority=evidence counter=source/src-3b8e51c0a2d4=0 transform=raw",
+				"field=amount model_made authority=evidence",
+			},
+		},
 	}
+}
+
+// goldenNames names each golden event's files: the kind's name, with
+// "_2", "_3", ... for later events of the same kind.
+func goldenNames(evs []Event) []string {
+	seen := map[Kind]int{}
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		seen[e.Kind]++
+		out[i] = e.Kind.String()
+		if n := seen[e.Kind]; n > 1 {
+			out[i] += fmt.Sprintf("_%d", n)
+		}
+	}
+	return out
 }
 
 // goldenChain seals goldenEvents as one chain and returns the sealed events
@@ -126,7 +164,7 @@ func goldenChain() ([]Event, [][]byte) {
 	return evs, encs
 }
 
-func goldenName(k Kind) string { return filepath.Join(goldenDir, k.String()) }
+func goldenPath(name string) string { return filepath.Join(goldenDir, name) }
 
 func formatHex(b []byte) []byte {
 	s := hex.EncodeToString(b)
@@ -186,11 +224,12 @@ func TestGoldenRewrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs, encs := goldenChain()
-	for i, e := range evs {
-		if err := os.WriteFile(goldenName(e.Kind)+".hex", formatHex(encs[i]), 0o644); err != nil {
+	names := goldenNames(evs)
+	for i := range evs {
+		if err := os.WriteFile(goldenPath(names[i])+".hex", formatHex(encs[i]), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(goldenName(e.Kind)+".json", renderJSON(t, mustDecode(t, encs[i])), 0o644); err != nil {
+		if err := os.WriteFile(goldenPath(names[i])+".json", renderJSON(t, mustDecode(t, encs[i])), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -206,9 +245,9 @@ func TestGoldenEncodingsUnchanged(t *testing.T) {
 	}
 	stored := readGolden(t)
 	evs, encs := goldenChain()
+	names := goldenNames(evs)
 	want := map[string]bool{}
-	for i, e := range evs {
-		name := e.Kind.String()
+	for i, name := range names {
 		want[name] = true
 		got, ok := stored[name]
 		if !ok {
@@ -245,9 +284,10 @@ func TestGoldenDecode(t *testing.T) {
 	}
 	stored := readGolden(t)
 	evs, _ := goldenChain()
+	names := goldenNames(evs)
 	var chain Chain
-	for _, want := range evs {
-		name := want.Kind.String()
+	for i, want := range evs {
+		name := names[i]
 		t.Run(name, func(t *testing.T) {
 			b, ok := stored[name]
 			if !ok {
@@ -272,7 +312,7 @@ func TestGoldenDecode(t *testing.T) {
 			if re := got.Encode(); !bytes.Equal(re, b) {
 				t.Errorf("re-encoding differs:\n got  %x\n want %x", re, b)
 			}
-			js, err := os.ReadFile(goldenName(got.Kind) + ".json")
+			js, err := os.ReadFile(goldenPath(name) + ".json")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -28,6 +28,9 @@ const (
 	// KindApprovalRequired: a grant request needs a review before it can be
 	// permitted; the event names the review id, the reason and the grounds.
 	KindApprovalRequired Kind = 10
+	// KindSource: a content source was registered (descriptor only, never
+	// content), so it has a replicated revocation counter.
+	KindSource Kind = 11
 )
 
 var kindNames = map[Kind]string{
@@ -41,6 +44,7 @@ var kindNames = map[Kind]string{
 	KindEpoch:            "epoch",
 	KindReinstate:        "reinstate",
 	KindApprovalRequired: "approval_required",
+	KindSource:           "source",
 }
 
 var kindSubjects = map[Kind]string{
@@ -54,6 +58,7 @@ var kindSubjects = map[Kind]string{
 	KindEpoch:            SubjectPrefix + "epoch",
 	KindReinstate:        SubjectPrefix + "reinstate",
 	KindApprovalRequired: SubjectPrefix + "approval.required",
+	KindSource:           SubjectPrefix + "source",
 }
 
 // Known reports whether k is a kind this version of writ understands.

@@ -65,6 +65,12 @@ const (
 	ReasonQuotaExhausted   Reason = "quota_exhausted"
 	ReasonTargetDrift      Reason = "target_drift"
 	ReasonTargetAmbiguous  Reason = "target_ambiguous"
+	// Reasons of provenance checks.
+	ReasonAuthorityTooLow   Reason = "authority_too_low"
+	ReasonAuthorityReview   Reason = "authority_review"
+	ReasonProtectedTransfer Reason = "protected_transfer"
+	ReasonMemoryWrite       Reason = "memory_write_review"
+	ReasonSourceConflict    Reason = "source_conflict"
 )
 
 // ReasonInfo documents one reason code.
@@ -109,6 +115,11 @@ var Reasons = []ReasonInfo{
 	{ReasonQuotaExhausted, RecoverRequestNewGrant, "a quota window is full; a new request succeeds once the window named in the detail has passed"},
 	{ReasonTargetDrift, RecoverRequestNewGrant, "at spend the call's target canonicalizes to something other than the target the grant bound"},
 	{ReasonTargetAmbiguous, RecoverNarrowDestination, "the call's target does not resolve to exactly one canonical target"},
+	{ReasonAuthorityTooLow, RecoverNone, "a sink field traces only to content below the authority the policy requires (or to nothing: model-made); the grounds name the field and the sources"},
+	{ReasonAuthorityReview, RecoverRefreshApproval, "as authority_too_low, where the policy lets the owner approve the call instead (approval_required)"},
+	{ReasonProtectedTransfer, RecoverNone, "content from a protected or secret-bearing source would leave the declared domains through a sink field"},
+	{ReasonMemoryWrite, RecoverRefreshApproval, "a write to a protected memory or instruction path is recorded as a draft for the owner (approval_required)"},
+	{ReasonSourceConflict, RecoverFixRequest, "a source id was registered before with a different descriptor"},
 }
 
 // RecoveryFor returns the recovery class of a reason (RecoverNone for

@@ -39,6 +39,11 @@ type Envelope struct {
 	Amount         uint64           `json:"amount,omitempty"`
 	Bytes          uint64           `json:"bytes,omitempty"`
 	LedgerKey      string           `json:"ledger_key,omitempty"`
+	// Provenance: the authority the issuer assigned a registered source
+	// (source answers), and the per-field provenance grounds of a grant
+	// decision (see events.Event.Grounds).
+	Authority string   `json:"authority,omitempty"`
+	Grounds   []string `json:"grounds,omitempty"`
 }
 
 // Refuse builds a deny envelope with the reason's recovery class.
@@ -75,6 +80,8 @@ func FromEvent(e events.Event) Envelope {
 		Amount:         e.Amount,
 		Bytes:          e.Bytes,
 		LedgerKey:      e.LedgerKey,
+		Authority:      e.Authority,
+		Grounds:        e.Grounds,
 	}
 	return env
 }

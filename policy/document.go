@@ -196,6 +196,56 @@ type Ledger struct {
 	Scope  string   `json:"scope,omitempty"`
 }
 
+// Provenance declares how much authority content carries by where it came
+// from, what the sink fields of consequential calls must trace to, which
+// sources may never leave the declared domains, and which paths are
+// memory. Levels are evidence, preference, instruction and policy.
+//
+// Channels maps a channel (user_prompt, instruction_file, file_read,
+// tool_result, web_fetch, peer_message, model_output) to its level; an
+// unlisted channel is evidence, and derived content always takes the
+// lowest level of its origins. Paths and Tools raise file reads under a
+// path pattern, or results of a designated tool, to a level (the highest
+// matching entry wins over the channel's level).
+type Provenance struct {
+	Channels    map[string]string `json:"channels,omitempty"`
+	Paths       []LevelRule       `json:"paths,omitempty"`
+	Tools       []LevelRule       `json:"tools,omitempty"`
+	Require     []AuthorityRule   `json:"require,omitempty"`
+	Protected   ProtectedSources  `json:"protected,omitzero"`
+	MemoryPaths []string          `json:"memory_paths,omitempty"`
+}
+
+// LevelRule gives content matching Match (a path or tool pattern) a level.
+type LevelRule struct {
+	Match     string `json:"match"`
+	Authority string `json:"authority"`
+}
+
+// AuthorityRule requires the sink fields of matching calls to trace to
+// content of at least Authority. It matches calls on Surfaces (ids or
+// patterns) or Consequences (classes); both empty match every surface.
+// Fields names the argument fields checked; empty means every sink field
+// and the target field of the surface. Approval lets the owner approve a
+// call that falls short (approval_required) instead of denying it.
+type AuthorityRule struct {
+	ID           string   `json:"id"`
+	Surfaces     []string `json:"surfaces,omitempty"`
+	Consequences []string `json:"consequences,omitempty"`
+	Fields       []string `json:"fields,omitempty"`
+	Authority    string   `json:"authority"`
+	Approval     bool     `json:"approval,omitempty"`
+}
+
+// ProtectedSources are secret-bearing: content from them matched in a
+// sink field of a call that crosses the egress or trust-domain boundary is
+// refused (protected_transfer). Channels, path patterns and tool patterns.
+type ProtectedSources struct {
+	Channels []string `json:"channels,omitempty"`
+	Paths    []string `json:"paths,omitempty"`
+	Tools    []string `json:"tools,omitempty"`
+}
+
 // Policy is a parsed, validated policy document. Fields after Workers
 // belong to version 2.
 type Policy struct {
@@ -214,6 +264,7 @@ type Policy struct {
 	ShapeRules        []ShapeRule       `json:"shape_rules,omitempty"`
 	Quotas            []Quota           `json:"quotas,omitempty"`
 	Ledger            Ledger            `json:"ledger,omitzero"`
+	Provenance        Provenance        `json:"provenance,omitzero"`
 
 	c *compiled // version 2: built by Parse
 }
@@ -259,6 +310,7 @@ type docV2 struct {
 	ShapeRules        []ShapeRule       `json:"shape_rules,omitempty"`
 	Quotas            []Quota           `json:"quotas,omitempty"`
 	Ledger            Ledger            `json:"ledger,omitzero"`
+	Provenance        Provenance        `json:"provenance,omitzero"`
 }
 
 // Canonical returns the document's canonical JSON (encoding/json sorts map
@@ -271,7 +323,7 @@ func (p *Policy) Canonical() []byte {
 			Version: p.Version, DefaultTTL: p.DefaultTTL, Workers: p.Workers, Unpinned: p.Unpinned,
 			Workspace: p.Workspace, Surfaces: p.Surfaces, Allow: p.Allow, Deny: p.Deny,
 			Preauthorizations: p.Preauthorizations, Boundaries: p.Boundaries, Review: p.Review,
-			ShapeRules: p.ShapeRules, Quotas: p.Quotas, Ledger: p.Ledger,
+			ShapeRules: p.ShapeRules, Quotas: p.Quotas, Ledger: p.Ledger, Provenance: p.Provenance,
 		}
 		if p.Lanes != nil {
 			d.Lanes = make(map[string]laneV2, len(p.Lanes))

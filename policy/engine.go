@@ -20,6 +20,9 @@ type Request struct {
 	HasAmount bool
 	Bytes     uint64 // declared byte count
 	TTL       int64  // requested lifetime (ns); 0 = the lane's
+	// Provenance of the argument fields (see FieldOrigin); a sink field
+	// without an entry counts as model-made (evidence).
+	Provenance []FieldOrigin
 }
 
 // Usage is the consumption state Judge reads: how often an effect-ledger
@@ -53,6 +56,9 @@ type Judgement struct {
 	Bytes          uint64
 	TTL            int64 // grant lifetime (permit)
 	NotAfter       int64 // the grant may not outlive this (the instrument's expiry); 0 = no cap
+	// Grounds are the provenance grounds, one line per sink field checked
+	// (see events.Event.Grounds).
+	Grounds []string
 }
 
 func (j *Judgement) refuse(d grants.Decision, r grants.Reason, missing, detail string, rules ...string) Judgement {

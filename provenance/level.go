@@ -12,83 +12,21 @@
 // is treated as model-made, i.e. evidence.
 package provenance
 
-import (
-	"fmt"
-	"strings"
-)
+import "github.com/writ-dev/writ/authority"
 
-// Level is an authority level. Levels are totally ordered:
-// Evidence < Preference < Instruction < Policy.
-type Level uint8
+// Level is an authority level (see package authority).
+type Level = authority.Level
 
+// The levels, lowest first.
 const (
-	// Evidence is tool output, web content, and anything the model wrote.
-	Evidence Level = iota
-	// Preference is a stated user preference.
-	Preference
-	// Instruction is a direct user instruction.
-	Instruction
-	// Policy is owner-approved policy.
-	Policy
+	Evidence    = authority.Evidence
+	Preference  = authority.Preference
+	Instruction = authority.Instruction
+	Policy      = authority.Policy
 )
-
-var levelNames = [...]string{"evidence", "preference", "instruction", "policy"}
-
-// Valid reports whether l is one of the defined levels.
-func (l Level) Valid() bool { return int(l) < len(levelNames) }
-
-// String returns the lower-case name of the level.
-func (l Level) String() string {
-	if !l.Valid() {
-		return fmt.Sprintf("level(%d)", uint8(l))
-	}
-	return levelNames[l]
-}
 
 // ParseLevel parses a level name (case-insensitive).
-func ParseLevel(s string) (Level, error) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	for i, n := range levelNames {
-		if n == s {
-			return Level(i), nil
-		}
-	}
-	return Evidence, fmt.Errorf("provenance: unknown authority level %q", s)
-}
+func ParseLevel(s string) (Level, error) { return authority.ParseLevel(s) }
 
-// MarshalText implements encoding.TextMarshaler.
-func (l Level) MarshalText() ([]byte, error) {
-	if !l.Valid() {
-		return nil, fmt.Errorf("provenance: invalid authority level %d", uint8(l))
-	}
-	return []byte(l.String()), nil
-}
-
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (l *Level) UnmarshalText(b []byte) error {
-	v, err := ParseLevel(string(b))
-	if err != nil {
-		return err
-	}
-	*l = v
-	return nil
-}
-
-// Lowest returns the lowest of the given levels. With no levels it returns
-// Evidence: absence of provenance never confers authority. Invalid levels
-// count as Evidence.
-func Lowest(levels ...Level) Level {
-	if len(levels) == 0 {
-		return Evidence
-	}
-	low := Policy
-	for _, l := range levels {
-		if !l.Valid() {
-			return Evidence
-		}
-		if l < low {
-			low = l
-		}
-	}
-	return low
-}
+// Lowest returns the lowest of the given levels (Evidence when none).
+func Lowest(levels ...Level) Level { return authority.Lowest(levels...) }

@@ -22,7 +22,7 @@ var roots = []string{"./fsm", "./events"}
 
 // pureDirs are the packages (relative to the module root) whose non-test
 // source must never read the wall clock or draw random numbers.
-var pureDirs = []string{"fsm", "events", "grants", "revocation", "policy", "lanes"}
+var pureDirs = []string{"fsm", "events", "grants", "revocation", "policy", "lanes", "authority"}
 
 // forbidden reports whether an import path may not appear anywhere in the
 // transitive closure of the roots, standard library included.
