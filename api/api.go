@@ -133,9 +133,10 @@ const (
 )
 
 // FieldTrace is the worker's account of where one argument field's value
-// came from: the registered sources it matched and how. Field is the
-// flattened argument path as the policy names sink fields ("to",
-// "payment.iban", "cmd[0]"). Covered is true when raw matches cover the
+// came from: the registered sources it matched and how. Field is the JSON
+// pointer (RFC 6901) of one scalar leaf of the arguments, as
+// policy.FlattenArgs lists it ("/to", "/payment/iban", "/cmd/0"); a sink
+// field that is an object or array is judged by all its leaves. Covered is true when raw matches cover the
 // whole value and nothing about the match was uncertain (no stop grams, no
 // truncation); otherwise part of the value counts as model-made. The
 // issuer never trusts a level from the worker: it looks each source up in
