@@ -65,6 +65,7 @@ type compiled struct {
 	ledgerWindow int64
 	ledgerScope  string
 	workspace    string
+	prov         cProvenance
 }
 
 type toolGlob struct {
@@ -141,6 +142,7 @@ func compile(p *Policy) (*compiled, error) {
 	steps := []func(*Policy) error{
 		c.compileTop, c.compileSurfaces, c.compileLanes, c.compileWorkers, c.compileRules,
 		c.compilePreauths, c.compileBoundaries, c.compileReview, c.compileShapes, c.compileQuotas,
+		c.compileProvenance,
 	}
 	for _, step := range steps {
 		if err := step(p); err != nil {

@@ -117,12 +117,6 @@ func (c *compiled) compilePreauths(p *Policy) error {
 func (c *compiled) compileBoundaries(p *Policy) error {
 	b := p.Boundaries
 	var err error
-	pathPattern := func(s string) error {
-		if !strings.HasPrefix(s, "/") && !strings.HasPrefix(s, "~") && !strings.HasPrefix(s, "*") {
-			return fmt.Errorf("%q must start with /, ~ or *", s)
-		}
-		return nil
-	}
 	if c.protected, err = globs("boundaries.protected_paths", b.ProtectedPaths, pathPattern); err != nil {
 		return err
 	}
@@ -134,6 +128,15 @@ func (c *compiled) compileBoundaries(p *Policy) error {
 	}
 	c.crossing, err = classSet("boundaries.crossing_classes", b.CrossingClasses)
 	return err
+}
+
+// pathPattern checks a pattern over canonical paths: it starts with /, ~
+// or *, so that it can match an absolute or home-relative path.
+func pathPattern(s string) error {
+	if !strings.HasPrefix(s, "/") && !strings.HasPrefix(s, "~") && !strings.HasPrefix(s, "*") {
+		return fmt.Errorf("%q must start with /, ~ or *", s)
+	}
+	return nil
 }
 
 func (c *compiled) compileReview(p *Policy) error {

@@ -154,6 +154,7 @@ func TestValidateHandBuilt(t *testing.T) {
 // a stable canonical form and judges without panicking.
 func FuzzParseV2(f *testing.F) {
 	f.Add([]byte(baseV2))
+	f.Add([]byte(provV2)) // every provenance field
 	rec, _ := os.ReadFile("recommended.json")
 	f.Add(rec)
 	f.Add([]byte(`{"version":2,"default_ttl":"1m","lanes":{"a":{}},"surfaces":[{"id":"s","tools":["*"],"operation":"o","consequence":"local_read"}]}`))

@@ -8,9 +8,11 @@
 // their operation and consequence classes, target canonicalization and
 // sink fields, lanes with the surfaces and consequence classes they may
 // use, explicit allowances and denials, preauthorizations, protected
-// assets and egress/trust domains, review classes, shape rules, quotas and
-// the effect ledger; Judge evaluates it. docs/policy.md describes the
-// schema.
+// assets and egress/trust domains, review classes, shape rules, quotas,
+// the effect ledger, and provenance (the authority levels of content by
+// its source, the authority the fields of consequential calls must trace
+// to, protected sources and memory paths); Judge evaluates it.
+// docs/policy.md describes the schema.
 //
 // Everything here is pure and deterministic: no clock (time comes from
 // the caller, on the control-plane clock), no randomness, no I/O, and no

@@ -203,10 +203,13 @@ type Ledger struct {
 //
 // Channels maps a channel (user_prompt, instruction_file, file_read,
 // tool_result, web_fetch, peer_message, model_output) to its level; an
-// unlisted channel is evidence, and derived content always takes the
-// lowest level of its origins. Paths and Tools raise file reads under a
-// path pattern, or results of a designated tool, to a level (the highest
-// matching entry wins over the channel's level).
+// unlisted channel is evidence, except user_prompt and instruction_file,
+// which are instruction unless listed. Derived content always takes the
+// lowest level of its origins and cannot be given a level. Paths and Tools
+// raise file reads (file_read, instruction_file) under a path pattern, or
+// results (tool_result) of a designated tool, to a level: the highest
+// matching entry wins when it is above the channel's level; an entry never
+// lowers it. See SourceAuthority, ProtectedSource and Judge.
 type Provenance struct {
 	Channels    map[string]string `json:"channels,omitempty"`
 	Paths       []LevelRule       `json:"paths,omitempty"`
@@ -214,6 +217,13 @@ type Provenance struct {
 	Require     []AuthorityRule   `json:"require,omitempty"`
 	Protected   ProtectedSources  `json:"protected,omitzero"`
 	MemoryPaths []string          `json:"memory_paths,omitempty"`
+}
+
+// IsZero reports whether the section is empty (no entry in any list or
+// map), so that an empty section is left out of the canonical form.
+func (p Provenance) IsZero() bool {
+	return len(p.Channels) == 0 && len(p.Paths) == 0 && len(p.Tools) == 0 && len(p.Require) == 0 &&
+		p.Protected.IsZero() && len(p.MemoryPaths) == 0
 }
 
 // LevelRule gives content matching Match (a path or tool pattern) a level.
@@ -238,12 +248,18 @@ type AuthorityRule struct {
 }
 
 // ProtectedSources are secret-bearing: content from them matched in a
-// sink field of a call that crosses the egress or trust-domain boundary is
+// sink or target field of a call whose material leaves the declared
+// domains (egress allow-list, trust domains; see docs/policy.md) is
 // refused (protected_transfer). Channels, path patterns and tool patterns.
 type ProtectedSources struct {
 	Channels []string `json:"channels,omitempty"`
 	Paths    []string `json:"paths,omitempty"`
 	Tools    []string `json:"tools,omitempty"`
+}
+
+// IsZero reports whether no protected channel, path or tool is listed.
+func (p ProtectedSources) IsZero() bool {
+	return len(p.Channels) == 0 && len(p.Paths) == 0 && len(p.Tools) == 0
 }
 
 // Policy is a parsed, validated policy document. Fields after Workers

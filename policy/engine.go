@@ -56,8 +56,10 @@ type Judgement struct {
 	Bytes          uint64
 	TTL            int64 // grant lifetime (permit)
 	NotAfter       int64 // the grant may not outlive this (the instrument's expiry); 0 = no cap
-	// Grounds are the provenance grounds, one line per sink field checked
-	// (see events.Event.Grounds).
+	// Grounds are the provenance grounds: one line per source of each
+	// argument leaf the provenance step examined, by leaf and source id,
+	// at most MaxGrounds (see grounds in provenance_judge.go and
+	// events.Event.Grounds). Nil when the step examined nothing.
 	Grounds []string
 }
 
@@ -70,9 +72,11 @@ func (j *Judgement) refuse(d grants.Decision, r grants.Reason, missing, detail s
 // Judge evaluates a request under a version 2 policy at control-plane time
 // now. It is pure: the same policy, request, usage and time give the same
 // judgement. The order is fixed: lane and surface, fact extraction,
-// boundary classification, lane eligibility, explicit denials, shape
-// rules, coverage by an allowance or preauthorization, the effect-ledger
-// repeat check, quotas, then permit.
+// boundary classification, lane eligibility, explicit denials, deny-shape
+// rules, the provenance checks (protected transfer, authority, memory
+// writes; see judgeProvenance), escalate-shape rules, coverage by an
+// allowance or preauthorization, the effect-ledger repeat check, quotas,
+// then permit.
 func (p *Policy) Judge(r *Request, u Usage, now int64) Judgement {
 	var j Judgement
 	c := p.c
@@ -139,6 +143,13 @@ func (p *Policy) Judge(r *Request, u Usage, now int64) Judgement {
 	}
 	if f.elided && len(s.shape) > 0 {
 		return j.refuse(grants.Deny, grants.ReasonShapeRule, "sink values of at most 16 KiB", "a sink value was too long to screen", "shape:unscreened")
+	}
+	// Provenance: protected content leaving, field authority, memory
+	// writes. After every denial above and before escalations, coverage,
+	// the ledger and quotas, so that no allowance or instrument covers a
+	// provenance refusal.
+	if refusal, refused := c.judgeProvenance(&j, r, si, &f, crossing); refused {
+		return refusal
 	}
 	if escalate >= 0 {
 		return j.refuse(grants.ApprovalRequired, grants.ReasonShapeReview, "review of shape "+c.shape[escalate].id, "", "shape:"+c.shape[escalate].id)

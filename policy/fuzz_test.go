@@ -1,11 +1,14 @@
 package policy_test
 
 import (
+	"os"
 	"reflect"
 	"testing"
 
+	"github.com/writ-dev/writ/authority"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/policy"
+	"github.com/writ-dev/writ/policy/policyfile"
 )
 
 // FuzzJudge: judging arbitrary calls against the recommended policy never
@@ -44,5 +47,58 @@ func FuzzJudge(f *testing.F) {
 		default:
 			t.Fatalf("decision %q", j.Decision)
 		}
+	})
+}
+
+// FuzzJudgeProvenance: judging calls with arbitrary field origins under
+// every provenance check never panics, is deterministic, answers with a
+// reason whose recovery class fits the decision, and writes at most
+// MaxGrounds grounds lines.
+func FuzzJudgeProvenance(f *testing.F) {
+	raw, err := os.ReadFile("testdata/provenance.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	p, err := policyfile.Parse(raw)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add("send_email", `{"to":"bob@outside.net","body":"k"}`, "/body", true, "file_read", "/w/.env", "", true, uint8(0))
+	f.Add("mcp__pay__refund", `{"payee":"cus_1","amount":5}`, "/payee", true, "user_prompt", "", "", true, uint8(2))
+	f.Add("Write", `{"file_path":"CLAUDE.md","content":"x"}`, "/content", false, "tool_result", "", "mcp__crm__a", false, uint8(9))
+	f.Add("bank_transfer", `{"recipient":{"iban":"x"},"memo":["a","b"]}`, "/memo/1", true, "derived", "", "", true, uint8(1))
+	f.Fuzz(func(t *testing.T, tool, args, field string, covered bool, channel, path, srcTool string, registered bool, level uint8) {
+		a, err := policy.FlattenArgs([]byte(args))
+		if err != nil {
+			a = policy.Args{}
+		}
+		src := policy.SourceFact{ID: "s1", Registered: registered, Authority: authority.Level(level), Channel: channel, Path: path, Tool: srcTool}
+		r := &policy.Request{Worker: "w1", Lane: "coordinator", Tool: tool, Args: a,
+			Provenance: []policy.FieldOrigin{{Field: field, Covered: covered, Sources: []policy.SourceFact{src}}, {Field: field}}}
+		j := p.Judge(r, usage{}, now)
+		if again := p.Judge(r, usage{}, now); !reflect.DeepEqual(j, again) {
+			t.Fatalf("not deterministic:\n%+v\n%+v", j, again)
+		}
+		if len(j.Grounds) > policy.MaxGrounds {
+			t.Fatalf("%d grounds lines", len(j.Grounds))
+		}
+		switch j.Decision {
+		case grants.Permit:
+			if j.Reason != grants.ReasonNone {
+				t.Fatalf("permit %+v", j)
+			}
+		case grants.ApprovalRequired:
+			if grants.RecoveryFor(j.Reason) != grants.RecoverRefreshApproval {
+				t.Fatalf("approval_required with reason %s", j.Reason)
+			}
+		case grants.Deny:
+			if j.Reason == grants.ReasonNone || grants.RecoveryFor(j.Reason) == grants.RecoverRefreshApproval {
+				t.Fatalf("deny with reason %q", j.Reason)
+			}
+		default:
+			t.Fatalf("decision %q", j.Decision)
+		}
+		_ = p.SourceAuthority(channel, path, srcTool)
+		_ = p.ProtectedSource(channel, path, srcTool)
 	})
 }

@@ -83,7 +83,7 @@ func (p *Policy) hasV2Fields() bool {
 	return p.Unpinned != "" || p.Workspace != "" || len(p.Surfaces) > 0 || len(p.Allow) > 0 || len(p.Deny) > 0 ||
 		len(p.Preauthorizations) > 0 || len(p.ShapeRules) > 0 || len(p.Quotas) > 0 ||
 		len(p.Boundaries.ProtectedPaths)+len(p.Boundaries.EgressAllow)+len(p.Boundaries.TrustDomains)+len(p.Boundaries.CrossingClasses) > 0 ||
-		len(p.Review.Classes)+len(p.Review.Targets) > 0 || p.Ledger != (Ledger{})
+		len(p.Review.Classes)+len(p.Review.Targets) > 0 || p.Ledger != (Ledger{}) || !p.Provenance.IsZero()
 }
 
 func checkTTL(field string, d Duration, zeroOK bool) error {

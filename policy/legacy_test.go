@@ -239,6 +239,12 @@ func TestEvaluate(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(baseDoc))
 	f.Add(Default().Canonical())
+	f.Add([]byte(`{"version":1,"default_ttl":"1m","lanes":{"a":{"tools":["*"]}},"provenance":{"memory_paths":["*/CLAUDE.md"]}}`))
+	f.Add([]byte(`{"version":2,"default_ttl":"1m","lanes":{"a":{"surfaces":["*"],"consequences":["*"]}},` +
+		`"surfaces":[{"id":"s","tools":["*"],"operation":"write","consequence":"local_mutation","target":{"field":"p","canon":"path"},"sinks":["c"]}],` +
+		`"provenance":{"channels":{"tool_result":"preference"},"paths":[{"match":"/o/*","authority":"policy"}],` +
+		`"require":[{"id":"r","fields":["c"],"authority":"instruction","approval":true}],` +
+		`"protected":{"paths":["*/.env"]},"memory_paths":["*/CLAUDE.md"]}}`))
 	f.Add([]byte(`{"version":1,"default_ttl":"90s","lanes":{"x":{"tools":null,"deny":["a\\*", "[^a-c]?"]}},"workers":{}}`))
 	f.Add([]byte(`{"version":1,"Version":1}`))
 	f.Add([]byte(`{"version":1,"default_ttl":"1m","lanes":{"a":{"tools":["<&>\u2028"]}}} }`))

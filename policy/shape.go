@@ -27,6 +27,7 @@ const (
 	kindUint
 	kindDuration
 	kindTime
+	kindBool
 )
 
 func strct(fields map[string]*shape) *shape { return &shape{kind: kindStruct, fields: fields} }
@@ -39,6 +40,7 @@ var (
 	sUint     = &shape{kind: kindUint}
 	sDuration = &shape{kind: kindDuration}
 	sTime     = &shape{kind: kindTime}
+	sBool     = &shape{kind: kindBool}
 	sStrings  = list(sString)
 
 	documentShapeV1 = strct(map[string]*shape{
@@ -56,6 +58,8 @@ var (
 		"id": sString, "lanes": sStrings, "workers": sStrings, "tools": sStrings, "targets": sStrings,
 		"max_amount": sUint,
 	}
+
+	levelRuleFields = map[string]*shape{"match": sString, "authority": sString}
 
 	documentShapeV2 = strct(map[string]*shape{
 		"version":     sInt,
@@ -93,6 +97,17 @@ var (
 			"requests": sUint, "amount": sUint, "bytes": sUint,
 		})),
 		"ledger": strct(map[string]*shape{"window": sDuration, "scope": sString}),
+		"provenance": strct(map[string]*shape{
+			"channels": dict(sString),
+			"paths":    list(strct(levelRuleFields)),
+			"tools":    list(strct(levelRuleFields)),
+			"require": list(strct(map[string]*shape{
+				"id": sString, "surfaces": sStrings, "consequences": sStrings, "fields": sStrings,
+				"authority": sString, "approval": sBool,
+			})),
+			"protected":    strct(map[string]*shape{"channels": sStrings, "paths": sStrings, "tools": sStrings}),
+			"memory_paths": sStrings,
+		}),
 	})
 )
 
@@ -181,6 +196,10 @@ func walkShape(dec *json.Decoder, sh *shape, field string) error {
 		}
 		if _, err := strconv.ParseUint(string(n), 10, 64); err != nil {
 			return bad("a non-negative integer below 2^64")
+		}
+	case kindBool:
+		if _, ok := tok.(bool); !ok {
+			return bad("true or false")
 		}
 	case kindDuration:
 		s, ok := tok.(string)

@@ -1,0 +1,350 @@
+package policy
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/writ-dev/writ/authority"
+	"github.com/writ-dev/writ/grants"
+)
+
+// MaxGrounds bounds Judgement.Grounds: when more lines would be written,
+// the first MaxGrounds-1 are kept and the last line says how many were
+// left out ("truncated=<n>").
+const MaxGrounds = 64
+
+// maxDetailSources bounds the source ids a refusal's detail names.
+const maxDetailSources = 8
+
+// provCheck is the provenance step's view of one call.
+type provCheck struct {
+	r       *Request
+	origins map[string][]*FieldOrigin // by leaf pointer; built on first use
+	checked map[string]bool           // leaf pointers the step examined
+}
+
+// originsOf returns the field origins the request gives for a leaf (more
+// than one only if the request repeats a field; each counts).
+func (pc *provCheck) originsOf(leaf string) []*FieldOrigin {
+	if pc.origins == nil {
+		pc.origins = make(map[string][]*FieldOrigin, len(pc.r.Provenance))
+		for i := range pc.r.Provenance {
+			o := &pc.r.Provenance[i]
+			pc.origins[o.Field] = append(pc.origins[o.Field], o)
+		}
+	}
+	return pc.origins[leaf]
+}
+
+// check records that the step examined a leaf.
+func (pc *provCheck) check(leaf string) {
+	if pc.checked == nil {
+		pc.checked = map[string]bool{}
+	}
+	pc.checked[leaf] = true
+}
+
+// sourceLevel is the level a matched source lends: its registry level, or
+// Evidence when the id is not registered.
+func sourceLevel(s *SourceFact) authority.Level {
+	if !s.Registered {
+		return authority.Evidence
+	}
+	return authority.Lowest(s.Authority)
+}
+
+// leafLevel is the authority of one scalar leaf: Evidence when the
+// request gives no origin for it, when an origin has no sources or does
+// not cover the whole value (part of it is model-made); otherwise the
+// lowest level of the sources matched. below collects the sources under
+// want, and modelMade whether part of the value traced to nothing.
+func (pc *provCheck) leafLevel(leaf string, want authority.Level, below map[string]bool) (level authority.Level, modelMade bool) {
+	os := pc.originsOf(leaf)
+	if len(os) == 0 {
+		return authority.Evidence, true
+	}
+	level = authority.Policy
+	for _, o := range os {
+		if len(o.Sources) == 0 || !o.Covered {
+			level, modelMade = authority.Evidence, true
+		}
+		for i := range o.Sources {
+			l := sourceLevel(&o.Sources[i])
+			level = min(level, l)
+			if l < want {
+				below[o.Sources[i].ID] = true
+			}
+		}
+	}
+	return level, modelMade
+}
+
+// surfaceFields are the fields an empty require rule and the transfer
+// check read: the surface's sinks, then its target field when it is not
+// also a sink.
+func surfaceFields(s *cSurface) []string {
+	out := append([]string(nil), s.sinks...)
+	if s.hasTarget && !contains(out, s.targetPtr) {
+		out = append(out, s.targetPtr)
+	}
+	return out
+}
+
+// authorityMiss is one require rule a call falls short of.
+type authorityMiss struct {
+	rule, field string
+	level, want authority.Level
+	sources     []string
+	modelMade   bool
+	noArgs      bool
+}
+
+// judgeProvenance is Judge's provenance step; it returns true with the
+// refusal in j when the call is refused. The outcomes, strongest first:
+// a protected source leaving through a boundary crossing (deny
+// protected_transfer), a field below a require rule without approval
+// (deny authority_too_low), a write to a memory path (approval_required
+// memory_write_review), a field below a require rule with approval
+// (approval_required authority_review). Grounds are set either way.
+func (c *compiled) judgeProvenance(j *Judgement, r *Request, si int, f *facts, crossing []string) (Judgement, bool) {
+	pv := &c.prov
+	if !pv.active() {
+		return Judgement{}, false
+	}
+	s := f.s
+	pc := &provCheck{r: r}
+
+	// a. Protected content leaving the declared domains.
+	if exit := leavesDomains(f, crossing); exit != "" && pv.hasProtected() {
+		var hitField, hitSource string
+		for _, ptr := range surfaceFields(s) {
+			for _, leaf := range r.Args.Under(ptr) {
+				pc.check(leaf.Path)
+				if hitSource != "" {
+					continue
+				}
+				for _, o := range pc.originsOf(leaf.Path) {
+					for _, src := range sortedSources(o.Sources) {
+						if pv.protectedSource(src.Channel, src.Path, src.Tool) {
+							hitField, hitSource = leaf.Path, src.ID
+							break
+						}
+					}
+					if hitSource != "" {
+						break
+					}
+				}
+			}
+		}
+		if hitSource != "" {
+			j.Grounds = pc.grounds()
+			return j.refuse(grants.Deny, grants.ReasonProtectedTransfer, hitField+" free of protected content",
+				hitField+" carries protected source "+hitSource+" across "+exit, "provenance:protected"), true
+		}
+	}
+
+	// c. Authority of the fields each require rule names.
+	var applied []string
+	var deny, review *authorityMiss
+	for i := range pv.require {
+		a := &pv.require[i]
+		if !a.applies(si, s.class) {
+			continue
+		}
+		applied = append(applied, "authority:"+a.id)
+		fields := a.fields
+		if len(fields) == 0 {
+			fields = surfaceFields(s)
+		}
+		for _, ptr := range fields {
+			var m *authorityMiss
+			if !r.Args.Carried {
+				m = &authorityMiss{rule: a.id, field: ptr, want: a.level, noArgs: true}
+			} else {
+				leaves := r.Args.Under(ptr)
+				if len(leaves) == 0 {
+					continue // the call does not carry this field
+				}
+				below := map[string]bool{}
+				level, modelMade := authority.Policy, false
+				for _, leaf := range leaves {
+					pc.check(leaf.Path)
+					l, mm := pc.leafLevel(leaf.Path, a.level, below)
+					level, modelMade = min(level, l), modelMade || mm
+				}
+				if level >= a.level {
+					continue
+				}
+				m = &authorityMiss{rule: a.id, field: ptr, level: level, want: a.level, sources: sortedKeys(below), modelMade: modelMade}
+			}
+			if a.approval {
+				if review == nil {
+					review = m
+				}
+			} else if deny == nil {
+				deny = m
+			}
+		}
+	}
+	j.Grounds = pc.grounds()
+	if deny != nil {
+		return j.refuse(grants.Deny, grants.ReasonAuthorityTooLow, deny.missing(), deny.detail(), "authority:"+deny.rule), true
+	}
+
+	// b. Writes to memory paths are held for the owner.
+	if s.hasTarget && s.canon == CanonPath && isWrite(s) {
+		for _, g := range pv.memory {
+			if g.Match(f.target.Path) {
+				return j.refuse(grants.ApprovalRequired, grants.ReasonMemoryWrite, "owner review of a write to memory path "+g.String(),
+					"the write to "+f.target.Emit+" is recorded as a draft (target and argument digest) until the owner approves it",
+					"memory:"+g.String()), true
+			}
+		}
+	}
+	if review != nil {
+		return j.refuse(grants.ApprovalRequired, grants.ReasonAuthorityReview, review.missing(), review.detail(), "authority:"+review.rule), true
+	}
+	j.Rules = append(j.Rules, applied...)
+	return Judgement{}, false
+}
+
+// isWrite reports whether a surface's calls change what they target:
+// anything but a read (operation "read" or consequence local_read).
+func isWrite(s *cSurface) bool {
+	return s.operation != "read" && s.consequence != "local_read"
+}
+
+func (m *authorityMiss) missing() string {
+	return m.field + " traced to " + m.want.String()
+}
+
+func (m *authorityMiss) detail() string {
+	if m.noArgs {
+		return "rule " + m.rule + ": the call's arguments were not forwarded, so " + m.field + " cannot be traced"
+	}
+	var who []string
+	for i, id := range m.sources {
+		if i == maxDetailSources {
+			who = append(who, "+"+strconv.Itoa(len(m.sources)-i)+" more")
+			break
+		}
+		who = append(who, "source "+id)
+	}
+	if m.modelMade {
+		who = append(who, "model-made")
+	}
+	return "rule " + m.rule + ": " + m.field + " is " + m.level.String() + " (" + strings.Join(who, ", ") + ")"
+}
+
+// sortedSources returns the sources ordered by id (stable for equal ids).
+func sortedSources(ss []SourceFact) []SourceFact {
+	if sort.SliceIsSorted(ss, func(a, b int) bool { return ss[a].ID < ss[b].ID }) {
+		return ss
+	}
+	out := append([]SourceFact(nil), ss...)
+	sort.SliceStable(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out
+}
+
+// grounds writes one line per source of every examined leaf, by leaf
+// pointer and then source id:
+//
+//	field=<ptr> source=<id> authority=<level> counter=<key>=<n> transform=<t>[ part=<p>][ partial]
+//	field=<ptr> model_made authority=evidence
+//
+// The second form is a leaf the request traces to nothing (no origin, or
+// an origin with no sources). "partial" marks sources of a value they do
+// not wholly cover. An unregistered source writes counter=none; an empty
+// transform is written raw. Values with blanks, quotes, '=' or control
+// characters are quoted (Go syntax). At most MaxGrounds lines.
+func (pc *provCheck) grounds() []string {
+	if len(pc.checked) == 0 {
+		return nil
+	}
+	leaves := sortedKeys(pc.checked)
+	var out []string
+	total := 0
+	add := func(line string) {
+		total++
+		if len(out) < MaxGrounds {
+			out = append(out, line)
+		}
+	}
+	for _, leaf := range leaves {
+		fv := "field=" + groundsValue(leaf)
+		os := pc.originsOf(leaf)
+		wrote := false
+		for _, o := range os {
+			for _, src := range sortedSources(o.Sources) {
+				wrote = true
+				var b strings.Builder
+				b.WriteString(fv)
+				b.WriteString(" source=" + groundsValue(src.ID))
+				b.WriteString(" authority=" + sourceLevel(&src).String())
+				if src.Counter.Key != "" {
+					b.WriteString(" counter=" + groundsValue(src.Counter.Key) + "=" + strconv.FormatUint(src.Counter.Value, 10))
+				} else {
+					b.WriteString(" counter=none")
+				}
+				t := src.Transform
+				if t == "" {
+					t = "raw"
+				}
+				b.WriteString(" transform=" + groundsValue(t))
+				if src.Part != "" {
+					b.WriteString(" part=" + groundsValue(src.Part))
+				}
+				if !o.Covered {
+					b.WriteString(" partial")
+				}
+				add(b.String())
+			}
+		}
+		if !wrote {
+			add(fv + " model_made authority=evidence")
+		}
+	}
+	if total > MaxGrounds {
+		out = append(out[:MaxGrounds-1], "truncated="+strconv.Itoa(total-(MaxGrounds-1)))
+	}
+	return out
+}
+
+// groundsValue writes a value into a grounds line: as is when it is
+// printable and has no blank, quote or '='; quoted otherwise.
+func groundsValue(s string) string {
+	if s == "" {
+		return `""`
+	}
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b <= ' ' || b == '"' || b == '=' || b >= 0x7f {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}
+
+// leavesDomains returns the crossing through which the call's material
+// leaves the declared domains, or "" when it stays inside them: a URL host
+// outside boundaries.egress_allow or a recipient outside
+// boundaries.trust_domains leaves; so does a call of a crossing class
+// whose destination cannot be placed in a domain (a raw, digest or shell
+// target, or none). A crossing class with a URL or email destination
+// inside the declared domains stays, as do protected-path and workspace
+// crossings (the material stays on the host).
+func leavesDomains(f *facts, crossing []string) string {
+	class := ""
+	for _, c := range crossing {
+		switch {
+		case c == "boundary:egress" || c == "boundary:trust_domain":
+			return c
+		case strings.HasPrefix(c, "boundary:class:") && class == "":
+			class = c
+		}
+	}
+	if class != "" && !(f.s.hasTarget && (f.s.canon == CanonURL || f.s.canon == CanonEmail)) {
+		return class
+	}
+	return ""
+}
