@@ -278,6 +278,7 @@ type Status struct {
 	Idempotency   int    `json:"idempotency_records"`
 	Counters      int    `json:"counters"`
 	BarredWorkers int    `json:"barred_workers"`
+	Sources       int    `json:"sources"`
 	Seq           uint64 `json:"seq"`
 	Head          string `json:"head"`
 	Published     uint64 `json:"published"`

@@ -22,6 +22,15 @@
 // Digest is the projection digest the issuer's State.Digest must equal at
 // the same sequence (api.Status.StateDigest, hex).
 //
+// Source receipts (kind source) register content sources: descriptors,
+// the authority the issuer assigned and the revocation counters each
+// recorded. The projection keeps the issuer's source registry from them
+// (and forgets each source after fsm.SourceRetention, as the issuer does),
+// so the registry is covered by the digest comparison. A permit binds the
+// recorded counters of the sources its fields traced to, so an attempt
+// after a revocation that moved one is attempt_after_revocation like any
+// other bound counter.
+//
 // The first violation stops the Verifier: it is returned by that Add and by
 // every later one, and Summary describes the events before it. Every
 // violation is a *Violation whose Code is one of the constants below.
@@ -49,7 +58,7 @@
 //	effect_without_attempt      the effect                the grant is not live, was never attempted, or the effect names another attempt sequence
 //	effect_missing_verifier     the effect                the effect does not name the verifier that observed it
 //	effect_bad_outcome          the effect                the outcome is not confirmed, failed, unknown or contested
-//	fold_failed                 the event                 fsm.Evolve refused the event (an epoch event whose policy does not parse)
+//	fold_failed                 the event                 fsm.Evolve refused the event (an epoch event whose policy does not parse, a source event without an id or a known authority)
 //	state_digest_mismatch       the last event            the projection digest differs from the one expected (CheckDigest)
 //
 // # Outcomes

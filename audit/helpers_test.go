@@ -159,8 +159,10 @@ func policyCmd(p *policy.Policy) fsm.Command {
 // workload runs n random batches of real commands through the state
 // machine: requests in every lane (allowed and denied), spends (good,
 // wrong digest, wrong worker, double, late), effects (agreeing, unknown,
-// conflicting), revocations of workers, sources and lanes, reinstatement,
-// policy changes, and clock jumps past expiry and retention.
+// conflicting), source registrations (plain and derived, repeated and
+// conflicting) and requests whose fields trace to them, revocations of
+// workers, sources and lanes, reinstatement, policy changes, and clock
+// jumps past expiry and retention (of grants and of sources).
 func workload(seed uint64, n int) *sim {
 	r := rand.New(rand.NewPCG(seed, 1))
 	m := newSim()
@@ -180,6 +182,15 @@ func workload(seed uint64, n int) *sim {
 		var cmds []fsm.Command
 		for range 1 + r.IntN(4) {
 			switch p := r.IntN(1000); {
+			case p < 60:
+				c := fsm.Command{Op: fsm.OpSource, Caller: workers[r.IntN(2)], SourceID: sources[r.IntN(len(sources))],
+					Channel: []string{"user_prompt", "web_fetch", "derived"}[r.IntN(3)], Scope: "task",
+					ContentDigest: events.Sum(fmt.Appendf(nil, "content-%d", r.IntN(2)))}
+				if c.Channel == "derived" {
+					c.SourceID = "d" + c.SourceID
+					c.Origins = []string{sources[r.IntN(len(sources))]}
+				}
+				cmds = append(cmds, c)
 			case p < 300:
 				w := workers[r.IntN(len(workers))]
 				nextID++
@@ -190,6 +201,13 @@ func workload(seed uint64, n int) *sim {
 				}
 				if r.IntN(3) == 0 {
 					c.Sources = []string{sources[r.IntN(len(sources))]}
+				}
+				if r.IntN(3) == 0 {
+					src := sources[r.IntN(len(sources))]
+					if r.IntN(2) == 0 {
+						src = "d" + src
+					}
+					c.Traces = []fsm.Trace{{Field: "/x", Covered: true, Matches: []fsm.TraceMatch{{Source: src, Transform: "raw"}}}}
 				}
 				if r.IntN(4) == 0 {
 					c.TTL = int64(r.IntN(90)+1) * sec

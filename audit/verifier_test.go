@@ -156,6 +156,10 @@ func TestViolationCodes(t *testing.T) {
 			e.Policy = []byte(`{"version":1}`)
 			return (&stream{}).add(epochEv(t0, 1)).add(e)
 		}},
+		{name: "fold_failed: source without an authority", code: CodeFoldFailed, seq: 2, build: func() *stream {
+			return (&stream{}).add(epochEv(t0, 1)).add(events.Event{Kind: events.KindSource, Time: t0 + sec, Worker: "w1",
+				Decision: "permit", Sources: []string{"u1"}, Authority: "root", Counters: []events.Counter{{Key: "source/u1"}}})
+		}},
 	}
 	seen := map[string]bool{}
 	for _, tc := range cases {
@@ -467,6 +471,9 @@ func TestProjectionMatchesIssuer(t *testing.T) {
 		if err := v.CheckDigest(m.s.Digest()); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
+		if got, want := v.Projection().Stats().Sources, m.s.Stats().Sources; got != want {
+			t.Fatalf("seed %d: the projection holds %d sources, the issuer %d", seed, got, want)
+		}
 		sum := v.Summary()
 		if sum.Head != m.s.Chain().Head || sum.Events != uint64(len(raw)) {
 			t.Fatalf("seed %d: summary %+v, issuer head %s", seed, sum, m.s.Chain().Head.Short())
@@ -479,7 +486,8 @@ func TestProjectionMatchesIssuer(t *testing.T) {
 		if sum.Spent != closed+sum.Unresolved || sum.Spent != sum.Kinds["attempt"] || sum.Permitted != sum.Kinds["permit"] {
 			t.Fatalf("seed %d: inconsistent counts %+v", seed, sum)
 		}
-		if sum.Kinds["attempt"] == 0 || sum.Kinds["effect"] == 0 || sum.Kinds["spend_refused"] == 0 || sum.Kinds["revoke"] == 0 || sum.Kinds["epoch"] < 2 {
+		if sum.Kinds["attempt"] == 0 || sum.Kinds["effect"] == 0 || sum.Kinds["spend_refused"] == 0 || sum.Kinds["revoke"] == 0 ||
+			sum.Kinds["epoch"] < 2 || sum.Kinds["source"] == 0 {
 			t.Fatalf("seed %d: workload too narrow: %v", seed, sum.Kinds)
 		}
 		t.Logf("seed %d: %d events, %d digests compared, kinds %v, closed %v, unresolved %d, tracked %d",

@@ -27,11 +27,14 @@ const (
 	OpPublished Op = 6
 	// OpReinstate lifts a worker's bar.
 	OpReinstate Op = 7
+	// OpSource registers a content source's descriptor.
+	OpSource Op = 8
 )
 
 var opNames = map[Op]string{
 	OpRequest: "request", OpSpend: "spend", OpEffect: "effect", OpRevoke: "revoke",
 	OpSetPolicy: "set_policy", OpPublished: "published", OpReinstate: "reinstate",
+	OpSource: "source",
 }
 
 func (o Op) String() string {
@@ -73,6 +76,38 @@ type Command struct {
 	Bytes       uint64
 	Cwd         string
 	Resolved    string
+
+	// Provenance. OpSource carries a source descriptor: SourceID, the
+	// Session and Tool above, Channel, Scope, ContentDigest (SHA-256 of
+	// the raw content, never the content), Path, Origins (the sources a
+	// derived source was computed from) and ModelMade (part of it traced
+	// to nothing registered). OpRequest carries Traces: the worker's
+	// account of which registered sources each argument field matched.
+	SourceID      string
+	Channel       string
+	Scope         string
+	ContentDigest events.Hash
+	Path          string
+	Origins       []string
+	ModelMade     bool
+	Traces        []Trace
+}
+
+// Trace is one argument field's provenance as the worker traced it: Field
+// is the JSON pointer of a scalar leaf of the arguments, Covered says raw
+// matches cover the whole value, Matches the sources it matched.
+type Trace struct {
+	Field   string
+	Covered bool
+	Matches []TraceMatch
+}
+
+// TraceMatch is one registered source a field matched, under which
+// decoding (Transform) and URL part (Part).
+type TraceMatch struct {
+	Source    string
+	Transform string
+	Part      string
 }
 
 // Batch is one raft log entry: commands the leader coalesced, stamped with
@@ -86,9 +121,14 @@ type Batch struct {
 // Version of the batch encoding.
 const batchVersion = 1
 
-// Limits enforced when decoding a log entry.
+// Limits enforced when decoding a log entry. The provenance limits are
+// the api package's (MaxTraces, MaxTraceMatches, MaxSourceOrigins); the
+// state machine cannot import api, and a test in issuer keeps them equal.
 const (
 	MaxBatchCommands = 4096
+	MaxTraces        = 64 // field traces per grant request
+	MaxTraceMatches  = 32 // matches per field trace
+	MaxSourceOrigins = 64 // origins of one derived source
 )
 
 // Command field tags: append only.
@@ -117,6 +157,27 @@ const (
 	ctBytes       = 21
 	ctCwd         = 22
 	ctResolved    = 23
+	// Added with provenance.
+	ctSourceID      = 24
+	ctChannel       = 25
+	ctScope         = 26
+	ctContentDigest = 27
+	ctPath          = 28
+	ctOrigin        = 29 // one per origin
+	ctModelMade     = 30 // 1 when ModelMade
+	ctTrace         = 31 // one per field trace (trace tags below)
+)
+
+// Field trace tags inside ctTrace, and match tags inside a trace's
+// trMatch: append only.
+const (
+	trField   = 1
+	trCovered = 2
+	trMatch   = 3
+
+	tmSource    = 1
+	tmTransform = 2
+	tmPart      = 3
 )
 
 // Argument value tags inside ctArg: append only.
@@ -169,7 +230,35 @@ func (c *Command) AppendEncode(buf []byte) []byte {
 	w.Uint(ctBytes, c.Bytes)
 	w.String(ctCwd, c.Cwd)
 	w.String(ctResolved, c.Resolved)
+	w.String(ctSourceID, c.SourceID)
+	w.String(ctChannel, c.Channel)
+	w.String(ctScope, c.Scope)
+	w.Hash(ctContentDigest, c.ContentDigest)
+	w.String(ctPath, c.Path)
+	w.Strings(ctOrigin, c.Origins)
+	w.Bool(ctModelMade, c.ModelMade)
+	for i := range c.Traces {
+		scratch = appendTrace(scratch[:0], &c.Traces[i])
+		// Strings keeps an empty element (a trace with nothing set).
+		w.Strings(ctTrace, []string{string(scratch)})
+	}
 	return w.Bytes()
+}
+
+func appendTrace(buf []byte, t *Trace) []byte {
+	tw := events.NewWriter(buf)
+	tw.String(trField, t.Field)
+	tw.Bool(trCovered, t.Covered)
+	var scratch []byte
+	for _, m := range t.Matches {
+		mw := events.NewWriter(scratch[:0])
+		mw.String(tmSource, m.Source)
+		mw.String(tmTransform, m.Transform)
+		mw.String(tmPart, m.Part)
+		scratch = mw.Bytes()
+		tw.Strings(trMatch, []string{string(scratch)})
+	}
+	return tw.Bytes()
 }
 
 // DecodeCommand parses one command.
@@ -259,6 +348,46 @@ func DecodeCommand(b []byte) (Command, error) {
 			ok = str(r, &f, &c.Cwd)
 		case ctResolved:
 			ok = str(r, &f, &c.Resolved)
+		case ctSourceID:
+			ok = str(r, &f, &c.SourceID)
+		case ctChannel:
+			ok = str(r, &f, &c.Channel)
+		case ctScope:
+			ok = str(r, &f, &c.Scope)
+		case ctContentDigest:
+			ok = hash(r, &f, &c.ContentDigest)
+		case ctPath:
+			ok = str(r, &f, &c.Path)
+		case ctOrigin:
+			if len(c.Origins) >= MaxSourceOrigins {
+				r.Failf("more than %d origins", MaxSourceOrigins)
+				ok = false
+				break
+			}
+			var s string
+			if ok = str(r, &f, &s); ok {
+				c.Origins = append(c.Origins, s)
+			}
+		case ctModelMade:
+			if ok = r.Expect(&f, events.WireVarint); ok {
+				if f.Uint != 1 {
+					r.Failf("model_made flag %d", f.Uint)
+					ok = false
+				}
+				c.ModelMade = true
+			}
+		case ctTrace:
+			if len(c.Traces) >= MaxTraces {
+				r.Failf("more than %d field traces", MaxTraces)
+				ok = false
+				break
+			}
+			if ok = r.Expect(&f, events.WireBytes); ok {
+				var t Trace
+				if ok = decodeTrace(r, f.Data, &t); ok {
+					c.Traces = append(c.Traces, t)
+				}
+			}
 		}
 		if !ok {
 			break
@@ -373,6 +502,61 @@ func decodeArg(r *events.Reader, f *events.Field, args *policy.Args) bool {
 		return false
 	}
 	args.Leaves = append(args.Leaves, a)
+	return true
+}
+
+// decodeTrace decodes one field trace: known tags only, at most
+// MaxTraceMatches matches, each a nested record of known tags.
+func decodeTrace(r *events.Reader, data []byte, t *Trace) bool {
+	tr := events.NewReader(data)
+	var tf events.Field
+	for tr.Next(&tf) {
+		switch tf.Tag {
+		case trField:
+			str(tr, &tf, &t.Field)
+		case trCovered:
+			if tr.Expect(&tf, events.WireVarint) {
+				if tf.Uint != 1 {
+					tr.Failf("covered flag %d", tf.Uint)
+				}
+				t.Covered = true
+			}
+		case trMatch:
+			if !tr.Expect(&tf, events.WireBytes) {
+				break
+			}
+			if len(t.Matches) >= MaxTraceMatches {
+				tr.Failf("more than %d matches in one trace", MaxTraceMatches)
+				break
+			}
+			var m TraceMatch
+			mr := events.NewReader(tf.Data)
+			var mf events.Field
+			for mr.Next(&mf) {
+				switch mf.Tag {
+				case tmSource:
+					str(mr, &mf, &m.Source)
+				case tmTransform:
+					str(mr, &mf, &m.Transform)
+				case tmPart:
+					str(mr, &mf, &m.Part)
+				default:
+					mr.Failf("unknown match tag %d", mf.Tag)
+				}
+			}
+			if err := mr.Err(); err != nil {
+				tr.Failf("match: %v", err)
+				break
+			}
+			t.Matches = append(t.Matches, m)
+		default:
+			tr.Failf("unknown trace tag %d", tf.Tag)
+		}
+	}
+	if err := tr.Err(); err != nil {
+		r.Failf("trace: %v", err)
+		return false
+	}
 	return true
 }
 

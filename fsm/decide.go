@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 
 	"github.com/writ-dev/writ/events"
@@ -38,6 +39,8 @@ func Decide(s *State, now int64, node string, c Command) Outcome {
 		return decideSetPolicy(s, now, node, c)
 	case OpReinstate:
 		return decideReinstate(s, now, node, c)
+	case OpSource:
+		return decideSource(s, now, node, c)
 	case OpPublished:
 		// Apply moves the watermark before asking; the answer is the
 		// watermark in force (a confirmation beyond the chain is capped).
@@ -83,14 +86,38 @@ func decideRequest(s *State, now int64, node string, c Command) Outcome {
 		// "source/" is not a revocable counter key: a grant bound to it
 		// could never be revoked through its source.
 		return record(deny(e, grants.ReasonInvalidRequest, "sources", "a source id is empty"))
+	case len(c.Traces) > 0 && !validTraces(c.Traces):
+		field, detail := checkTraces(c.Traces)
+		return record(deny(e, grants.ReasonInvalidRequest, field, detail))
 	case s.hasLiveGrant(c.GrantID, now):
 		return record(deny(e, grants.ReasonInvalidRequest, "unique grant id", "grant id already in use"))
 	case s.barred[c.Caller]:
 		return record(deny(e, grants.ReasonWorkerRevoked, "worker reinstated", "worker "+c.Caller+" is revoked"))
 	case s.policy == nil:
 		return record(deny(e, grants.ReasonDeniedByPolicy, "policy applied", "no policy has been applied yet"))
-	case s.policy.Version == policy.SchemaVersion:
-		return decideJudged(s, now, e, c)
+	}
+	// Provenance, under every policy version: a field traced to a revoked
+	// source refuses the request, and a permit binds what the traced
+	// sources recorded.
+	prov, refusal := s.traceProvenance(c.Caller, c.Traces, now)
+	e.Sources = withSources(c.Sources, prov.ids)
+	if refusal != nil {
+		e.Sources = withSources(c.Sources, []string{refusal.source})
+		e.Grounds = refusal.grounds
+		return record(deny(e, refusal.reason, refusal.missing, refusal.detail))
+	}
+	keys := make([]string, 0, 2+len(c.Sources))
+	keys = append(keys, revocation.Key(revocation.ScopeWorker, c.Caller), revocation.Key(revocation.ScopeLane, c.Lane))
+	for _, src := range c.Sources {
+		keys = append(keys, revocation.Key(revocation.ScopeSource, src))
+	}
+	bound := s.bindCounters(keys, prov.counters)
+	if len(bound) > MaxGrantCounters {
+		return record(deny(e, grants.ReasonInvalidRequest, "provenance", fmt.Sprintf(
+			"the request would bind %d revocation counters; a grant may bind at most %d", len(bound), MaxGrantCounters)))
+	}
+	if s.policy.Version == policy.SchemaVersion {
+		return decideJudged(s, now, e, c, prov.fields, bound)
 	}
 	v := s.policy.Evaluate(c.Caller, c.Lane, c.Tool)
 	e.Rules = []string{v.Rule}
@@ -104,17 +131,12 @@ func decideRequest(s *State, now int64, node string, c Command) Outcome {
 	if ttl < int64(policy.MinTTL) {
 		ttl = int64(policy.MinTTL)
 	}
-	keys := make([]string, 0, 2+len(c.Sources))
-	keys = append(keys, revocation.Key(revocation.ScopeWorker, c.Caller), revocation.Key(revocation.ScopeLane, c.Lane))
-	for _, src := range c.Sources {
-		keys = append(keys, revocation.Key(revocation.ScopeSource, src))
-	}
 	e.Kind = events.KindPermit
 	e.Decision = string(grants.Permit)
 	e.GrantID = c.GrantID
 	e.IssuedAt = now
 	e.ExpiresAt = addSat(now, ttl)
-	e.Counters = s.counters.Bind(keys...)
+	e.Counters = bound
 	return record(e)
 }
 
@@ -122,11 +144,14 @@ func decideRequest(s *State, now int64, node string, c Command) Outcome {
 func (s *State) requestAnswer(r *idemRecord) grants.Envelope {
 	if r.GrantID != "" {
 		if g, ok := s.grants[r.GrantID]; ok {
-			return permitEnvelope(g)
+			env := permitEnvelope(g)
+			env.Grounds = slices.Clone(r.Grounds)
+			return env
 		}
 	}
 	env := grants.Refuse(r.Reason, r.Missing, r.Detail)
 	env.Seq, env.Kind, env.Epoch, env.Rules, env.Digest = r.Seq, events.KindDeny, r.Epoch, slices.Clone(r.Rules), r.Digest
+	env.Grounds = slices.Clone(r.Grounds)
 	if r.Decision == grants.ApprovalRequired {
 		env.Decision, env.Kind, env.ReviewID = grants.ApprovalRequired, events.KindApprovalRequired, r.ReviewID
 	}

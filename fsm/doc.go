@@ -30,6 +30,18 @@
 // charge them; approval_required answers are events of their own kind.
 // Version 1 policies are judged exactly as before.
 //
+// Provenance: workers register content sources (OpSource: a descriptor
+// and a content digest, never content) in a replicated registry; the
+// state machine assigns each its authority (the policy's level for its
+// channel, path or tool; the lowest of its origins for derived content)
+// and records the revocation counters it was built from. A grant request
+// traces argument fields to registered sources; Decide looks each up,
+// refuses the request if one was revoked since it was recorded
+// (source_revoked), passes the field origins to the policy engine and
+// binds the recorded counters in the permit, so revoking any origin later
+// refuses the spend. Sources are forgotten SourceRetention after
+// registration; at most MaxSourcesPerWorker are live per worker.
+//
 // Business refusals (expired, already spent, revoked, ...) are results and
 // events, identical on every replica, never Go errors. State is not safe for
 // concurrent use; the raft adapter serialises access.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/writ-dev/writ/authority"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/policy"
@@ -13,7 +14,8 @@ import (
 // Evolve folds one sealed event into the state. It makes no judgement: it
 // records what the event says. It returns an error only for an event that
 // cannot belong to this state (broken chain, unknown kind, a policy that
-// does not parse); the state is unchanged in that case.
+// does not parse, a source event without an id or a known authority); the
+// state is unchanged in that case.
 func Evolve(s *State, e events.Event) error {
 	if err := s.chain.Check(e); err != nil {
 		return fmt.Errorf("%w: %v", ErrReplay, err)
@@ -22,12 +24,20 @@ func Evolve(s *State, e events.Event) error {
 		return fmt.Errorf("%w: seq %d has unknown kind %d", ErrReplay, e.Seq, e.Kind)
 	}
 	var pol *policy.Policy
-	if e.Kind == events.KindEpoch {
+	var lvl authority.Level
+	switch e.Kind {
+	case events.KindEpoch:
 		p, err := policy.Parse(e.Policy)
 		if err != nil {
 			return fmt.Errorf("%w: seq %d: %v", ErrReplay, e.Seq, err)
 		}
 		pol = p
+	case events.KindSource:
+		l, err := checkSourceEvent(e)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrReplay, err)
+		}
+		lvl = l
 	}
 	s.chain.Advance(e)
 	s.advance(e.Time)
@@ -49,7 +59,7 @@ func Evolve(s *State, e events.Event) error {
 		if e.IdemKey != "" {
 			s.addIdem(idemID{e.Worker, e.IdemKey}, &idemRecord{
 				Tool: e.Tool, Digest: e.Digest, Seq: e.Seq, GrantID: e.GrantID, Epoch: e.Epoch,
-				Until: retainUntil(g),
+				Until: retainUntil(g), Grounds: slices.Clone(e.Grounds),
 			})
 		}
 	case events.KindDeny, events.KindApprovalRequired:
@@ -57,7 +67,7 @@ func Evolve(s *State, e events.Event) error {
 			r := &idemRecord{
 				Tool: e.Tool, Digest: e.Digest, Seq: e.Seq, Reason: grants.Reason(e.Reason),
 				Missing: e.Missing, Detail: e.Detail, Rules: slices.Clone(e.Rules), Epoch: e.Epoch,
-				Until: addSat(e.Time, RetainMargin),
+				Until: addSat(e.Time, RetainMargin), Grounds: slices.Clone(e.Grounds),
 			}
 			if e.Kind == events.KindApprovalRequired {
 				r.Decision, r.ReviewID = grants.ApprovalRequired, e.ReviewID
@@ -86,6 +96,8 @@ func Evolve(s *State, e events.Event) error {
 		}
 	case events.KindReinstate:
 		delete(s.barred, e.Worker)
+	case events.KindSource:
+		s.evolveSource(e, lvl)
 	case events.KindEpoch:
 		// The digest of what is in force, computed as Restore computes it
 		// (Decide's events carry the same value in PolicyDigest).

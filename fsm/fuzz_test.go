@@ -23,7 +23,8 @@ import (
 
 // seedBatches is a small scenario used to seed the fuzzers and to build the
 // base state FuzzApply starts from: a policy, grants in every status, an
-// idempotency record, a revoked source and a barred worker.
+// idempotency record, a revoked source, a barred worker, registered
+// sources (one derived) and a grant whose field traces bind them.
 func seedBatches() []fsm.Batch {
 	d1 := grants.RequestDigest("Bash", []byte(`{"n":1}`))
 	d2 := grants.RequestDigest("Bash", []byte(`{"n":2}`))
@@ -45,6 +46,19 @@ func seedBatches() []fsm.Batch {
 			{Op: fsm.OpRevoke, Caller: "operator:root", Key: "worker/w2"},
 			{Op: fsm.OpRevoke, Caller: "operator:root", Key: "source/s9"},
 			{Op: fsm.OpPublished, Caller: "publisher", Seq: 3},
+		}},
+		{Time: t0 + 3, Node: "n1", Commands: []fsm.Command{
+			{Op: fsm.OpSource, Caller: "w1", SourceID: "u1", Channel: "user_prompt", Scope: "task", Session: "sA",
+				ContentDigest: events.Sum([]byte("pay bob"))},
+			{Op: fsm.OpSource, Caller: "w1", SourceID: "web1", Channel: "web_fetch", Scope: "session",
+				ContentDigest: events.Sum([]byte("<html>")), Path: "/work/w1/page.html", Tool: "WebFetch"},
+			{Op: fsm.OpSource, Caller: "w1", SourceID: "d1", Channel: "derived", Scope: "task",
+				ContentDigest: events.Sum([]byte("bob")), Origins: []string{"web1", "u1"}, ModelMade: true},
+			{Op: fsm.OpRequest, Caller: "w1", Lane: "coordinator", Tool: "Bash", Digest: d2, IdemKey: "k5", GrantID: "g5",
+				Traces: []fsm.Trace{
+					{Field: "/command", Covered: true, Matches: []fsm.TraceMatch{{Source: "d1", Transform: "base64", Part: "host"}, {Source: "u1", Transform: "raw"}}},
+					{Field: "/cwd"},
+				}},
 		}},
 	}
 }
@@ -69,6 +83,11 @@ func seedBatchesV2() []fsm.Batch {
 			call(fsm.Command{Op: fsm.OpRequest, Caller: "w2", Lane: "isolated", Tool: "Read", IdemKey: "k3", GrantID: "g3", Cwd: "/work/w2/a"}, `{"file_path":"notes.txt"}`),
 			call(fsm.Command{Op: fsm.OpRequest, Caller: "w2", Lane: "specialist", Tool: "Bash", IdemKey: "k4", GrantID: "g4"}, `{"command":"sudo ls"}`),
 			call(fsm.Command{Op: fsm.OpSpend, Caller: "w2", GrantID: "g3", IdemKey: "a3", Cwd: "/work/w2/b"}, `{"file_path":"notes.txt"}`),
+		}},
+		{Time: t0 + 2, Node: "n1", Commands: []fsm.Command{
+			{Op: fsm.OpSource, Caller: "w1", SourceID: "u2", Channel: "user_prompt", Scope: "task", ContentDigest: events.Sum([]byte("amy"))},
+			call(fsm.Command{Op: fsm.OpRequest, Caller: "w1", Lane: "coordinator", Tool: "send_email", IdemKey: "k6", GrantID: "g6",
+				Traces: []fsm.Trace{{Field: "/to", Covered: true, Matches: []fsm.TraceMatch{{Source: "u2", Transform: "raw"}}}}}, `{"to":"amy@example.com","body":"x"}`),
 		}},
 	}
 }

@@ -2,11 +2,11 @@ package fsm
 
 import (
 	"encoding/hex"
+	"slices"
 
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/policy"
-	"github.com/writ-dev/writ/revocation"
 )
 
 // decideJudged decides a well-formed grant request under a version 2
@@ -14,14 +14,20 @@ import (
 // ledger, preauthorization consumption, quota windows), and every answer —
 // permit, approval_required or deny — is an event carrying the grounds.
 // e is the request's deny event, filled in as far as Decide got.
-func decideJudged(s *State, now int64, e events.Event, c Command) Outcome {
+//
+// origins are the request's field provenance as the source registry knows
+// it; the engine's provenance grounds go into the event whatever the
+// answer. bound are the revocation counters a permit binds.
+func decideJudged(s *State, now int64, e events.Event, c Command, origins []policy.FieldOrigin, bound []events.Counter) Outcome {
 	req := policy.Request{
 		Worker: c.Caller, Lane: c.Lane, Tool: c.Tool, Args: c.Args, Digest: c.Digest,
 		Cwd: c.Cwd, Resolved: c.Resolved, Label: c.TargetLabel,
 		Amount: c.Amount, HasAmount: c.HasAmount, Bytes: c.Bytes, TTL: c.TTL,
+		Provenance: origins,
 	}
 	j := s.policy.Judge(&req, s, now)
 	e.Rules = j.Rules
+	e.Grounds = slices.Clone(j.Grounds)
 	e.Surface, e.Operation, e.Consequence = j.Surface, j.Operation, j.Consequence
 	e.Target, e.TargetLabel, e.Cwd, e.Resolved = j.Target, c.TargetLabel, j.Cwd, j.Resolved
 	e.Amount, e.Bytes, e.LedgerKey = j.Amount, j.Bytes, j.LedgerKey
@@ -36,11 +42,6 @@ func decideJudged(s *State, now int64, e events.Event, c Command) Outcome {
 	default:
 		return record(deny(e, j.Reason, j.Missing, j.Detail))
 	}
-	keys := make([]string, 0, 2+len(c.Sources))
-	keys = append(keys, revocation.Key(revocation.ScopeWorker, c.Caller), revocation.Key(revocation.ScopeLane, c.Lane))
-	for _, src := range c.Sources {
-		keys = append(keys, revocation.Key(revocation.ScopeSource, src))
-	}
 	e.Kind = events.KindPermit
 	e.Decision = string(grants.Permit)
 	e.GrantID = c.GrantID
@@ -51,7 +52,7 @@ func decideJudged(s *State, now int64, e events.Event, c Command) Outcome {
 		e.ExpiresAt = j.NotAfter
 	}
 	e.Instrument, e.InstrumentLeft = j.Instrument, j.InstrumentLeft
-	e.Counters = s.counters.Bind(keys...)
+	e.Counters = bound
 	return record(e)
 }
 

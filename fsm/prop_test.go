@@ -24,12 +24,14 @@ import (
 	"github.com/writ-dev/writ/policy/policyfile"
 )
 
-// Policies the generator applies: the default, one that narrows lanes and
+// Policies the generator applies: the default, the version 2 policy with a
+// provenance section the source scripts use, one that narrows lanes and
 // pins w1 to the isolated lane, two version 2 policies (the engine scripts'
 // and the same with the workspace moved, so spends see target drift), and
 // two that do not parse.
 var propPolicies = [][]byte{
 	policy.Default().Canonical(),
+	scriptPolicy("provenance.yaml"),
 	[]byte(`{"version":1,"default_ttl":"20s","lanes":{"coordinator":{"tools":["Bash","Read"],"ttl":"90s"},"isolated":{"tools":["Read"]}},"workers":{"w1":"isolated"}}`),
 	scriptPolicy("v2.yaml"),
 	scriptPolicy("v2-moved.yaml"),
@@ -113,7 +115,7 @@ func digestN(tool string, n int) events.Hash {
 // publisher only confirms what was in the outbox when it proposed.
 func (h *harness) drawCommand(seq uint64) fsm.Command {
 	t := h.t
-	switch k := rapid.IntRange(0, 99).Draw(t, "kind"); {
+	switch k := rapid.IntRange(0, 109).Draw(t, "kind"); {
 	case k < 33: // request
 		c := fsm.Command{Op: fsm.OpRequest,
 			Caller: weighted(t, "caller", workers, "", 19),
@@ -153,6 +155,9 @@ func (h *harness) drawCommand(seq uint64) fsm.Command {
 				c.Sources = append(c.Sources, s)
 			}
 		}
+		if rapid.IntRange(0, 2).Draw(t, "traced") == 0 {
+			c.Traces = drawTraces(t)
+		}
 		h.ids = append(h.ids, genGrant{c.GrantID, c.Caller, c.Digest, c.Args})
 		return c
 	case k < 63: // spend
@@ -185,7 +190,7 @@ func (h *harness) drawCommand(seq uint64) fsm.Command {
 		return c
 	case k < 82:
 		return fsm.Command{Op: fsm.OpRevoke, Caller: "operator:root",
-			Key: rapid.SampledFrom([]string{"worker/w1", "worker/w2", "source/s1", "source/s2", "lane/coordinator", "dest/x", "bogus"}).Draw(t, "revoke")}
+			Key: rapid.SampledFrom([]string{"worker/w1", "worker/w2", "source/s1", "source/s2", "source/d1", "lane/coordinator", "dest/x", "bogus"}).Draw(t, "revoke")}
 	case k < 87:
 		return fsm.Command{Op: fsm.OpSetPolicy, Caller: "operator:root",
 			Policy: rapid.SampledFrom(propPolicies).Draw(t, "policy")}
@@ -194,9 +199,58 @@ func (h *harness) drawCommand(seq uint64) fsm.Command {
 			Key: rapid.SampledFrom(append([]string{""}, workers...)).Draw(t, "reinstate")}
 	case k < 96:
 		return fsm.Command{Op: fsm.OpPublished, Caller: "publisher", Seq: rapid.Uint64Range(0, seq).Draw(t, "published")}
+	case k < 100:
+		return fsm.Command{Op: fsm.Op(rapid.SampledFrom([]uint8{0, 9, 200}).Draw(t, "op")), Caller: "w1"}
 	default:
-		return fsm.Command{Op: fsm.Op(rapid.SampledFrom([]uint8{0, 8, 200}).Draw(t, "op")), Caller: "w1"}
+		return drawSource(t)
 	}
+}
+
+// propSourceIDs are the source ids registrations and traces draw from.
+var propSourceIDs = []string{"s1", "s2", "s3", "d1", "d2"}
+
+// drawSource draws a source registration: few ids, channels and contents,
+// so that repeats, conflicts, derivations and revoked origins all occur.
+func drawSource(t *rapid.T) fsm.Command {
+	c := fsm.Command{Op: fsm.OpSource,
+		Caller:   weighted(t, "srcCaller", []string{"w1", "w1", "w2"}, "", 29),
+		SourceID: weighted(t, "srcID", propSourceIDs, "bad.id", 19),
+		Channel:  weighted(t, "channel", []string{"user_prompt", "file_read", "web_fetch", "tool_result", "derived", "derived"}, "nope", 19),
+		Scope:    weighted(t, "scope", []string{"task", "session"}, "", 19),
+		Session:  rapid.SampledFrom([]string{"", "sA"}).Draw(t, "srcSession"),
+		Path:     rapid.SampledFrom([]string{"", "", "/work/w1/owner/a.md"}).Draw(t, "srcPath"),
+		Tool:     rapid.SampledFrom([]string{"", "", "mcp__crm__get"}).Draw(t, "srcTool"),
+	}
+	if !rare(t, "noContent", 19) {
+		c.ContentDigest = events.Sum([]byte(rapid.SampledFrom([]string{"a", "b"}).Draw(t, "content")))
+	}
+	for _, o := range propSourceIDs {
+		if rapid.IntRange(0, 3).Draw(t, "origin") == 0 {
+			c.Origins = append(c.Origins, o)
+		}
+	}
+	c.ModelMade = rare(t, "modelMade", 5)
+	return c
+}
+
+// drawTraces draws a request's field traces.
+func drawTraces(t *rapid.T) []fsm.Trace {
+	var out []fsm.Trace
+	for _, f := range []string{"/command", "/to", "/payee", "/file_path"} {
+		if !rapid.Bool().Draw(t, "tracedField") {
+			continue
+		}
+		tr := fsm.Trace{Field: f, Covered: rapid.Bool().Draw(t, "covered")}
+		for n := rapid.IntRange(0, 2).Draw(t, "matches"); n > 0; n-- {
+			tr.Matches = append(tr.Matches, fsm.TraceMatch{
+				Source:    weighted(t, "traceSrc", append([]string{"ghost"}, propSourceIDs...), "", 29),
+				Transform: weighted(t, "transform", []string{"raw", "raw", "base64", "dns_labels+hex"}, "rot13", 29),
+				Part:      rapid.SampledFrom([]string{"", "", "host"}).Draw(t, "part"),
+			})
+		}
+		out = append(out, tr)
+	}
+	return out
 }
 
 // pick names a grant that was minted, one the generator proposed (maybe
@@ -235,8 +289,9 @@ func (h *harness) drawBatch() fsm.Batch {
 	b := fsm.Batch{Time: h.at, Node: rapid.SampledFrom([]string{"n1", "n2"}).Draw(h.t, "node")}
 	seq := h.live.Chain().Seq
 	if h.raft == 0 && !rare(h.t, "startWithoutPolicy", 9) {
-		// Start under the version 1 default or the version 2 engine policy.
-		first := propPolicies[rapid.SampledFrom([]int{0, 2}).Draw(h.t, "firstPolicy")]
+		// Start under the version 1 default, the version 2 provenance
+		// policy or the version 2 engine policy.
+		first := propPolicies[rapid.SampledFrom([]int{0, 1, 3}).Draw(h.t, "firstPolicy")]
 		b.Commands = append(b.Commands, fsm.Command{Op: fsm.OpSetPolicy, Caller: "operator:root", Policy: first})
 	}
 	for n := rapid.IntRange(1, 6).Draw(h.t, "size"); n > 0; n-- {
@@ -576,6 +631,9 @@ func scribble(e *events.Event) {
 	for i := range e.Policy {
 		e.Policy[i] = 'x'
 	}
+	for i := range e.Grounds {
+		e.Grounds[i] = "scribbled"
+	}
 }
 
 func scribbleEnvelope(env *grants.Envelope) {
@@ -584,5 +642,8 @@ func scribbleEnvelope(env *grants.Envelope) {
 	}
 	for i := range env.Rules {
 		env.Rules[i] = "scribbled"
+	}
+	for i := range env.Grounds {
+		env.Grounds[i] = "scribbled"
 	}
 }

@@ -30,6 +30,14 @@ package fsm_test
 //	                               or zero when args= is absent; the arguments
 //	                               are forwarded flattened, as the leader does,
 //	                               unless noargs=1
+//	        [traces=<field>[*]:<src>[/<transform>[/<part>]],...;...]
+//	                               traces: one field trace per ';'-separated
+//	                               item, '*' after the field marks it covered,
+//	                               transform defaults to raw
+//	source <worker> id=S channel=C [scope=task|session] [content=X]
+//	        [path=P] [tool=T] [origins=a,b] [model_made=1] [session=S]
+//	                               OpSource; the content digest is H(X), X
+//	                               defaulting to the id; scope defaults to task
 //	spend <worker> <grant> [args=<json>] [tool=T] [key=K] [cwd=P]
 //	        [resolved=P] [noargs=1]
 //	                               OpSpend; tool defaults to the tool of the
@@ -47,6 +55,7 @@ package fsm_test
 //	show usage                     print the effect-ledger, preauthorization
 //	                               and quota-window counts (no entry)
 //	show preauth <id>              print a preauthorization's consumption
+//	show source <id>               print a registered source, or "absent"
 //
 // # Transcript
 //
@@ -245,7 +254,7 @@ func (r *scriptRunner) command(text string, toks []string) fsm.Command {
 		}
 		return fsm.Command{Op: fsm.OpSetPolicy, Caller: "operator:root", Policy: doc}
 	case "request":
-		known("lane", "tool", "args", "key", "id", "ttl", "sources", "session", "label", "amount", "bytes", "cwd", "resolved", "noargs")
+		known("lane", "tool", "args", "key", "id", "ttl", "sources", "session", "label", "amount", "bytes", "cwd", "resolved", "noargs", "traces")
 		c := fsm.Command{Op: fsm.OpRequest, Caller: arg(0), Lane: kv["lane"], Tool: kv["tool"],
 			IdemKey: kv["key"], GrantID: kv["id"], Session: kv["session"],
 			TargetLabel: kv["label"], Cwd: kv["cwd"], Resolved: kv["resolved"]}
@@ -271,6 +280,9 @@ func (r *scriptRunner) command(text string, toks []string) fsm.Command {
 		if s, ok := kv["sources"]; ok {
 			c.Sources = strings.Split(s, ",")
 		}
+		if s, ok := kv["traces"]; ok {
+			c.Traces = r.traces(s)
+		}
 		if c.GrantID != "" {
 			if _, seen := r.tools[c.GrantID]; !seen {
 				r.tools[c.GrantID] = c.Tool
@@ -289,6 +301,16 @@ func (r *scriptRunner) command(text string, toks []string) fsm.Command {
 			if kv["noargs"] == "" {
 				c.Args = r.flatten(a)
 			}
+		}
+		return c
+	case "source":
+		known("id", "channel", "scope", "content", "path", "tool", "origins", "model_made", "session")
+		c := fsm.Command{Op: fsm.OpSource, Caller: arg(0), SourceID: kv["id"], Channel: kv["channel"],
+			Scope: orDefault(kv["scope"], "task"), Path: kv["path"], Tool: kv["tool"], Session: kv["session"],
+			ModelMade: kv["model_made"] == "1"}
+		c.ContentDigest = events.Sum([]byte(orDefault(kv["content"], c.SourceID)))
+		if o, ok := kv["origins"]; ok {
+			c.Origins = strings.Split(o, ",")
 		}
 		return c
 	case "effect":
@@ -337,6 +359,34 @@ func (r *scriptRunner) policyFile(name string) []byte {
 		return raw
 	}
 	return j
+}
+
+// traces parses the traces= option (see the script language).
+func (r *scriptRunner) traces(spec string) []fsm.Trace {
+	var out []fsm.Trace
+	for _, item := range strings.Split(spec, ";") {
+		field, matches, ok := strings.Cut(item, ":")
+		if !ok {
+			r.fatalf("traces: %q has no ':'", item)
+		}
+		t := fsm.Trace{Field: strings.TrimSuffix(field, "*"), Covered: strings.HasSuffix(field, "*")}
+		for _, m := range strings.Split(matches, ",") {
+			if m == "" {
+				continue
+			}
+			parts := strings.SplitN(m, "/", 3)
+			tm := fsm.TraceMatch{Source: parts[0], Transform: "raw"}
+			if len(parts) > 1 {
+				tm.Transform = parts[1]
+			}
+			if len(parts) > 2 {
+				tm.Part = parts[2]
+			}
+			t.Matches = append(t.Matches, tm)
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 func (r *scriptRunner) flatten(args string) policy.Args {
@@ -496,6 +546,27 @@ func (r *scriptRunner) show(toks []string) {
 	case "usage":
 		st := r.real.Stats()
 		fmt.Fprintf(&r.out, "usage ledger=%d preauths=%d quotas=%d\n", st.Ledger, st.Preauths, st.Quotas)
+	case "source":
+		r.need(toks, 3)
+		src, ok := r.real.Source(toks[2])
+		if !ok {
+			fmt.Fprintf(&r.out, "source %s absent\n", toks[2])
+			return
+		}
+		line := []string{"source " + src.ID, "owner=" + src.Owner, "channel=" + src.Channel, "scope=" + src.Scope,
+			"authority=" + src.Authority.String(), "registered=" + fmtTime(src.RegisteredAt), "expires=" + fmtTime(src.ExpiresAt),
+			"seq=" + strconv.FormatUint(src.Seq, 10)}
+		line = appendKV(line, "path", src.Path)
+		line = appendKV(line, "tool", src.Tool)
+		if len(src.Origins) > 0 {
+			line = append(line, "origins="+strings.Join(src.Origins, ","))
+		}
+		if src.ModelMade {
+			line = append(line, "model_made")
+		}
+		line = append(line, "counters="+fmtCounters(src.Counters))
+		fmt.Fprintf(&r.out, "%s\n", strings.Join(line, " "))
+		fmt.Fprintf(&r.out, "sources %d\n", r.real.Stats().Sources)
 	case "preauth":
 		r.need(toks, 3)
 		uses, amount := r.real.PreauthUsed(toks[2], r.real.Clock())
@@ -546,6 +617,10 @@ func formatEnvelope(env grants.Envelope) string {
 	if env.ExpiresAt != 0 {
 		f = append(f, "expires="+fmtTime(env.ExpiresAt))
 	}
+	f = appendKV(f, "authority", env.Authority)
+	if len(env.Grounds) > 0 {
+		f = append(f, fmt.Sprintf("grounds=%d", len(env.Grounds)))
+	}
 	return strings.Join(f, " ")
 }
 
@@ -575,11 +650,7 @@ func formatEvent(e events.Event) string {
 		f = append(f, "expires="+fmtTime(e.ExpiresAt))
 	}
 	if len(e.Counters) > 0 {
-		cs := make([]string, len(e.Counters))
-		for i, c := range e.Counters {
-			cs[i] = c.Key + ":" + strconv.FormatUint(c.Value, 10)
-		}
-		f = append(f, "counters="+strings.Join(cs, ","))
+		f = append(f, "counters="+fmtCounters(e.Counters))
 	}
 	if e.Cancelled != nil {
 		f = append(f, "cancelled="+strings.Join(e.Cancelled, ","))
@@ -606,8 +677,26 @@ func formatEvent(e events.Event) string {
 	f = appendUint(f, "amount", e.Amount)
 	f = appendUint(f, "bytes", e.Bytes)
 	f = appendKV(f, "ledger", shortTarget(e.LedgerKey))
+	f = appendKV(f, "channel", e.Channel)
+	f = appendKV(f, "scope", e.Scope)
+	f = appendKV(f, "authority", e.Authority)
+	if !e.ContentDigest.IsZero() {
+		f = append(f, "content="+e.ContentDigest.String()[:8])
+	}
 	f = appendKV(f, "detail", e.Detail)
-	return strings.Join(f, " ")
+	out := strings.Join(f, " ")
+	for _, g := range e.Grounds {
+		out += "\n    ground: " + g
+	}
+	return out
+}
+
+func fmtCounters(cs []events.Counter) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = c.Key + ":" + strconv.FormatUint(c.Value, 10)
+	}
+	return strings.Join(parts, ",")
 }
 
 // shortTarget abbreviates the SHA-256 inside a shell target or ledger key

@@ -30,6 +30,7 @@ const (
 	stLedger    = 10 // effect-ledger entries, by key
 	stPreauth   = 11 // preauthorization consumption, by id
 	stQuota     = 12 // quota windows, by key
+	stSource    = 13 // the source registry, by id
 	stPublished = 20
 	stOutbox    = 21
 )
@@ -88,6 +89,7 @@ const (
 	itUntil
 	itDecision
 	itReviewID
+	itGrounds
 )
 
 // Usage record tags (append only): effect-ledger entries, preauthorization
@@ -171,6 +173,10 @@ func (s *State) authority(w *events.Writer) {
 		scratch = encodeUsage(scratch[:0], k, q.Requests, q.Amount, q.Bytes, q.Start, q.Until)
 		w.Strings(stQuota, []string{string(scratch)})
 	}
+	for _, id := range sortedKeys(s.sources) {
+		scratch = encodeSource(scratch[:0], s.sources[id])
+		w.Strings(stSource, []string{string(scratch)})
+	}
 }
 
 func encodeGrant(buf []byte, g *grants.Grant) []byte {
@@ -230,6 +236,7 @@ func encodeIdem(buf []byte, k idemID, r *idemRecord) []byte {
 	w.Int(itUntil, r.Until)
 	w.String(itDecision, string(r.Decision))
 	w.String(itReviewID, r.ReviewID)
+	w.Strings(itGrounds, r.Grounds)
 	return w.Bytes()
 }
 
@@ -253,7 +260,7 @@ func (s *State) Snapshot() []byte {
 
 // Digest is SHA-256 over the authority part of the state (clock, epoch,
 // policy, counters, bars, grants, idempotency records, chain head, effect
-// ledger, preauthorization consumption, quota windows). It
+// ledger, preauthorization consumption, quota windows, source registry). It
 // excludes the outbox, so an issuer and an auditor that rebuilt state from
 // the receipt stream agree on it.
 func (s *State) Digest() events.Hash {
@@ -382,6 +389,20 @@ func restore(data []byte) (*State, error) {
 			}
 			err = s.restoreUsage(f.Tag, u, lastUsage)
 			lastUsage[f.Tag] = u.key
+		case stSource:
+			if err = want(&f, events.WireBytes); err != nil {
+				break
+			}
+			var src *source
+			if src, err = decodeSource(f.Data); err != nil {
+				break
+			}
+			if prev, ok := lastUsage[stSource]; ok && src.ID <= prev {
+				err = fmt.Errorf("source %q is out of order or repeated", src.ID)
+				break
+			}
+			lastUsage[stSource] = src.ID
+			s.addSource(src)
 		case stPublished:
 			if err = want(&f, events.WireVarint); err == nil {
 				s.published = f.Uint
@@ -625,6 +646,8 @@ func decodeIdem(b []byte) (idemID, *idemRecord, error) {
 			rec.Decision = grants.Decision(dec)
 		case itReviewID:
 			d.str(&rec.ReviewID)
+		case itGrounds:
+			d.list(&rec.Grounds)
 		default:
 			d.err = fmt.Errorf("unknown idempotency record tag %d", f.Tag)
 		}

@@ -47,6 +47,9 @@ type idemRecord struct {
 	// (with its ReviewID), "" for a permit or a refusal.
 	Decision grants.Decision
 	ReviewID string
+	// Grounds are the provenance grounds of the answer (see
+	// events.Event.Grounds), for permits and refusals alike.
+	Grounds []string
 }
 
 // State is the replicated state. The zero value is not usable; call New.
@@ -63,8 +66,11 @@ type State struct {
 	ledger    map[string]*ledgerEntry // effect ledger, by key
 	preauth   map[string]*preauthUse  // preauthorization consumption, by id
 	quota     map[string]*quotaWindow // quota windows, by quota key
-	expiry    expiryHeap
-	chain     events.Chain
+	sources   map[string]*source      // the source registry, by id
+	// srcByOwner indexes sources by the worker that registered them.
+	srcByOwner map[string]map[string]struct{}
+	expiry     expiryHeap
+	chain      events.Chain
 
 	// Publication bookkeeping, not authority: excluded from Digest.
 	outbox    []Pending
@@ -89,6 +95,9 @@ func New() *State {
 		ledger:   map[string]*ledgerEntry{},
 		preauth:  map[string]*preauthUse{},
 		quota:    map[string]*quotaWindow{},
+		sources:  map[string]*source{},
+
+		srcByOwner: map[string]map[string]struct{}{},
 	}
 }
 
@@ -150,6 +159,7 @@ type Stats struct {
 	Ledger    int    `json:"ledger_entries"`
 	Preauths  int    `json:"preauthorizations_used"`
 	Quotas    int    `json:"quota_windows"`
+	Sources   int    `json:"sources"`
 }
 
 // Stats counts what the state holds.
@@ -159,6 +169,7 @@ func (s *State) Stats() Stats {
 		Counters: s.counters.Len(), Barred: len(s.barred), Seq: s.chain.Seq,
 		Head: s.chain.Head.String(), Published: s.published, Outbox: len(s.outbox),
 		Ledger: len(s.ledger), Preauths: len(s.preauth), Quotas: len(s.quota),
+		Sources: len(s.sources),
 	}
 	for _, g := range s.grants {
 		switch g.Status {
@@ -181,17 +192,18 @@ const (
 	expireLedger
 	expirePreauth
 	expireQuota
+	expireSource
 )
 
 // expiryItem schedules a grant, an idempotency record, an effect-ledger
-// entry, a preauthorization's consumption record or a quota window for
-// removal.
+// entry, a preauthorization's consumption record, a quota window or a
+// registered source for removal.
 type expiryItem struct {
 	At    int64
 	Kind  uint8
 	Grant string // grant id, or "" for an idempotency record
 	Idem  idemID
-	Key   string // ledger key, preauthorization id or quota key
+	Key   string // ledger key, preauthorization id, quota key or source id
 }
 
 func (a expiryItem) less(b expiryItem) bool {
@@ -277,11 +289,17 @@ func (s *State) advance(t int64) {
 }
 
 // prune forgets grants, idempotency records, effect-ledger entries,
-// preauthorization consumption and quota windows whose retention time is
-// at or before the clock.
+// preauthorization consumption, quota windows and registered sources whose
+// retention time is at or before the clock.
 func (s *State) prune() {
 	for len(s.expiry) > 0 && s.expiry[0].At <= s.clock {
 		it := heap.Pop(&s.expiry).(expiryItem)
+		if it.Kind == expireSource {
+			if r, ok := s.sources[it.Key]; ok && r.until() == it.At {
+				s.dropSource(r)
+			}
+			continue
+		}
 		if it.Kind != expireGrantOrIdem {
 			s.pruneUsage(it)
 			continue

@@ -154,14 +154,106 @@ func grantCommand(worker string, data []byte) (fsm.Command, *requestError) {
 			return fsm.Command{}, e
 		}
 	}
+	traces, rerr := traceCommand(r.Provenance)
+	if rerr != nil {
+		return fsm.Command{}, rerr
+	}
 	c := fsm.Command{
 		Op: fsm.OpRequest, Caller: worker, GrantID: uuid.NewString(), Lane: r.Lane,
 		Session: r.Session, Tool: r.Tool, Digest: digest, IdemKey: r.IdempotencyKey,
 		TTL: r.TTLMillis * int64(time.Millisecond), Sources: r.Sources,
 		Args: args, TargetLabel: r.TargetLabel, Bytes: r.Bytes, Cwd: r.Cwd, Resolved: r.ResolvedTarget,
+		Traces: traces,
 	}
 	if r.Amount != nil {
 		c.Amount, c.HasAmount = *r.Amount, true
+	}
+	return c, nil
+}
+
+// traceCommand checks a grant request's field traces and converts them for
+// the state machine: at most api.MaxTraces, one per field, each field a
+// JSON pointer ("/to", "/payment/iban") of at most maxPathLen bytes, at
+// most api.MaxTraceMatches matches naming valid source ids, a known
+// transform and URL part. The state machine checks the same again.
+func traceCommand(in []api.FieldTrace) ([]fsm.Trace, *requestError) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	if len(in) > api.MaxTraces {
+		return nil, invalid("provenance", "at most %d field traces", api.MaxTraces)
+	}
+	out := make([]fsm.Trace, 0, len(in))
+	for i, t := range in {
+		field := fmt.Sprintf("provenance[%d].field", i)
+		if e := checkText(field, t.Field, maxPathLen, true); e != nil {
+			return nil, e
+		}
+		if !strings.HasPrefix(t.Field, "/") {
+			return nil, invalid(field, "must be a JSON pointer to an argument leaf (\"/to\", \"/payment/iban\")")
+		}
+		if len(t.Matches) > api.MaxTraceMatches {
+			return nil, invalid(fmt.Sprintf("provenance[%d].matches", i), "at most %d matches", api.MaxTraceMatches)
+		}
+		ft := fsm.Trace{Field: t.Field, Covered: t.Covered}
+		for j, m := range t.Matches {
+			if e := checkID(fmt.Sprintf("provenance[%d].matches[%d].source", i, j), m.Source, true); e != nil {
+				return nil, e
+			}
+			ft.Matches = append(ft.Matches, fsm.TraceMatch{Source: m.Source, Transform: m.Transform, Part: m.Part})
+		}
+		out = append(out, ft)
+	}
+	if field, detail := fsm.CheckTraces(out); field != "" {
+		return nil, invalid(field, "%s", detail)
+	}
+	return out, nil
+}
+
+// sourceCommand builds an OpSource from a worker's source registration:
+// a descriptor, never content. The owner is the worker the subject names;
+// an omitted scope is the narrowest, task.
+func sourceCommand(worker string, data []byte) (fsm.Command, *requestError) {
+	var r api.SourceRequest
+	if err := decodeStrict(data, &r); err != nil {
+		return fsm.Command{}, err
+	}
+	for _, e := range []*requestError{
+		checkID("id", r.ID, true),
+		checkText("session", r.Session, maxSessionLen, false),
+		checkText("channel", r.Channel, maxToolLen, true),
+		checkText("tool", r.Tool, maxToolLen, false),
+		checkPath("path", r.Path),
+	} {
+		if e != nil {
+			return fsm.Command{}, e
+		}
+	}
+	if r.ContentDigest == "" {
+		return fsm.Command{}, invalid("content_digest", "required: the hex SHA-256 of the content")
+	}
+	digest, err := events.ParseHash(r.ContentDigest)
+	if err != nil {
+		return fsm.Command{}, invalid("content_digest", "%v", err)
+	}
+	if len(r.Origins) > api.MaxSourceOrigins {
+		return fsm.Command{}, invalid("origins", "at most %d", api.MaxSourceOrigins)
+	}
+	for _, o := range r.Origins {
+		if e := checkID("origins", o, true); e != nil {
+			return fsm.Command{}, e
+		}
+	}
+	scope := r.Scope
+	if scope == "" {
+		scope = "task"
+	}
+	c := fsm.Command{
+		Op: fsm.OpSource, Caller: worker, SourceID: r.ID, Session: r.Session, Channel: r.Channel,
+		Scope: scope, ContentDigest: digest, Path: r.Path, Tool: r.Tool, Origins: r.Origins, ModelMade: r.ModelMade,
+	}
+	if field, detail := fsm.CheckSource(c); field != "" {
+		return fsm.Command{}, invalid(field, "%s", detail)
 	}
 	return c, nil
 }

@@ -108,6 +108,13 @@ func FuzzGrantCommand(f *testing.F) {
 		`{"v":1,"lane":"coordinator","tool":"Read","args":{},"idempotency_key":"k","sources":["a.b"]}`,
 		`{"v":1,"lane":"coordinator","tool":"Read","args":{},"idempotency_key":"`+strings.Repeat("k", 129)+`"}`,
 		`{"v":1,"lane":"`+strings.Repeat("l", 65)+`","tool":"Read","args":{},"idempotency_key":"k"}`,
+		`{"v":1,"lane":"coordinator","tool":"send_email","args":{"to":"a@b.c"},"idempotency_key":"k","provenance":[{"field":"/to","covered":true,"matches":[{"source":"u1","transform":"raw"},{"source":"d1","transform":"dns_labels+hex","part":"host"}]}]}`,
+		`{"v":1,"lane":"coordinator","tool":"Read","args":{},"idempotency_key":"k","provenance":[{"field":"/a"},{"field":"/a"}]}`,
+		`{"v":1,"lane":"coordinator","tool":"Read","args":{},"idempotency_key":"k","provenance":[{"field":"a","matches":[{"source":"u1","transform":"raw"}]}]}`,
+		`{"v":1,"lane":"coordinator","tool":"Read","args":{},"idempotency_key":"k","provenance":[{"field":"/a","matches":[{"source":"u1","transform":"rot13"}]}]}`,
+		`{"v":1,"lane":"coordinator","tool":"Read","args":{},"idempotency_key":"k","provenance":[{"field":"/a","matches":[{"source":"u.1","transform":"raw"}]}]}`,
+		`{"v":1,"lane":"coordinator","tool":"Read","args":{},"idempotency_key":"k","provenance":[{"field":"/a","matches":[{"source":"u1","transform":"raw","part":"query"}]}]}`,
+		`{"v":1,"lane":"coordinator","tool":"Read","args":{},"idempotency_key":"k","provenance":[{"field":"/a","matches":[{"source":"u1","transform":"raw","level":"policy"}]}]}`,
 	)
 	f.Fuzz(func(t *testing.T, worker string, body []byte) {
 		c, e := grantCommand(worker, body)
@@ -152,8 +159,100 @@ func FuzzGrantCommand(f *testing.F) {
 		for _, s := range c.Sources {
 			wantID(t, "sources", s)
 		}
-		if c.Key != "" || c.Outcome != "" || c.Verifier != "" || c.Policy != nil {
+		if c.Key != "" || c.Outcome != "" || c.Verifier != "" || c.Policy != nil || c.SourceID != "" || c.Origins != nil {
 			t.Fatalf("grant command carries fields of other ops: %+v", c)
+		}
+		checkTraces(t, body, r.Provenance, c.Traces)
+	})
+}
+
+// checkTraces: accepted traces are within the documented limits, carry the
+// body's values, and pass the state machine's own check.
+func checkTraces(t *testing.T, body []byte, in []api.FieldTrace, got []fsm.Trace) {
+	t.Helper()
+	if len(got) != len(in) || len(got) > api.MaxTraces {
+		t.Fatalf("body %q: %d traces from %d", body, len(got), len(in))
+	}
+	seen := map[string]bool{}
+	for i, tr := range got {
+		wantText(t, "field", tr.Field, maxPathLen)
+		if !strings.HasPrefix(tr.Field, "/") || seen[tr.Field] || tr.Field != in[i].Field || tr.Covered != in[i].Covered {
+			t.Fatalf("body %q: trace %d %+v", body, i, tr)
+		}
+		seen[tr.Field] = true
+		if len(tr.Matches) > api.MaxTraceMatches || len(tr.Matches) != len(in[i].Matches) {
+			t.Fatalf("body %q: trace %d has %d matches", body, i, len(tr.Matches))
+		}
+		for j, m := range tr.Matches {
+			wantID(t, "source", m.Source)
+			if m != (fsm.TraceMatch{Source: in[i].Matches[j].Source, Transform: in[i].Matches[j].Transform, Part: in[i].Matches[j].Part}) {
+				t.Fatalf("body %q: match %d.%d %+v", body, i, j, m)
+			}
+		}
+	}
+	if field, detail := fsm.CheckTraces(got); field != "" {
+		t.Fatalf("body %q: the state machine would refuse the traces: %s", body, detail)
+	}
+}
+
+func FuzzSourceCommand(f *testing.F) {
+	d := events.Sum([]byte("content")).String()
+	addSeeds(f, "w1",
+		`{"v":1,"id":"u1","channel":"user_prompt","content_digest":"`+d+`"}`,
+		`{"v":1,"id":"u1","session":"s1","channel":"file_read","scope":"session","content_digest":"`+d+`","path":"/work/w1/a.md"}`,
+		`{"v":1,"id":"t1","channel":"tool_result","tool":"mcp__crm__get","content_digest":"`+d+`"}`,
+		`{"v":1,"id":"d1","channel":"derived","content_digest":"`+d+`","origins":["u1","t1"],"model_made":true}`,
+		`{"v":1,"id":"d1","channel":"derived","content_digest":"`+d+`","origins":["d1"]}`,
+		`{"v":1,"id":"d1","channel":"derived","content_digest":"`+d+`","origins":["u1","u1"]}`,
+		`{"v":1,"id":"d1","channel":"derived","content_digest":"`+d+`","origins":["u.1"]}`,
+		`{"v":1,"id":"u1","channel":"carrier_pigeon","content_digest":"`+d+`"}`,
+		`{"v":1,"id":"u1","channel":"user_prompt","scope":"forever","content_digest":"`+d+`"}`,
+		`{"v":1,"id":"u1","channel":"user_prompt","content_digest":"`+zeroHash+`"}`,
+		`{"v":1,"id":"u1","channel":"user_prompt","content_digest":"abc"}`,
+		`{"v":1,"id":"u1","channel":"user_prompt"}`,
+		`{"v":1,"id":"u1","channel":"file_read","content_digest":"`+d+`","path":"relative/a.md"}`,
+		`{"v":1,"id":"u1","channel":"user_prompt","content_digest":"`+d+`","authority":"policy"}`,
+		`{"v":1,"id":"u1","channel":"user_prompt","content_digest":"`+d+`","owner":"w2"}`,
+		`{"v":1,"id":"","channel":"user_prompt","content_digest":"`+d+`"}`,
+		`{"v":1,"id":"`+strings.Repeat("i", 65)+`","channel":"user_prompt","content_digest":"`+d+`"}`,
+	)
+	f.Fuzz(func(t *testing.T, worker string, body []byte) {
+		c, e := sourceCommand(worker, body)
+		if e != nil {
+			checkRefusal(t, body, e)
+			return
+		}
+		var r api.SourceRequest
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatalf("accepted a body plain JSON cannot decode: %q: %v", body, err)
+		}
+		if c.Op != fsm.OpSource || c.Caller != worker {
+			t.Fatalf("body %q: op %s caller %q; want source by %q", body, c.Op, c.Caller, worker)
+		}
+		wantID(t, "id", c.SourceID)
+		if c.Scope != "task" && c.Scope != "session" {
+			t.Fatalf("body %q: scope %q", body, c.Scope)
+		}
+		if c.ContentDigest.IsZero() || c.ContentDigest.String() != strings.ToLower(r.ContentDigest) {
+			t.Fatalf("body %q: content digest %s", body, c.ContentDigest)
+		}
+		if c.Path != "" && !strings.HasPrefix(c.Path, "/") {
+			t.Fatalf("body %q: relative path %q", body, c.Path)
+		}
+		if len(c.Origins) > api.MaxSourceOrigins {
+			t.Fatalf("body %q: %d origins", body, len(c.Origins))
+		}
+		for _, o := range c.Origins {
+			wantID(t, "origins", o)
+		}
+		if c.SourceID != r.ID || c.Channel != r.Channel || c.Session != r.Session || c.Tool != r.Tool || c.ModelMade != r.ModelMade {
+			t.Fatalf("body %q: command %+v does not carry the body's fields", body, c)
+		}
+		if field, detail := fsm.CheckSource(c); field != "" {
+			t.Fatalf("body %q: the state machine would refuse it: %s", body, detail)
+		}
+		if c.GrantID != "" || c.Lane != "" || !c.Digest.IsZero() || c.Traces != nil || c.Key != "" || c.Policy != nil {
+			t.Fatalf("source command carries fields of other ops: %+v", c)
 		}
 	})
 }
@@ -346,6 +445,7 @@ func TestDecodersRefuseOversizeBodies(t *testing.T) {
 		"revoke":    func(b []byte) *requestError { _, e := revokeCommand("operator:o", b); return e },
 		"reinstate": func(b []byte) *requestError { _, e := reinstateCommand("operator:o", b); return e },
 		"policy":    func(b []byte) *requestError { _, e := policyCommand("operator:o", b); return e },
+		"source":    func(b []byte) *requestError { _, e := sourceCommand("w1", b); return e },
 	}
 	for name, dec := range decoders {
 		e := dec(body)

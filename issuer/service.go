@@ -234,6 +234,8 @@ func (s *Service) worker(m *nats.Msg) {
 		}
 	case api.OpEffect:
 		cmd, rerr = effectCommand(worker, m.Data)
+	case api.OpSource:
+		cmd, rerr = sourceCommand(worker, m.Data)
 	}
 	if rerr != nil {
 		s.respond(m, rerr.envelope())
@@ -338,6 +340,7 @@ func (s *Service) Status() api.Status {
 		st.Grants, st.Permitted, st.Spent, st.Closed, st.Revoked = x.Grants, x.Permitted, x.Spent, x.Closed, x.Revoked
 		st.Idempotency, st.Counters, st.BarredWorkers = x.Idem, x.Counters, x.Barred
 		st.Seq, st.Head, st.Published, st.Outbox = x.Seq, x.Head, x.Published, x.Outbox
+		st.Sources = x.Sources
 	})
 	s.mu.Lock()
 	st.StreamLastSeq = s.streamSeq

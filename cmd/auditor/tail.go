@@ -30,8 +30,9 @@ printing new receipts as the issuer publishes them until interrupted.
 Each line is either the event's JSON form (--json), or
   SEQ TIME KIND GRANT WORKER DETAIL
 with TIME in RFC 3339 (UTC, nanoseconds), "-" for an empty field, and
-DETAIL the refusal reason, the effect outcome, the epoch or the revoked
-counters.
+DETAIL the refusal reason, the effect outcome, the epoch, the revoked
+counters, or for a source registration the source id, channel, assigned
+authority and origins (a refused registration shows its reason and id).
 
 tail checks only that each message decodes (canonical encoding, stored hash
 matches); a message that does not is reported on stderr and skipped, and
@@ -141,9 +142,39 @@ func detail(e events.Event) string {
 			parts = append(parts, "cancelled="+strings.Join(e.Cancelled, ","))
 		}
 		return strings.Join(parts, " ")
+	case events.KindSource:
+		return sourceDetail(e)
 	}
 	if e.Reason != "" {
+		if e.Channel != "" && len(e.Sources) > 0 {
+			// A refused source registration.
+			return e.Reason + " source=" + e.Sources[0]
+		}
+		if len(e.Grounds) > 0 {
+			return fmt.Sprintf("%s grounds=%d", e.Reason, len(e.Grounds))
+		}
 		return e.Reason
 	}
 	return e.Outcome
+}
+
+// sourceDetail describes a source registration: id, channel, the
+// authority the issuer assigned, and what it was derived from.
+func sourceDetail(e events.Event) string {
+	id := ""
+	if len(e.Sources) > 0 {
+		id = e.Sources[0]
+	}
+	parts := []string{"source=" + id, "channel=" + e.Channel, "authority=" + e.Authority}
+	if len(e.Sources) > 1 {
+		parts = append(parts, "origins="+strings.Join(e.Sources[1:], ","))
+	}
+	if e.Target != "" {
+		parts = append(parts, e.Target)
+	}
+	if e.Tool != "" {
+		parts = append(parts, "tool="+e.Tool)
+	}
+	parts = append(parts, e.Grounds...)
+	return strings.Join(parts, " ")
 }

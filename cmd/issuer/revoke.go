@@ -22,8 +22,11 @@ func revokeCmd(stdout io.Writer) *cobra.Command {
 --worker  bars the worker (new requests are refused with worker_revoked
           until 'issuer reinstate') and cancels its unspent grants; the
           receipt lists every cancelled grant.
---source  every grant minted from that source is refused at spend with
-          source_revoked.
+--source  every grant bound to that source (named in the request, or with a
+          field traced to it or to content derived from it) is refused at
+          spend with source_revoked; new requests tracing to it and new
+          sources derived from it are refused too. Registering the id
+          again does not revive it.
 --lane    every grant minted in that lane is refused at spend.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

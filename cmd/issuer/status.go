@@ -32,7 +32,8 @@ func statusCmd(stdout io.Writer) *cobra.Command {
 		Short: "show the leader, term, epoch, clock and counts",
 		Long: `Ask the leader (or, with --node, one specific node) for its status: raft
 role, term, commit and applied index, peers, policy epoch, control-plane
-clock, grant counts, receipt sequence and how far publication has got.
+clock, grant and registered-source counts, receipt sequence and how far
+publication has got.
 
 --require-leader exits 3 (unavailable) after printing unless the answering
 node knows a leader: a container health check or readiness probe, which
@@ -78,6 +79,7 @@ with WRIT_NODE_ID set to the node's id (the default of --node).`,
 				{"term", fmt.Sprint(st.Term)}, {"commit/applied", fmt.Sprintf("%d/%d", st.CommitIndex, st.AppliedIndex)},
 				{"epoch", fmt.Sprint(st.Epoch)}, {"clock", clock},
 				{"grants", fmt.Sprintf("%d (permitted %d, spent %d, closed %d, revoked %d)", st.Grants, st.Permitted, st.Spent, st.Closed, st.Revoked)},
+				{"sources", fmt.Sprint(st.Sources)},
 				{"receipts", fmt.Sprintf("seq %d, published %d, stream %d, outbox %d", st.Seq, st.Published, st.StreamLastSeq, st.Outbox)},
 				{"state digest", st.StateDigest},
 			}

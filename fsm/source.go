@@ -1,0 +1,572 @@
+package fsm
+
+import (
+	"container/heap"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/writ-dev/writ/authority"
+	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/policy"
+	"github.com/writ-dev/writ/revocation"
+)
+
+// The source registry: content sources workers registered (descriptors,
+// never content), with the authority the issuer assigned each and the
+// revocation counters each was built from. A grant request's field traces
+// are looked up here; the issuer never takes a level from the worker.
+
+// SourceRetention is how long a registered source stays in the registry,
+// on the control-plane clock, from its registration. After that its id is
+// unknown (a trace to it counts as evidence, a derivative of it takes
+// evidence) and it may be registered again; its revocation counter is not
+// forgotten, so a grant or derivative that bound it still dies when it is
+// revoked. Like grants, the boundary is exact: from RegisteredAt +
+// SourceRetention on, Decide treats the source as gone whether or not an
+// event has pruned it yet.
+const SourceRetention = int64(24 * time.Hour)
+
+// MaxSourcesPerWorker caps the live sources one worker may hold. A
+// registration beyond it is refused (quota_exhausted) until older sources
+// expire.
+const MaxSourcesPerWorker = 20_000
+
+// MaxSourceCounters bounds the revocation counters one source records (its
+// own and, transitively, its origins'). A derivation that would record
+// more is refused (invalid_request): provenance that deep cannot be kept
+// revocable at a bounded cost.
+const MaxSourceCounters = 256
+
+// MaxGrantCounters bounds the revocation counters one permit binds
+// (worker, lane, named sources and the recorded counters of every traced
+// source). A request whose provenance would bind more is refused
+// (invalid_request).
+const MaxGrantCounters = 1024
+
+// ChannelDerived is the channel of content computed from other sources.
+const ChannelDerived = "derived"
+
+// sourceChannels are the channels a source may name.
+var sourceChannels = map[string]bool{
+	"user_prompt": true, "instruction_file": true, "file_read": true, "tool_result": true,
+	"web_fetch": true, "peer_message": true, "model_output": true, ChannelDerived: true,
+}
+
+// sourceScopes are the scopes a source may name.
+var sourceScopes = map[string]bool{"task": true, "session": true}
+
+// traceTransforms and traceParts are the decodings and URL parts a trace
+// match may name.
+var (
+	traceTransforms = map[string]bool{"raw": true, "base64": true, "hex": true, "percent": true, "dns_labels": true, "dns_labels+hex": true}
+	traceParts      = map[string]bool{"": true, "host": true, "path": true}
+)
+
+// groundModelMade is the Grounds line of a source event whose descriptor
+// said part of the content traced to nothing registered.
+const groundModelMade = "model_made"
+
+// source is one registered source. Origins are sorted; Counters (sorted by
+// key) are the source's own counter at registration and the union of its
+// origins' recorded counters, the lowest value per key.
+type source struct {
+	ID        string
+	Owner     string
+	Session   string
+	Channel   string
+	Scope     string
+	Path      string
+	Tool      string
+	Digest    events.Hash
+	Origins   []string
+	ModelMade bool
+	Authority authority.Level
+	Counters  []events.Counter
+	At        int64  // registered at (control-plane time)
+	Seq       uint64 // the source event
+}
+
+func (r *source) until() int64 { return addSat(r.At, SourceRetention) }
+
+func sourceKey(id string) string { return revocation.Key(revocation.ScopeSource, id) }
+
+// SourceCount is the number of sources in the registry.
+func (s *State) SourceCount() int { return len(s.sources) }
+
+// liveSource returns the source id names if it is still registered at
+// control-plane time now (see liveGrant).
+func (s *State) liveSource(id string, now int64) (*source, bool) {
+	r, ok := s.sources[id]
+	if !ok || now >= r.until() {
+		return nil, false
+	}
+	return r, true
+}
+
+// moved returns the first recorded counter whose current value differs.
+func (s *State) moved(recorded []events.Counter) (events.Counter, bool) {
+	return s.counters.Stale(recorded)
+}
+
+func (s *State) addSource(r *source) {
+	if old, ok := s.sources[r.ID]; ok {
+		s.dropSource(old)
+	}
+	s.sources[r.ID] = r
+	m := s.srcByOwner[r.Owner]
+	if m == nil {
+		m = map[string]struct{}{}
+		s.srcByOwner[r.Owner] = m
+	}
+	m[r.ID] = struct{}{}
+	heap.Push(&s.expiry, expiryItem{At: r.until(), Kind: expireSource, Key: r.ID})
+}
+
+func (s *State) dropSource(r *source) {
+	delete(s.sources, r.ID)
+	if m := s.srcByOwner[r.Owner]; m != nil {
+		delete(m, r.ID)
+		if len(m) == 0 {
+			delete(s.srcByOwner, r.Owner)
+		}
+	}
+}
+
+// liveSourcesOf counts owner's sources live at now. It counts exactly only
+// near the cap, where it matters.
+func (s *State) liveSourcesOf(owner string, now int64) int {
+	m := s.srcByOwner[owner]
+	if len(m) < MaxSourcesPerWorker {
+		return len(m)
+	}
+	n := 0
+	for id := range m {
+		if _, ok := s.liveSource(id, now); ok {
+			n++
+		}
+	}
+	return n
+}
+
+// answer is the envelope the registration's source event gave, rebuilt
+// for a repeated registration.
+func (r *source) answer() grants.Envelope {
+	e := events.Event{
+		Kind: events.KindSource, Seq: r.Seq, Decision: string(grants.Permit),
+		Counters: slices.Clone(r.Counters), Authority: r.Authority.String(),
+	}
+	if r.Path != "" {
+		e.Target = "path:" + r.Path
+	}
+	if r.ModelMade {
+		e.Grounds = []string{groundModelMade}
+	}
+	return grants.FromEvent(e)
+}
+
+// sameDescriptor reports whether a registration describes r again.
+func (r *source) sameDescriptor(c Command, origins []string) bool {
+	return r.Owner == c.Caller && r.Session == c.Session && r.Channel == c.Channel &&
+		r.Scope == c.Scope && r.Path == c.Path && r.Tool == c.Tool && r.Digest == c.ContentDigest &&
+		r.ModelMade == c.ModelMade && slices.Equal(r.Origins, origins)
+}
+
+// validID mirrors api.ValidID (the state machine cannot import api): 1-64
+// of [A-Za-z0-9_-], so an id is a safe counter key and subject token.
+func validID(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		if !(b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '-' || b == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkSource validates a registration; origins are sorted. It returns the
+// field at fault and why, or "" for a well-formed descriptor.
+func checkSource(c Command, origins []string) (field, detail string) {
+	switch {
+	case c.Caller == "":
+		return "caller", "a source needs an owner"
+	case !validID(c.SourceID):
+		return "id", "source id must be 1-64 of [A-Za-z0-9_-]"
+	case !sourceChannels[c.Channel]:
+		return "channel", fmt.Sprintf("unknown channel %q", c.Channel)
+	case !sourceScopes[c.Scope]:
+		return "scope", "scope must be task or session"
+	case c.ContentDigest.IsZero():
+		return "content_digest", "the content digest is required"
+	case len(origins) > MaxSourceOrigins:
+		return "origins", fmt.Sprintf("at most %d origins", MaxSourceOrigins)
+	}
+	for i, o := range origins {
+		switch {
+		case !validID(o):
+			return "origins", fmt.Sprintf("origin %q must be 1-64 of [A-Za-z0-9_-]", o)
+		case o == c.SourceID:
+			return "origins", "a source cannot be its own origin"
+		case i > 0 && origins[i-1] == o:
+			return "origins", "origin " + o + " is listed twice"
+		}
+	}
+	return "", ""
+}
+
+// decideSource registers a source: validates the descriptor, answers a
+// repeated registration with its original answer, refuses a different
+// descriptor under a used id (source_conflict) and a derivation from a
+// revoked origin (source_revoked), and assigns the authority: derived
+// content takes the lowest level of its origins (evidence when model-made,
+// originless, or an origin is unknown, expired or another worker's); any
+// other channel takes the policy's level for its channel, path and tool.
+func decideSource(s *State, now int64, node string, c Command) Outcome {
+	origins := slices.Clone(c.Origins)
+	slices.Sort(origins)
+	if field, detail := checkSource(c, origins); field != "" {
+		return reply(grants.Refuse(grants.ReasonInvalidRequest, field, detail))
+	}
+	e := base(events.KindSource, now, node, c)
+	e.Worker, e.Session, e.Tool = c.Caller, c.Session, c.Tool
+	e.Sources = append([]string{c.SourceID}, origins...)
+	e.Channel, e.Scope, e.ContentDigest = c.Channel, c.Scope, c.ContentDigest
+	if c.Path != "" {
+		e.Target = "path:" + c.Path
+	}
+	if c.ModelMade {
+		e.Grounds = []string{groundModelMade}
+	}
+	refuse := func(r grants.Reason, missing, detail string) Outcome {
+		e.Kind = events.KindDeny
+		return record(deny(e, r, missing, detail))
+	}
+	if r, ok := s.liveSource(c.SourceID, now); ok {
+		if !r.sameDescriptor(c, origins) {
+			return refuse(grants.ReasonSourceConflict, "unused source id",
+				fmt.Sprintf("source %s was registered at seq %d with a different descriptor", r.ID, r.Seq))
+		}
+		if k, dead := s.moved(r.Counters); dead {
+			return refuse(grants.ReasonSourceRevoked, k.Key, fmt.Sprintf(
+				"source %s was revoked after it was registered (%s moved from %d to %d); register the content under a new id",
+				r.ID, k.Key, k.Value, s.counters.Get(k.Key)))
+		}
+		return reply(r.answer())
+	}
+	recorded := map[string]uint64{sourceKey(c.SourceID): s.counters.Get(sourceKey(c.SourceID))}
+	levels := make([]authority.Level, 0, len(origins))
+	for _, o := range origins {
+		r, ok := s.liveSource(o, now)
+		if !ok {
+			// Unknown or expired: evidence, revocable by its id.
+			levels = append(levels, authority.Evidence)
+			lowest(recorded, sourceKey(o), s.counters.Get(sourceKey(o)))
+			continue
+		}
+		if k, dead := s.moved(r.Counters); dead {
+			return refuse(grants.ReasonSourceRevoked, k.Key, fmt.Sprintf(
+				"origin %s is revoked (%s moved from %d to %d); nothing derived from it is registered",
+				o, k.Key, k.Value, s.counters.Get(k.Key)))
+		}
+		lvl := r.Authority
+		if r.Owner != c.Caller {
+			// Another worker's source grounds nothing for this one.
+			lvl = authority.Evidence
+		}
+		levels = append(levels, lvl)
+		for _, rc := range r.Counters {
+			lowest(recorded, rc.Key, rc.Value)
+		}
+	}
+	if len(recorded) > MaxSourceCounters {
+		return refuse(grants.ReasonInvalidRequest, "origins", fmt.Sprintf(
+			"the origins record %d revocation counters; a source may record at most %d", len(recorded), MaxSourceCounters))
+	}
+	if n := s.liveSourcesOf(c.Caller, now); n >= MaxSourcesPerWorker {
+		return refuse(grants.ReasonQuotaExhausted, "fewer live sources", fmt.Sprintf(
+			"worker %s holds %d live sources, the limit; sources expire %s after registration",
+			c.Caller, n, time.Duration(SourceRetention)))
+	}
+	var lvl authority.Level
+	switch {
+	case c.Channel == ChannelDerived:
+		if c.ModelMade || len(origins) == 0 {
+			lvl = authority.Evidence
+		} else {
+			lvl = authority.Lowest(levels...)
+		}
+	case s.policy == nil:
+		lvl = authority.Evidence
+	default:
+		lvl = s.policy.SourceAuthority(c.Channel, c.Path, c.Tool)
+		if !lvl.Valid() {
+			lvl = authority.Evidence
+		}
+	}
+	e.Decision = string(grants.Permit)
+	e.Authority = lvl.String()
+	e.Counters = sortedCounters(recorded)
+	return record(e)
+}
+
+// lowest records key=v in m, keeping the lowest value per key.
+func lowest(m map[string]uint64, key string, v uint64) {
+	if cur, ok := m[key]; !ok || v < cur {
+		m[key] = v
+	}
+}
+
+func sortedCounters(m map[string]uint64) []events.Counter {
+	out := make([]events.Counter, 0, len(m))
+	for _, k := range sortedKeys(m) {
+		out = append(out, events.Counter{Key: k, Value: m[k]})
+	}
+	return out
+}
+
+// evolveSource records a source event.
+func (s *State) evolveSource(e events.Event, lvl authority.Level) {
+	r := &source{
+		ID: e.Sources[0], Owner: e.Worker, Session: e.Session, Channel: e.Channel, Scope: e.Scope,
+		Tool: e.Tool, Digest: e.ContentDigest, Authority: lvl, Counters: slices.Clone(e.Counters),
+		At: e.Time, Seq: e.Seq, ModelMade: slices.Contains(e.Grounds, groundModelMade),
+	}
+	if len(e.Sources) > 1 {
+		r.Origins = slices.Clone(e.Sources[1:])
+	}
+	if p, ok := strings.CutPrefix(e.Target, "path:"); ok {
+		r.Path = p
+	}
+	s.addSource(r)
+}
+
+// checkSourceEvent is what Evolve needs of a source event before folding
+// it: an id and a known authority level.
+func checkSourceEvent(e events.Event) (authority.Level, error) {
+	if e.Decision != string(grants.Permit) || len(e.Sources) == 0 || e.Sources[0] == "" {
+		return 0, fmt.Errorf("seq %d: a source event names no source or is not a permit", e.Seq)
+	}
+	lvl, err := authority.ParseLevel(e.Authority)
+	if err != nil || lvl.String() != e.Authority {
+		return 0, fmt.Errorf("seq %d: source authority %q", e.Seq, e.Authority)
+	}
+	return lvl, nil
+}
+
+// Grant requests with field traces.
+
+// provenance is what the registry says about a request's traces: the
+// field origins the policy engine judges, the matched source ids and the
+// recorded counters a permit binds.
+type provenance struct {
+	fields   []policy.FieldOrigin
+	ids      []string
+	counters map[string]uint64
+}
+
+// provRefusal is a request refused for its provenance.
+type provRefusal struct {
+	reason          grants.Reason
+	missing, detail string
+	grounds         []string
+	source          string // the source at fault
+}
+
+// checkTraces validates a request's traces; it returns the field at fault
+// and why, or "".
+func checkTraces(traces []Trace) (field, detail string) {
+	if len(traces) > MaxTraces {
+		return "provenance", fmt.Sprintf("at most %d field traces", MaxTraces)
+	}
+	seen := make(map[string]bool, len(traces))
+	for _, t := range traces {
+		switch {
+		case t.Field == "":
+			return "provenance", "a field trace names no field"
+		case seen[t.Field]:
+			return "provenance", "field " + t.Field + " is traced twice"
+		case len(t.Matches) > MaxTraceMatches:
+			return "provenance", fmt.Sprintf("field %s: at most %d matches", t.Field, MaxTraceMatches)
+		}
+		seen[t.Field] = true
+		for _, m := range t.Matches {
+			switch {
+			case !validID(m.Source):
+				return "provenance", fmt.Sprintf("field %s: source %q must be 1-64 of [A-Za-z0-9_-]", t.Field, m.Source)
+			case !traceTransforms[m.Transform]:
+				return "provenance", fmt.Sprintf("field %s: unknown transform %q", t.Field, m.Transform)
+			case !traceParts[m.Part]:
+				return "provenance", fmt.Sprintf("field %s: unknown part %q", t.Field, m.Part)
+			}
+		}
+	}
+	return "", ""
+}
+
+// groundLine is one Grounds line for a field's source.
+func groundLine(field string, f policy.SourceFact, counter events.Counter) string {
+	return "field=" + field + " source=" + f.ID + " authority=" + f.Authority.String() +
+		" counter=" + counter.Key + "=" + strconv.FormatUint(counter.Value, 10) + " transform=" + f.Transform
+}
+
+// traceProvenance looks every traced source up at control-plane time now.
+// Fields are taken in order of their pointer and matches in the order the
+// worker gave; a source matched twice in one field keeps its first match.
+// A registered source one of whose recorded counters moved refuses the
+// request (source_revoked). An unknown or expired id is evidence and binds
+// its own counter; another worker's source is evidence too (it grounds
+// nothing for this caller) but its recorded counters are still checked
+// and bound.
+func (s *State) traceProvenance(caller string, traces []Trace, now int64) (provenance, *provRefusal) {
+	p := provenance{counters: map[string]uint64{}}
+	if len(traces) == 0 {
+		return p, nil
+	}
+	order := make([]int, len(traces))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		switch {
+		case traces[a].Field < traces[b].Field:
+			return -1
+		case traces[a].Field > traces[b].Field:
+			return 1
+		}
+		return 0
+	})
+	ids := map[string]bool{}
+	for _, i := range order {
+		t := &traces[i]
+		fo := policy.FieldOrigin{Field: t.Field, Covered: t.Covered}
+		seen := map[string]bool{}
+		for _, m := range t.Matches {
+			if seen[m.Source] {
+				continue
+			}
+			seen[m.Source] = true
+			key := sourceKey(m.Source)
+			f := policy.SourceFact{ID: m.Source, Authority: authority.Evidence, Transform: m.Transform, Part: m.Part,
+				Counter: events.Counter{Key: key, Value: s.counters.Get(key)}}
+			if r, ok := s.liveSource(m.Source, now); ok {
+				if k, dead := s.moved(r.Counters); dead {
+					f.Authority = r.Authority
+					return p, &provRefusal{
+						reason:  grants.ReasonSourceRevoked,
+						missing: "field " + t.Field + " traced to a live source",
+						detail: fmt.Sprintf("field %s traces to source %s, which is revoked (%s moved from %d to %d)",
+							t.Field, m.Source, k.Key, k.Value, s.counters.Get(k.Key)),
+						grounds: []string{groundLine(t.Field, f, k)},
+						source:  m.Source,
+					}
+				}
+				if r.Owner == caller {
+					f.Registered, f.Authority = true, r.Authority
+					f.Channel, f.Path, f.Tool = r.Channel, r.Path, r.Tool
+				}
+				for _, rc := range r.Counters {
+					lowest(p.counters, rc.Key, rc.Value)
+				}
+			} else {
+				lowest(p.counters, key, f.Counter.Value)
+			}
+			fo.Sources = append(fo.Sources, f)
+			ids[m.Source] = true
+		}
+		slices.SortFunc(fo.Sources, func(a, b policy.SourceFact) int {
+			switch {
+			case a.ID < b.ID:
+				return -1
+			case a.ID > b.ID:
+				return 1
+			}
+			return 0
+		})
+		p.fields = append(p.fields, fo)
+	}
+	p.ids = sortedKeys(ids)
+	return p, nil
+}
+
+// withSources is the request's named sources followed by the traced ones
+// it did not name, in order.
+func withSources(named, traced []string) []string {
+	if len(traced) == 0 {
+		return named
+	}
+	out := slices.Clone(named)
+	for _, id := range traced {
+		if !slices.Contains(named, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// bindCounters binds the current values of keys and the recorded counters
+// of the traced sources (the lowest value per key), sorted by key.
+func (s *State) bindCounters(keys []string, recorded map[string]uint64) []events.Counter {
+	bound := s.counters.Bind(keys...)
+	if len(recorded) == 0 {
+		return bound
+	}
+	m := make(map[string]uint64, len(bound)+len(recorded))
+	for _, c := range bound {
+		m[c.Key] = c.Value
+	}
+	for k, v := range recorded {
+		lowest(m, k, v)
+	}
+	return sortedCounters(m)
+}
+
+func validTraces(traces []Trace) bool {
+	field, _ := checkTraces(traces)
+	return field == ""
+}
+
+// CheckSource validates an OpSource command as the state machine will:
+// it returns the field at fault and why, or "" when the descriptor is
+// well formed. The issuer refuses a malformed registration with it before
+// proposing anything.
+func CheckSource(c Command) (field, detail string) {
+	origins := slices.Clone(c.Origins)
+	slices.Sort(origins)
+	return checkSource(c, origins)
+}
+
+// CheckTraces validates a request's field traces as the state machine
+// will (ids, transforms, parts, bounds, one trace per field).
+func CheckTraces(traces []Trace) (field, detail string) { return checkTraces(traces) }
+
+// SourceInfo is a registered source as the registry holds it.
+type SourceInfo struct {
+	ID, Owner, Session, Channel, Scope, Path, Tool string
+	ContentDigest                                  events.Hash
+	Origins                                        []string
+	ModelMade                                      bool
+	Authority                                      authority.Level
+	Counters                                       []events.Counter
+	RegisteredAt, ExpiresAt                        int64
+	Seq                                            uint64
+}
+
+// Source returns a copy of a registered source, if the registry still
+// holds it at the clock.
+func (s *State) Source(id string) (SourceInfo, bool) {
+	r, ok := s.liveSource(id, s.clock)
+	if !ok {
+		return SourceInfo{}, false
+	}
+	return SourceInfo{
+		ID: r.ID, Owner: r.Owner, Session: r.Session, Channel: r.Channel, Scope: r.Scope, Path: r.Path,
+		Tool: r.Tool, ContentDigest: r.Digest, Origins: slices.Clone(r.Origins), ModelMade: r.ModelMade,
+		Authority: r.Authority, Counters: slices.Clone(r.Counters), RegisteredAt: r.At, ExpiresAt: r.until(), Seq: r.Seq,
+	}, true
+}
