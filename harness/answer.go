@@ -52,6 +52,10 @@ type Options struct {
 	// that prompt. Codex never gets an "allow": it treats one as a failed
 	// hook.
 	ReplacePrompt bool
+	// Sources names the channel of a registered source id (web_fetch,
+	// file_read, ...) for the reason text of a provenance refusal; nil,
+	// or ok false, leaves the id alone.
+	Sources SourceLookup
 }
 
 // PreToolUse renders the issuer's decision on a PreToolUse event for the
@@ -74,7 +78,7 @@ func PreToolUse(harness string, tool string, env grants.Envelope, opt Options) A
 		}
 		return Answer{Exit: ExitOK}
 	case grants.Deny, grants.ApprovalRequired:
-		return decisionAnswer("deny", RefusalReason(tool, env))
+		return decisionAnswer("deny", RefusalReasonWith(tool, env, opt.Sources))
 	}
 	return Fail(fmt.Errorf("the issuer answered with unknown decision %q; the call must not run", env.Decision))
 }
@@ -102,6 +106,15 @@ func Fail(err error) Answer {
 // to the model (the call has already run).
 func FailAfter(err error) Answer {
 	return Answer{Exit: ExitBlock, Stderr: "writ: " + OneLine(err.Error())}
+}
+
+// FailPrompt is the answer to a UserPromptSubmit hook that could not
+// register the prompt as a source: exit 2 with one line on stderr. Both
+// harnesses then drop the prompt and show the line to the user, who can
+// submit it again; a prompt the issuer never heard of would count as
+// model-made content for every call it asks for.
+func FailPrompt(err error) Answer {
+	return Answer{Exit: ExitBlock, Stderr: "writ: " + OneLine(err.Error()) + " — the prompt was not sent; submit it again"}
 }
 
 // marshal encodes v as one line of JSON without HTML escaping.

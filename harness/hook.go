@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"unicode"
 
@@ -27,6 +28,12 @@ const (
 	EventPreToolUse         = "PreToolUse"
 	EventPostToolUse        = "PostToolUse"
 	EventPostToolUseFailure = "PostToolUseFailure"
+	// EventUserPromptSubmit carries the user's prompt before the model
+	// sees it; writ registers it as a source.
+	EventUserPromptSubmit = "UserPromptSubmit"
+	// EventSessionStart opens (or resumes, clears, compacts) a session;
+	// writ registers the instruction files of its working directory.
+	EventSessionStart = "SessionStart"
 )
 
 // Limits.
@@ -40,6 +47,8 @@ const (
 	MaxSessionLen = 128
 	// MaxToolLen is the issuer's limit on tool names.
 	MaxToolLen = 256
+	// MaxPathLen is the issuer's limit on paths (cwd, source paths).
+	MaxPathLen = 1024
 )
 
 // ErrMalformed wraps every reason a hook event cannot be acted on. A hook
@@ -47,10 +56,12 @@ const (
 var ErrMalformed = errors.New("malformed hook input")
 
 // HookInput is one hook event as Claude Code and Codex write it on stdin.
-// Only the fields writ acts on are decoded; the rest (transcript_path, cwd,
-// permission_mode, tool_response, duration_ms, error, model, source, ...)
-// are ignored whatever their type, so a harness adding or changing them
-// cannot break the hook.
+// Only the fields writ acts on are decoded; the rest (transcript_path,
+// permission_mode, duration_ms, error, model, ...) are ignored whatever
+// their type, so a harness adding or changing them cannot break the hook.
+// The informational fields cwd, prompt and source are read leniently (a
+// value that is not a string reads as absent), and tool_response is kept
+// raw, whatever its shape: none of them can make an event malformed.
 type HookInput struct {
 	SessionID     string          `json:"session_id"`
 	HookEventName string          `json:"hook_event_name"`
@@ -63,6 +74,33 @@ type HookInput struct {
 	AgentType string `json:"agent_type"`
 	// TurnID is Codex's turn.
 	TurnID string `json:"turn_id"`
+
+	// Cwd is the session's working directory (every event).
+	Cwd LooseString `json:"cwd"`
+	// Prompt is the user's prompt (UserPromptSubmit).
+	Prompt LooseString `json:"prompt"`
+	// Source says why a session started: startup, resume, clear or
+	// compact (SessionStart).
+	Source LooseString `json:"source"`
+	// ToolResponse is the tool's result (PostToolUse), in whatever shape
+	// the harness gives it: an object for most Claude Code tools, a string
+	// for Codex's.
+	ToolResponse json.RawMessage `json:"tool_response"`
+}
+
+// LooseString decodes a JSON string; any other JSON value (a number, an
+// object, null) decodes as "" instead of failing the whole event.
+type LooseString string
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (s *LooseString) UnmarshalJSON(b []byte) error {
+	var v string
+	if json.Unmarshal(b, &v) != nil {
+		*s = ""
+		return nil
+	}
+	*s = LooseString(v)
+	return nil
 }
 
 // Decode reads one hook event: a single JSON object of at most
@@ -105,6 +143,41 @@ func (in HookInput) IsToolEvent() bool {
 		return true
 	}
 	return false
+}
+
+// IsSourceEvent reports whether the event brings content into the session
+// that writ registers but does not gate: a user prompt or a session start.
+func (in HookInput) IsSourceEvent() bool {
+	switch in.HookEventName {
+	case EventUserPromptSubmit, EventSessionStart:
+		return true
+	}
+	return false
+}
+
+// IsToolEventName reports whether event names a tool event.
+func IsToolEventName(event string) bool {
+	return HookInput{HookEventName: event}.IsToolEvent()
+}
+
+// CheckSession validates session_id as Call does: present, bounded, no
+// control characters. Errors wrap ErrMalformed.
+func (in HookInput) CheckSession() error {
+	if in.SessionID == "" {
+		return fmt.Errorf("%w: session_id is missing", ErrMalformed)
+	}
+	return checkText("session_id", in.SessionID, MaxSessionLen)
+}
+
+// WorkDir returns cwd when it is a clean-able absolute path without
+// control characters, else "": only such a directory may be passed on as
+// a grant's resolution context or searched for instruction files.
+func (in HookInput) WorkDir() string {
+	d := string(in.Cwd)
+	if d == "" || !filepath.IsAbs(d) || checkText("cwd", d, MaxPathLen) != nil {
+		return ""
+	}
+	return filepath.Clean(d)
 }
 
 // Call is one tool call as writ binds it: the harness it came from, the

@@ -22,20 +22,28 @@ var ErrSettings = errors.New("settings")
 // settings ({"hooks": {"<Event>": [{"matcher": ..., "hooks": [handler]}]}},
 // the layout both Claude Code's settings.json and Codex's hooks.json use).
 type HookSpec struct {
-	Events  []string // hook events to gate, e.g. PreToolUse, PostToolUse
-	Matcher string   // the group's matcher; "" leaves the key out
-	Command string   // the handler's shell command
-	Timeout int      // the handler's timeout in seconds; 0 leaves it out
+	Events []string // hook events to gate or observe, e.g. PreToolUse, SessionStart
+	// Matcher is the matcher of the groups of tool events; "" leaves the
+	// key out. Groups of other events (UserPromptSubmit, SessionStart)
+	// never get one: both harnesses run a matcher-less group for every
+	// prompt and every kind of session start.
+	Matcher string
+	Command string // the handler's shell command
+	Timeout int    // the handler's timeout in seconds; 0 leaves it out
 	// Owns recognises a handler command writ installed, whatever the
 	// binary's path or the flags it was installed with.
 	Owns func(command string) bool
 }
 
-// ClaudeCodeEvents are the Claude Code events writ installs for.
-var ClaudeCodeEvents = []string{EventPreToolUse, EventPostToolUse, EventPostToolUseFailure}
+// ClaudeCodeEvents are the Claude Code events writ installs for: the tool
+// events it gates and records, and the events whose content it registers
+// as sources (the prompt; the instruction files at session start).
+var ClaudeCodeEvents = []string{EventPreToolUse, EventPostToolUse, EventPostToolUseFailure, EventUserPromptSubmit, EventSessionStart}
 
-// CodexEvents are the Codex events writ installs for.
-var CodexEvents = []string{EventPreToolUse, EventPostToolUse}
+// CodexEvents are the Codex events writ installs for. Codex's
+// UserPromptSubmit and SessionStart hooks get the same session_id, cwd,
+// prompt and source fields as Claude Code's.
+var CodexEvents = []string{EventPreToolUse, EventPostToolUse, EventUserPromptSubmit, EventSessionStart}
 
 // InstallHooks merges spec into the settings document doc (empty means a
 // new file) and returns the new document and whether it changed. It never
@@ -86,7 +94,7 @@ func InstallHooks(doc []byte, spec HookSpec) ([]byte, bool, error) {
 			groups[gi] = gobj
 		}
 		if !found {
-			groups = append(groups, spec.group())
+			groups = append(groups, spec.group(ev))
 		}
 		hooks.set(ev, groups)
 	}
@@ -161,7 +169,7 @@ func (s HookSpec) ownsHandler(h *object) bool {
 	return ok && (cmd == s.Command || s.Owns(cmd))
 }
 
-func (s HookSpec) group() *object {
+func (s HookSpec) group(event string) *object {
 	h := &object{}
 	h.set("type", "command")
 	h.set("command", s.Command)
@@ -169,7 +177,7 @@ func (s HookSpec) group() *object {
 		h.set("timeout", json.Number(strconv.Itoa(s.Timeout)))
 	}
 	g := &object{}
-	if s.Matcher != "" {
+	if s.Matcher != "" && IsToolEventName(event) {
 		g.set("matcher", s.Matcher)
 	}
 	g.set("hooks", []any{h})

@@ -82,11 +82,22 @@ func TestInstallKeepsEverythingAndIsIdempotent(t *testing.T) {
 	if len(post) != 2 || post[0].(map[string]any)["matcher"] != "Write|Edit" {
 		t.Fatalf("PostToolUse groups: %v", post)
 	}
+	wantEvents := []string{"PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit", "SessionStart"}
+	if !reflect.DeepEqual(harness.ClaudeCodeEvents, wantEvents) {
+		t.Fatalf("Claude Code events %v", harness.ClaudeCodeEvents)
+	}
 	for _, ev := range harness.ClaudeCodeEvents {
 		groups := hooks[ev].([]any)
 		g := groups[len(groups)-1].(map[string]any)
 		h := g["hooks"].([]any)[0].(map[string]any)
-		if g["matcher"] != "*" || h["type"] != "command" || h["command"] != writCmd || h["timeout"] != float64(30) {
+		// Tool events get the matcher; the prompt and the session start
+		// get a group without one, which runs for every prompt and every
+		// kind of start.
+		matcher, hasMatcher := g["matcher"]
+		if harness.IsToolEventName(ev) && matcher != "*" || !harness.IsToolEventName(ev) && hasMatcher {
+			t.Fatalf("%s: writ group matcher %v", ev, g)
+		}
+		if h["type"] != "command" || h["command"] != writCmd || h["timeout"] != float64(30) {
 			t.Fatalf("%s: writ group %v", ev, g)
 		}
 	}
@@ -108,7 +119,7 @@ func TestInstallKeepsEverythingAndIsIdempotent(t *testing.T) {
 	if err != nil || !changed {
 		t.Fatalf("reinstall: %v %v", changed, err)
 	}
-	if strings.Count(string(moved), "worker-agent") != 3 || strings.Contains(string(moved), "/opt/writ") {
+	if strings.Count(string(moved), "worker-agent") != len(harness.ClaudeCodeEvents) || strings.Contains(string(moved), "/opt/writ") {
 		t.Fatalf("reinstall did not update in place:\n%s", moved)
 	}
 
@@ -157,8 +168,13 @@ func TestInstallIntoNewAndEmptyFiles(t *testing.T) {
 	out, _, err := harness.InstallHooks(nil, harness.HookSpec{
 		Events: harness.CodexEvents, Command: "worker-agent hook codex", Timeout: 30, Owns: harness.OwnsCommand(harness.Codex),
 	})
-	if err != nil || strings.Contains(string(out), "matcher") || !strings.Contains(string(out), `"PostToolUse"`) {
+	if err != nil || strings.Contains(string(out), "matcher") {
 		t.Fatalf("codex: %v\n%s", err, out)
+	}
+	for _, ev := range []string{"PreToolUse", "PostToolUse", "UserPromptSubmit", "SessionStart"} {
+		if !strings.Contains(string(out), `"`+ev+`"`) {
+			t.Fatalf("codex: no %s hook\n%s", ev, out)
+		}
 	}
 }
 

@@ -22,6 +22,7 @@ type authority interface {
 	Grant(ctx context.Context, r api.GrantRequest) (grants.Envelope, error)
 	Spend(ctx context.Context, r api.SpendRequest) (grants.Envelope, error)
 	Effect(ctx context.Context, r api.EffectRequest) (grants.Envelope, error)
+	RegisterSource(ctx context.Context, r api.SourceRequest) (grants.Envelope, error)
 	Close()
 }
 
@@ -48,7 +49,7 @@ const sidecarVersion = 1
 
 type sidecarRequest struct {
 	V         int             `json:"v"`
-	Op        string          `json:"op"`     // api.OpGrant, OpSpend or OpEffect
+	Op        string          `json:"op"`     // api.OpGrant, OpSpend, OpEffect or OpSource
 	Worker    string          `json:"worker"` // must be the sidecar's own
 	TimeoutMS int64           `json:"timeout_ms"`
 	Body      json.RawMessage `json:"body"` // the api request body
@@ -109,6 +110,11 @@ func (s *viaSocket) Spend(ctx context.Context, r api.SpendRequest) (grants.Envel
 func (s *viaSocket) Effect(ctx context.Context, r api.EffectRequest) (grants.Envelope, error) {
 	r.V = api.Version
 	return s.do(ctx, api.OpEffect, r)
+}
+
+func (s *viaSocket) RegisterSource(ctx context.Context, r api.SourceRequest) (grants.Envelope, error) {
+	r.V = api.Version
+	return s.do(ctx, api.OpSource, r)
 }
 
 func (s *viaSocket) do(ctx context.Context, op string, body any) (grants.Envelope, error) {
@@ -246,6 +252,10 @@ func (f *fallback) Spend(ctx context.Context, r api.SpendRequest) (grants.Envelo
 
 func (f *fallback) Effect(ctx context.Context, r api.EffectRequest) (grants.Envelope, error) {
 	return f.call(ctx, func(a authority) (grants.Envelope, error) { return a.Effect(ctx, r) })
+}
+
+func (f *fallback) RegisterSource(ctx context.Context, r api.SourceRequest) (grants.Envelope, error) {
+	return f.call(ctx, func(a authority) (grants.Envelope, error) { return a.RegisterSource(ctx, r) })
 }
 
 func (f *fallback) Close() {

@@ -57,7 +57,7 @@ func BenchmarkClaudeCodePreToolUse(b *testing.B) {
 			call.CallID = fmt.Sprint(i)
 			start := time.Now()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			env, err := authorize(ctx, a, call, "coordinator")
+			env, err := authorize(ctx, a, call, "coordinator", grantContext{})
 			cancel()
 			times = append(times, time.Since(start))
 			if err != nil || env.Decision != grants.Permit {

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/provenance"
 )
 
 // Environment variables of the harness adapters.
@@ -37,7 +38,8 @@ const maxConfigBytes = 64 << 10
 //
 //	{"worker": "w1", "lane": "coordinator",
 //	 "subagents": {"Explore": "isolated", "general-purpose": "specialist"},
-//	 "replace_prompt": false, "nats_url": "nats://127.0.0.1:4222"}
+//	 "replace_prompt": false, "nats_url": "nats://127.0.0.1:4222",
+//	 "provenance": {"max_bytes": 10485760}}
 //
 // A subagent type that is not listed runs in the lane of the "*" entry; if
 // there is none, its calls are blocked. Fields are matched exactly and
@@ -52,9 +54,35 @@ type workerConfig struct {
 	NATSPasswordFile string            `json:"nats_password_file,omitempty"`
 	NATSCA           string            `json:"nats_ca,omitempty"`
 	Socket           string            `json:"socket,omitempty"`
+	Provenance       provenanceConfig  `json:"provenance,omitzero"`
 
 	path    string // the file it was read from; "" when there was none
 	project bool   // it is the project's own .writ/worker.json
+}
+
+// provenanceConfig tunes the per-session provenance registry (see
+// sources.go).
+type provenanceConfig struct {
+	// MaxBytes bounds the content windows one session's registry keeps;
+	// 0 means provenance.DefaultMaxBytes. Past it the oldest windows of
+	// the largest source are evicted (reported as pressure). It applies to
+	// registries created from then on: an existing session's file keeps
+	// the bound it was created with.
+	MaxBytes int64 `json:"max_bytes,omitempty"`
+}
+
+// Bounds on provenance.max_bytes.
+const (
+	minRegistryBytes = 64 << 10
+	maxRegistryBytes = 1 << 30
+)
+
+// maxBytes is the effective registry bound.
+func (p provenanceConfig) maxBytes() int64 {
+	if p.MaxBytes == 0 {
+		return provenance.DefaultMaxBytes
+	}
+	return p.MaxBytes
 }
 
 // replacePrompt reports whether permits may answer "allow". Only a config
@@ -103,13 +131,29 @@ func checkExactKeys(raw []byte) error {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return err
 	}
+	if err := onlyKeys(m, "", "worker", "lane", "subagents", "replace_prompt", "nats_url", "nats_user", "nats_password_file", "nats_ca", "socket", "provenance"); err != nil {
+		return err
+	}
+	if raw, ok := m["provenance"]; ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		var p map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return fmt.Errorf("provenance: want an object: %v", err)
+		}
+		return onlyKeys(p, "provenance.", "max_bytes")
+	}
+	return nil
+}
+
+// onlyKeys refuses a key of m that is not one of keys, naming it with
+// prefix.
+func onlyKeys(m map[string]json.RawMessage, prefix string, keys ...string) error {
 	known := map[string]bool{}
-	for _, k := range []string{"worker", "lane", "subagents", "replace_prompt", "nats_url", "nats_user", "nats_password_file", "nats_ca", "socket"} {
+	for _, k := range keys {
 		known[k] = true
 	}
-	for k := range m {
+	for _, k := range sortedKeys(m) {
 		if !known[k] {
-			return fmt.Errorf("unknown field %q", k)
+			return fmt.Errorf("unknown field %q", prefix+k)
 		}
 	}
 	return nil
@@ -134,13 +178,16 @@ func (c *workerConfig) validate() error {
 			return fmt.Errorf("subagents.%s: %v", typ, err)
 		}
 	}
+	if mb := c.Provenance.MaxBytes; mb != 0 && (mb < minRegistryBytes || mb > maxRegistryBytes) {
+		return fmt.Errorf("provenance.max_bytes: %d is outside %d-%d (0 or absent: the default, %d)", mb, minRegistryBytes, maxRegistryBytes, provenance.DefaultMaxBytes)
+	}
 	if c.NATSUser != "" && c.Worker != "" && c.NATSUser != c.Worker {
 		return fmt.Errorf("nats_user %q is not the worker %q: the issuer takes a worker's identity from its NATS user", c.NATSUser, c.Worker)
 	}
 	return nil
 }
 
-func sortedKeys(m map[string]string) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	ks := make([]string, 0, len(m))
 	for k := range m {
 		ks = append(ks, k)

@@ -19,9 +19,9 @@ import (
 // The request and the spend both carry the call's idempotency key, so a
 // repeated hook for the same call gets the same grant and the same attempt
 // receipt back instead of a second grant or an already_spent refusal.
-func authorize(ctx context.Context, a authority, call harness.Call, lane string) (grants.Envelope, error) {
+func authorize(ctx context.Context, a authority, call harness.Call, lane string, gc grantContext) (grants.Envelope, error) {
 	key := call.IdempotencyKey()
-	permit, err := a.Grant(ctx, grantRequest(call, lane))
+	permit, err := a.Grant(ctx, grantRequest(call, lane, gc))
 	if err != nil {
 		return permit, err
 	}
@@ -34,10 +34,18 @@ func authorize(ctx context.Context, a authority, call harness.Call, lane string)
 	return a.Spend(ctx, api.SpendRequest{GrantID: permit.GrantID, Args: call.Args, IdempotencyKey: key})
 }
 
-func grantRequest(call harness.Call, lane string) api.GrantRequest {
+// grantContext is what a hook knows of a call beyond the call itself: the
+// session's working directory (absolute, or "") and the field traces of
+// its arguments. The MCP proxy knows neither.
+type grantContext struct {
+	Cwd        string
+	Provenance []api.FieldTrace
+}
+
+func grantRequest(call harness.Call, lane string, gc grantContext) api.GrantRequest {
 	return api.GrantRequest{
 		Lane: lane, Session: call.GrantSession(), Tool: call.Tool, Args: call.Args,
-		IdempotencyKey: call.IdempotencyKey(),
+		IdempotencyKey: call.IdempotencyKey(), Cwd: gc.Cwd, Provenance: gc.Provenance,
 	}
 }
 
@@ -47,15 +55,17 @@ var errRanWithoutGrant = errors.New("ran without a spent writ grant")
 // record reports a finished call's outcome against the grant authorize
 // spent for it. The grant is found again by repeating the grant request
 // with the same idempotency key and arguments, which returns the original
-// permit; no local state is kept between the hooks. verifier names who
-// judged the outcome (for hooks, the harness itself: self-reported).
+// permit (the issuer matches a repeat by tool and arguments; the traces
+// are not repeated: they do not change the original answer); no local
+// state is kept between the hooks. verifier names who judged the outcome
+// (for hooks, the harness itself: self-reported).
 //
 // A failed call that writ had refused records nothing: the refusal is why
 // it failed, and no grant was spent. A call reported as having succeeded
 // although writ refused it is an error the model and the operator must
 // see.
-func record(ctx context.Context, a authority, call harness.Call, lane, outcome, verifier string) (grants.Envelope, error) {
-	permit, err := a.Grant(ctx, grantRequest(call, lane))
+func record(ctx context.Context, a authority, call harness.Call, lane, cwd, outcome, verifier string) (grants.Envelope, error) {
+	permit, err := a.Grant(ctx, grantRequest(call, lane, grantContext{Cwd: cwd}))
 	if err != nil {
 		return permit, err
 	}

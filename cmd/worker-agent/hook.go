@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/harness"
 )
 
@@ -31,11 +34,14 @@ func newHookCmd(g *globals) *cobra.Command {
 
 PreToolUse asks the issuer for a grant for the exact call (tool name and
 canonical tool_input; idempotency key from session_id and tool_use_id, so a
-repeated hook gets the same answer), spends it, and answers:
+repeated hook gets the same answer; the session's cwd as the resolution
+context of path targets; and the field traces described below), spends it,
+and answers:
   permit             exit 0, no output (Claude Code with "replace_prompt":
                      permissionDecision "allow")
   deny               exit 0, permissionDecision "deny" with the reason code,
-                     the missing fact and the recovery
+                     the missing fact and the recovery; for a provenance
+                     refusal also where the value came from and what to do
   approval_required  exit 0, permissionDecision "deny" naming the review and
                      the operator command that approves it (never "ask")
   anything else      exit 2 and one line on stderr: the issuer could not be
@@ -43,7 +49,32 @@ repeated hook gets the same answer), spends it, and answers:
                      the configuration is incomplete. The call is blocked.
 PostToolUse / PostToolUseFailure report the call's result against the spent
 grant as outcome confirmed / failed, verifier harness:<name> (the harness's
-own account, never a destination-confirmed effect). Other events: exit 0.
+own account, never a destination-confirmed effect).
+
+Provenance. What enters the session is registered with the issuer as a
+source (channel, scope, digest — never the content), then kept in the
+session's registry of content windows, a file shared by the session's hook
+processes (<state dir>/provenance/<hash of session_id>.reg, locked while it
+changes; bounded by "provenance": {"max_bytes": N} in the worker config,
+default 10 MiB, oldest content evicted first):
+  SessionStart       CLAUDE.md, CLAUDE.local.md, .claude/CLAUDE.md and
+                     AGENTS.md of cwd (up to 1 MiB each): instruction_file
+  UserPromptSubmit   the prompt: user_prompt
+  PostToolUse        the tool's result (up to 1 MiB): web_fetch (WebFetch,
+                     WebSearch), file_read (Read, Grep, Glob, NotebookRead),
+                     peer_message (Task, Agent) or tool_result (the rest);
+                     for Write, Edit, MultiEdit, NotebookEdit and apply_patch
+                     what was written, as derived content tied to the sources
+                     it was copied from
+Before each call, every string and number of tool_input is traced against
+the registry (raw, and base64/hex/percent decoded); the issuer judges each
+field's authority from the sources it matched, and a field that matched
+nothing counts as model-made. A registration that fails is exit 2 with one
+line: for a prompt, both harnesses drop it (submit it again); after a tool
+call, the model is told values from that result count as model-made. An
+unreadable registry file never opens anything: PreToolUse asks without
+traces (and says so on stderr), the next registration starts a fresh file.
+Other events: exit 0.
 
 The worker id, the lanes of the main session and of each subagent type, and
 the NATS connection come from the worker config (--config, else
@@ -68,7 +99,9 @@ func newHarnessHookCmd(g *globals, name string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   name,
 		Short: "Answer one " + name + " hook event read from stdin",
-		Example: `  # .claude/settings.json (worker-agent install claude-code writes this):
+		Example: `  # .claude/settings.json (worker-agent install claude-code writes this, and
+  # the same entry for PostToolUse and PostToolUseFailure; UserPromptSubmit
+  # and SessionStart get it without a matcher):
   {"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [{"type": "command",
     "command": "/usr/local/bin/worker-agent hook claude-code", "timeout": 30}]}]}}`,
 		Args: cobra.NoArgs,
@@ -120,8 +153,11 @@ func (g *globals) runHook(cmd *cobra.Command, name string, af *adapterFlags, dea
 	if err != nil {
 		return harness.Fail(err)
 	}
+	if in.IsSourceEvent() {
+		return g.sourceHook(ctx, cmd, af, in)
+	}
 	if !in.IsToolEvent() {
-		return harness.Answer{} // nothing to gate or record
+		return harness.Answer{} // nothing to gate, record or register
 	}
 	pre := in.HookEventName == harness.EventPreToolUse
 	fail := harness.Fail
@@ -145,20 +181,133 @@ func (g *globals) runHook(cmd *cobra.Command, name string, af *adapterFlags, dea
 	}
 	auth := g.openAuthority(af.socket)
 	defer auth.Close()
+	store := newSessionStore(af.stateDir, in.SessionID, cfg.Provenance.maxBytes())
 
 	if pre {
-		env, err := authorize(ctx, auth, call, lane)
+		gc := grantContext{Cwd: in.WorkDir()}
+		// Waiting for a registering hook's lock may take part of the
+		// deadline, not all of it: the grant request must still fit.
+		lctx, lcancel := context.WithTimeout(ctx, time.Until(deadlineOf(ctx))/2)
+		reg, lerr := store.load(lctx)
+		lcancel()
+		var warn string
+		if lerr != nil {
+			// Not failing open: without traces every field is model-made.
+			warn = "writ: " + harness.OneLine(lerr.Error()) + " — asking without field traces, so every field counts as model-made"
+		}
+		gc.Provenance = traceArgs(reg, call.Args)
+		env, err := authorize(ctx, auth, call, lane, gc)
 		if err != nil {
 			return fail(unreachable(err))
 		}
-		return harness.PreToolUse(name, call.Tool, env, harness.Options{ReplacePrompt: cfg.replacePrompt()})
+		a := harness.PreToolUse(name, call.Tool, env, harness.Options{ReplacePrompt: cfg.replacePrompt(), Sources: sourceChannels(reg)})
+		if a.Stderr == "" {
+			a.Stderr = warn // the one line a failed answer has comes first
+		}
+		return a
 	}
 	outcome, _ := harness.PostOutcome(in.HookEventName)
-	if _, err := record(ctx, auth, call, lane, outcome, harness.Verifier(name)); err != nil {
-		return fail(unreachable(err))
+	_, recErr := record(ctx, auth, call, lane, in.WorkDir(), outcome, harness.Verifier(name))
+	var (
+		notes  []string
+		regErr error
+	)
+	if in.HookEventName == harness.EventPostToolUse {
+		if ctx.Err() != nil || isTransport(recErr) {
+			// The registration would wait for the same issuer.
+			if _, _, ok := resultSource(ctx, nil, in, call); ok && recErr != nil {
+				return fail(fmt.Errorf("%v; its result was not registered as a source either", unreachable(recErr)))
+			}
+		} else if src, n, ok := resultSource(ctx, store, in, call); ok {
+			notes = n
+			more, err := registerSources(ctx, auth, store, []pendingSource{src})
+			notes, regErr = append(notes, more...), err
+		}
 	}
-	return harness.Answer{}
+	switch {
+	case recErr != nil && regErr != nil:
+		return fail(fmt.Errorf("%v; %v", unreachable(recErr), regErr))
+	case recErr != nil:
+		return fail(unreachable(recErr))
+	case regErr != nil:
+		return fail(regErr)
+	}
+	return notesAnswer(notes)
 }
+
+// sourceHook registers the content a UserPromptSubmit (the prompt) or
+// SessionStart (the working directory's instruction files) event brings
+// into the session. Nothing to register: exit 0 without reading the
+// config or dialing. A registration that fails is exit 2 with one line:
+// for a prompt both harnesses then drop it and tell the user, who submits
+// it again (a prompt writ never registered would make every value taken
+// from it count as model-made); for a session start they show the line to
+// the user.
+func (g *globals) sourceHook(ctx context.Context, cmd *cobra.Command, af *adapterFlags, in harness.HookInput) harness.Answer {
+	fail := harness.FailAfter
+	if in.HookEventName == harness.EventUserPromptSubmit {
+		fail = harness.FailPrompt
+	}
+	if err := in.CheckSession(); err != nil {
+		return fail(err)
+	}
+	var (
+		srcs  []pendingSource
+		notes []string
+	)
+	switch in.HookEventName {
+	case harness.EventUserPromptSubmit:
+		if p, ok := promptSource(in); ok {
+			srcs = append(srcs, p)
+		}
+	case harness.EventSessionStart:
+		srcs, notes = instructionSources(in.SessionID, in.WorkDir())
+	}
+	if len(srcs) == 0 {
+		return notesAnswer(notes)
+	}
+	cfg, err := af.resolve(cmd, g)
+	if err != nil {
+		return fail(err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		g.conn.Timeout = time.Until(dl)
+	}
+	auth := g.openAuthority(af.socket)
+	defer auth.Close()
+	store := newSessionStore(af.stateDir, in.SessionID, cfg.Provenance.maxBytes())
+	more, err := registerSources(ctx, auth, store, srcs)
+	notes = append(notes, more...)
+	if err != nil {
+		return fail(errors.New(joinNotes(append([]string{err.Error()}, notes...))))
+	}
+	return notesAnswer(notes)
+}
+
+// isTransport reports whether err says the issuer could not be asked or
+// did not answer in time.
+func isTransport(err error) bool {
+	return err != nil && (errors.Is(err, connect.ErrConnect) || errors.Is(err, api.ErrUnavailable) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errSidecar))
+}
+
+// deadlineOf is ctx's deadline (the hook always has one).
+func deadlineOf(ctx context.Context) time.Time {
+	if dl, ok := ctx.Deadline(); ok {
+		return dl
+	}
+	return time.Now().Add(DefaultHookDeadline)
+}
+
+// notesAnswer is exit 0 with the notes, if any, on one stderr line.
+func notesAnswer(notes []string) harness.Answer {
+	if len(notes) == 0 {
+		return harness.Answer{}
+	}
+	return harness.Answer{Stderr: "writ: " + harness.OneLine(joinNotes(notes))}
+}
+
+func joinNotes(notes []string) string { return strings.Join(notes, "; ") }
 
 // readHookInput decodes stdin, giving up at ctx's deadline: a harness that
 // never closes stdin must not hold the hook past it.

@@ -52,11 +52,15 @@ func newInstallCmd(g *globals, install bool) *cobra.Command {
 		Short: short,
 		Long: `install merges writ's hook entries into the harness's settings:
   claude-code  DIR/.claude/settings.json (or ~/.claude/settings.json with
-               --user): PreToolUse, PostToolUse and PostToolUseFailure, matcher
-               "*", command "worker-agent hook claude-code", timeout 30s
-  codex        DIR/.codex/hooks.json (or ~/.codex/hooks.json): PreToolUse and
-               PostToolUse, no matcher (every tool), command
+               --user): PreToolUse, PostToolUse and PostToolUseFailure with
+               matcher "*", UserPromptSubmit and SessionStart without one;
+               command "worker-agent hook claude-code", timeout 30s
+  codex        DIR/.codex/hooks.json (or ~/.codex/hooks.json): PreToolUse,
+               PostToolUse, UserPromptSubmit and SessionStart, no matcher
+               (every tool, prompt and start), command
                "worker-agent hook codex", timeout 30s
+The prompt and session-start hooks register what enters the session as
+provenance sources (see 'worker-agent hook --help').
 Existing hooks, unknown keys and their order are kept; running install again
 changes nothing. uninstall removes exactly the writ hook entries (and the
 groups and lists left empty by that), nothing else. The file is replaced

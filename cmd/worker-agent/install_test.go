@@ -66,12 +66,20 @@ func TestInstallClaudeCode(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `'/opt/writ bin/worker-agent' hook claude-code --config /etc/writ/w1.json`
-	for _, ev := range []string{"PreToolUse", "PostToolUse", "PostToolUseFailure"} {
+	// The tool events get matcher "*"; the prompt and the session start,
+	// which register sources, get none (every prompt, every kind of start).
+	for ev, matcher := range map[string]string{"PreToolUse": "*", "PostToolUse": "*", "PostToolUseFailure": "*", "UserPromptSubmit": "", "SessionStart": ""} {
 		groups := doc.Hooks[ev]
+		if len(groups) == 0 {
+			t.Fatalf("no %s hook: %s", ev, raw)
+		}
 		g := groups[len(groups)-1]
-		if g.Matcher != "*" || len(g.Hooks) != 1 || g.Hooks[0].Command != want || g.Hooks[0].Type != "command" || g.Hooks[0].Timeout != installTimeout {
+		if g.Matcher != matcher || len(g.Hooks) != 1 || g.Hooks[0].Command != want || g.Hooks[0].Type != "command" || g.Hooks[0].Timeout != installTimeout {
 			t.Fatalf("%s: %+v", ev, groups)
 		}
+	}
+	if !strings.Contains(r.stdout, "UserPromptSubmit, SessionStart") {
+		t.Fatalf("install did not name the events: %q", r.stdout)
 	}
 	if len(doc.Hooks["PreToolUse"]) != 2 || doc.Hooks["PreToolUse"][0].Hooks[0].Command != "~/.claude/hooks/no-force-push.sh" || doc.Env["GOFLAGS"] != "-mod=mod" {
 		t.Fatalf("the user's settings changed: %s", raw)
@@ -111,8 +119,13 @@ func TestInstallCodexAndErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(raw), `"command": "/usr/local/bin/worker-agent hook codex"`) || strings.Contains(string(raw), "matcher") ||
-		!strings.Contains(string(raw), `"PostToolUse"`) || strings.Contains(string(raw), "PostToolUseFailure") {
+		strings.Contains(string(raw), "PostToolUseFailure") {
 		t.Fatalf("codex hooks.json:\n%s", raw)
+	}
+	for _, ev := range []string{"PreToolUse", "PostToolUse", "UserPromptSubmit", "SessionStart"} {
+		if !strings.Contains(string(raw), `"`+ev+`"`) {
+			t.Fatalf("codex hooks.json has no %s hook:\n%s", ev, raw)
+		}
 	}
 
 	broken := t.TempDir()

@@ -9,6 +9,9 @@
 // docs/harnesses.md and package harness):
 //
 //	worker-agent hook claude-code|codex     # a command hook: event on stdin
+//	                                        # (tool calls gated; prompts,
+//	                                        # instruction files and results
+//	                                        # registered as sources)
 //	worker-agent install claude-code|codex  # merge the hooks into settings
 //	worker-agent mcp --lane L -- SERVER...  # stdio MCP proxy gating tools/call
 //	worker-agent run                        # warm sidecar on a unix socket
@@ -133,9 +136,12 @@ the subject. Requests are retried with the same idempotency key until an
 answer arrives or --timeout ends.
 
 The harness adapters put the same three steps behind real agent harnesses:
-hook claude-code|codex (command hooks), install/uninstall (their settings),
-mcp (a stdio MCP proxy) and run (a warm sidecar the hooks use). Hooks answer
-with exit 0, or exit 2 and one line on stderr; see 'worker-agent hook --help'.
+hook claude-code|codex (command hooks; the prompt, session-start and
+post-call hooks also register what enters the session as provenance sources,
+which the pre-call hook traces the call's arguments to), install/uninstall
+(their settings), mcp (a stdio MCP proxy) and run (a warm sidecar the hooks
+use). Hooks answer with exit 0, or exit 2 and one line on stderr; see
+'worker-agent hook --help'.
 
 ` + exitCodesHelp,
 		SilenceUsage:  true,

@@ -201,7 +201,7 @@ func (m *mcpGate) Check(ctx context.Context, tc harness.ToolCall) harness.Verdic
 	if err != nil {
 		return refuse(unreachable(err))
 	}
-	env, err := authorize(ctx, a, call, m.lane)
+	env, err := authorize(ctx, a, call, m.lane, grantContext{})
 	if err != nil {
 		return refuse(unreachable(err))
 	}

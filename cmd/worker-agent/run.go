@@ -28,11 +28,12 @@ func newRunCmd(g *globals) *cobra.Command {
 		Use:   "run [--socket PATH]",
 		Short: "Run the per-runtime sidecar: one NATS connection, served on a unix socket",
 		Long: `Run the sidecar for one worker: it holds one NATS connection to the issuer
-and serves grant, spend and effect requests from the hook commands on a unix
-socket (--socket; default worker-<worker>.sock in the state dir, mode 0600
-in a 0700 directory). A hook that finds the socket skips starting a NATS
-connection of its own; one that does not (or finds a stale socket, or one
-serving another worker) connects directly.
+and serves grant, spend, effect and source-registration requests from the
+hook commands on a unix socket (--socket; default worker-<worker>.sock in
+the state dir, mode 0600 in a 0700 directory). A hook that finds the socket
+skips starting a NATS connection of its own; one that does not (or finds a
+stale socket, one serving another worker, or an older sidecar that does not
+know source registration) connects directly.
 
 The sidecar speaks only for its own worker, with that worker's NATS
 credentials: anyone who can open the socket can ask for grants as that
@@ -213,6 +214,11 @@ func (s *sidecar) handle(ctx context.Context, line []byte) sidecarResponse {
 		var r api.EffectRequest
 		if err = json.Unmarshal(req.Body, &r); err == nil {
 			env, err = c.Effect(ctx, r)
+		}
+	case api.OpSource:
+		var r api.SourceRequest
+		if err = json.Unmarshal(req.Body, &r); err == nil {
+			env, err = c.RegisterSource(ctx, r)
 		}
 	default:
 		return sidecarResponse{Code: sidecarBadRequest, Error: fmt.Sprintf("unknown op %q", req.Op)}

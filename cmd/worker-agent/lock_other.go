@@ -1,0 +1,17 @@
+//go:build !unix
+
+package main
+
+import (
+	"context"
+	"errors"
+)
+
+type fileLock struct{}
+
+// lockFile is not available here: the provenance registry needs flock(2).
+func lockFile(context.Context, string, bool) (*fileLock, error) {
+	return nil, errors.New("the provenance registry needs flock(2), which this platform lacks")
+}
+
+func (l *fileLock) unlock() {}

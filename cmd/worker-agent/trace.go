@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/policy"
+	"github.com/writ-dev/writ/provenance"
+)
+
+// traceArgs traces a call's arguments (canonical JSON) against the
+// session registry and returns the field traces of its grant request.
+//
+// Leaves are the scalars policy.FlattenArgs lists, under the same JSON
+// pointers, so the issuer reads each trace against the leaf it judges.
+// Every string leaf is traced (whole, even past policy.MaxArgString, where
+// FlattenArgs keeps only a digest) and every number leaf as its canonical
+// text; booleans and nulls are not. A leaf that matched nothing is left
+// out: the issuer counts an untraced leaf as model-made, which is what it
+// is. When more than api.MaxTraces leaves matched, the traces kept are the
+// covered ones first, then the longest values (a long copied value is the
+// likelier payload), then document order; the rest count as model-made,
+// which can only lower authority.
+//
+// Each trace carries at most api.MaxTraceMatches matches. The issuer
+// takes a leaf's authority as the lowest of its sources, so leaving out a
+// match could raise it: when there are more, the lowest-authority matches
+// (as the local registry knows them) are kept and the trace is marked not
+// covered. Covered means raw matches cover the whole normalized value with
+// nothing uncertain: no stop grams, no truncation.
+func traceArgs(reg *provenance.Registry, args json.RawMessage) []api.FieldTrace {
+	if reg == nil {
+		return nil
+	}
+	flat, err := policy.FlattenArgs(args)
+	if err != nil {
+		return nil // the issuer refuses such arguments anyway
+	}
+	var doc any // for values FlattenArgs elided
+	type traced struct {
+		at     int
+		length int
+		ft     api.FieldTrace
+	}
+	var out []traced
+	for i, leaf := range flat.Leaves {
+		value := leaf.Value
+		switch leaf.Kind {
+		case policy.ArgString, policy.ArgNumber:
+		case policy.ArgElided:
+			if doc == nil {
+				dec := json.NewDecoder(bytes.NewReader(args))
+				dec.UseNumber()
+				if dec.Decode(&doc) != nil {
+					continue
+				}
+			}
+			s, ok := stringAt(doc, leaf.Path)
+			if !ok {
+				continue
+			}
+			value = s
+		default:
+			continue
+		}
+		tr := reg.Trace(leaf.Path, value)
+		if len(tr.Matches) == 0 {
+			continue
+		}
+		ft := api.FieldTrace{Field: leaf.Path}
+		ms := tr.Matches
+		truncated := false
+		if len(ms) > api.MaxTraceMatches {
+			ms = append([]provenance.Match(nil), ms...)
+			sort.SliceStable(ms, func(a, b int) bool {
+				if ms[a].Authority != ms[b].Authority {
+					return ms[a].Authority < ms[b].Authority
+				}
+				return ms[a].Length > ms[b].Length
+			})
+			ms = ms[:api.MaxTraceMatches]
+			sort.SliceStable(ms, func(a, b int) bool {
+				if ms[a].Source != ms[b].Source {
+					return ms[a].Source < ms[b].Source
+				}
+				if ms[a].Transform != ms[b].Transform {
+					return ms[a].Transform < ms[b].Transform
+				}
+				return ms[a].Part < ms[b].Part
+			})
+			truncated = true
+		}
+		for _, m := range ms {
+			ft.Matches = append(ft.Matches, api.TraceMatch{Source: m.Source, Transform: string(m.Transform), Part: m.Part})
+		}
+		ft.Covered = !truncated && tr.Length > 0 && tr.Covered == tr.Length && tr.StopGrams == 0 && !tr.Truncated
+		out = append(out, traced{at: i, length: tr.Length, ft: ft})
+	}
+	if len(out) > api.MaxTraces {
+		sort.SliceStable(out, func(a, b int) bool {
+			if out[a].ft.Covered != out[b].ft.Covered {
+				return out[a].ft.Covered
+			}
+			if out[a].length != out[b].length {
+				return out[a].length > out[b].length
+			}
+			return out[a].at < out[b].at
+		})
+		out = out[:api.MaxTraces]
+		sort.SliceStable(out, func(a, b int) bool { return out[a].at < out[b].at })
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	fts := make([]api.FieldTrace, len(out))
+	for i, t := range out {
+		fts[i] = t.ft
+	}
+	return fts
+}
+
+// stringAt returns the string at JSON pointer ptr (RFC 6901) in doc.
+func stringAt(doc any, ptr string) (string, bool) {
+	if ptr == "" {
+		s, ok := doc.(string)
+		return s, ok
+	}
+	if !strings.HasPrefix(ptr, "/") {
+		return "", false
+	}
+	cur := doc
+	for _, tok := range strings.Split(ptr[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch v := cur.(type) {
+		case map[string]any:
+			next, ok := v[tok]
+			if !ok {
+				return "", false
+			}
+			cur = next
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(v) {
+				return "", false
+			}
+			cur = v[i]
+		default:
+			return "", false
+		}
+	}
+	s, ok := cur.(string)
+	return s, ok
+}
+
+// sourceChannels names the channel of each source id the registry knows,
+// for refusal texts.
+func sourceChannels(reg *provenance.Registry) func(string) (string, bool) {
+	if reg == nil {
+		return nil
+	}
+	return func(id string) (string, bool) {
+		d, ok := reg.Source(id)
+		return string(d.Channel), ok
+	}
+}
