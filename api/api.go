@@ -149,11 +149,14 @@ type FieldTrace struct {
 
 // TraceMatch is one source a field's value matched, and under which
 // decoding (raw, base64, hex, percent, dns_labels, dns_labels+hex) and URL
-// part ("", "host", "path").
+// part ("", "host", "path"). Whole says this one source contains the
+// entire raw value (raw transform, no part): the value is exactly
+// something that source said, whatever else it also matched.
 type TraceMatch struct {
 	Source    string `json:"source"`
 	Transform string `json:"transform"`
 	Part      string `json:"part,omitempty"`
+	Whole     bool   `json:"whole,omitempty"`
 }
 
 // SourceRequest registers one content source with the issuer: a

@@ -103,11 +103,13 @@ type Trace struct {
 }
 
 // TraceMatch is one registered source a field matched, under which
-// decoding (Transform) and URL part (Part).
+// decoding (Transform) and URL part (Part); Whole says the source alone
+// contains the entire raw value.
 type TraceMatch struct {
 	Source    string
 	Transform string
 	Part      string
+	Whole     bool
 }
 
 // Batch is one raft log entry: commands the leader coalesced, stamped with
@@ -178,6 +180,7 @@ const (
 	tmSource    = 1
 	tmTransform = 2
 	tmPart      = 3
+	tmWhole     = 4
 )
 
 // Argument value tags inside ctArg: append only.
@@ -255,6 +258,7 @@ func appendTrace(buf []byte, t *Trace) []byte {
 		mw.String(tmSource, m.Source)
 		mw.String(tmTransform, m.Transform)
 		mw.String(tmPart, m.Part)
+		mw.Bool(tmWhole, m.Whole)
 		scratch = mw.Bytes()
 		tw.Strings(trMatch, []string{string(scratch)})
 	}
@@ -540,6 +544,13 @@ func decodeTrace(r *events.Reader, data []byte, t *Trace) bool {
 					str(mr, &mf, &m.Transform)
 				case tmPart:
 					str(mr, &mf, &m.Part)
+				case tmWhole:
+					if mr.Expect(&mf, events.WireVarint) {
+						if mf.Uint != 1 {
+							mr.Failf("whole must be 1 when present")
+						}
+						m.Whole = true
+					}
 				default:
 					mr.Failf("unknown match tag %d", mf.Tag)
 				}

@@ -33,7 +33,9 @@ package fsm_test
 //	        [traces=<field>[*]:<src>[/<transform>[/<part>]],...;...]
 //	                               traces: one field trace per ';'-separated
 //	                               item, '*' after the field marks it covered,
-//	                               transform defaults to raw
+//	                               '!' after a match marks it whole (the source
+//	                               holds the entire raw value), transform
+//	                               defaults to raw
 //	source <worker> id=S channel=C [scope=task|session] [content=X]
 //	        [path=P] [tool=T] [origins=a,b] [model_made=1] [session=S]
 //	                               OpSource; the content digest is H(X), X
@@ -374,8 +376,9 @@ func (r *scriptRunner) traces(spec string) []fsm.Trace {
 			if m == "" {
 				continue
 			}
-			parts := strings.SplitN(m, "/", 3)
-			tm := fsm.TraceMatch{Source: parts[0], Transform: "raw"}
+			whole := strings.HasSuffix(m, "!")
+			parts := strings.SplitN(strings.TrimSuffix(m, "!"), "/", 3)
+			tm := fsm.TraceMatch{Source: parts[0], Transform: "raw", Whole: whole}
 			if len(parts) > 1 {
 				tm.Transform = parts[1]
 			}

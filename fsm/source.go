@@ -445,15 +445,18 @@ func (s *State) traceProvenance(caller string, traces []Trace, now int64) (prove
 	for _, i := range order {
 		t := &traces[i]
 		fo := policy.FieldOrigin{Field: t.Field, Covered: t.Covered}
-		seen := map[string]bool{}
+		seen := map[string]int{} // source id -> index in fo.Sources
 		for _, m := range t.Matches {
-			if seen[m.Source] {
+			// Whole counts only for the raw value itself, never a decoding
+			// or a URL part of it.
+			whole := m.Whole && m.Transform == "raw" && m.Part == ""
+			if i, ok := seen[m.Source]; ok {
+				fo.Sources[i].Whole = fo.Sources[i].Whole || whole
 				continue
 			}
-			seen[m.Source] = true
 			key := sourceKey(m.Source)
 			f := policy.SourceFact{ID: m.Source, Authority: authority.Evidence, Transform: m.Transform, Part: m.Part,
-				Counter: events.Counter{Key: key, Value: s.counters.Get(key)}}
+				Whole: whole, Counter: events.Counter{Key: key, Value: s.counters.Get(key)}}
 			if r, ok := s.liveSource(m.Source, now); ok {
 				if k, dead := s.moved(r.Counters); dead {
 					f.Authority = r.Authority
@@ -476,6 +479,7 @@ func (s *State) traceProvenance(caller string, traces []Trace, now int64) (prove
 			} else {
 				lowest(p.counters, key, f.Counter.Value)
 			}
+			seen[m.Source] = len(fo.Sources)
 			fo.Sources = append(fo.Sources, f)
 			ids[m.Source] = true
 		}

@@ -200,7 +200,7 @@ func traceCommand(in []api.FieldTrace) ([]fsm.Trace, *requestError) {
 			if e := checkID(fmt.Sprintf("provenance[%d].matches[%d].source", i, j), m.Source, true); e != nil {
 				return nil, e
 			}
-			ft.Matches = append(ft.Matches, fsm.TraceMatch{Source: m.Source, Transform: m.Transform, Part: m.Part})
+			ft.Matches = append(ft.Matches, fsm.TraceMatch{Source: m.Source, Transform: m.Transform, Part: m.Part, Whole: m.Whole})
 		}
 		out = append(out, ft)
 	}

@@ -33,6 +33,9 @@ type SourceFact struct {
 	Counter    events.Counter
 	Transform  string
 	Part       string
+	// Whole: this source alone contains the entire raw value, so the
+	// value is exactly something it said (see leaf levels in Judge).
+	Whole bool
 }
 
 // Provenance channels. Derived content is computed from registered

@@ -54,11 +54,17 @@ func sourceLevel(s *SourceFact) authority.Level {
 	return authority.Lowest(s.Authority)
 }
 
-// leafLevel is the authority of one scalar leaf: Evidence when the
-// request gives no origin for it, when an origin has no sources or does
-// not cover the whole value (part of it is model-made); otherwise the
-// lowest level of the sources matched. below collects the sources under
-// want, and modelMade whether part of the value traced to nothing.
+// leafLevel is the authority of one scalar leaf, the lowest over the
+// origins the request gives for it (Evidence when it gives none). An
+// origin in which one registered source contains the entire raw value
+// (Whole) has the highest level among such sources: the value is exactly
+// something that source said, and its also appearing in other content (a
+// tool echoing the amount it was sent) takes nothing away. Otherwise an
+// origin with no sources, or whose matches do not cover the whole value,
+// is Evidence (part of the value is model-made), and a covered one has the
+// lowest level of its sources (the value was pieced together from them).
+// below collects the sources under want when the leaf falls short, and
+// modelMade whether part of the value traced to nothing.
 func (pc *provCheck) leafLevel(leaf string, want authority.Level, below map[string]bool) (level authority.Level, modelMade bool) {
 	os := pc.originsOf(leaf)
 	if len(os) == 0 {
@@ -66,18 +72,40 @@ func (pc *provCheck) leafLevel(leaf string, want authority.Level, below map[stri
 	}
 	level = authority.Policy
 	for _, o := range os {
-		if len(o.Sources) == 0 || !o.Covered {
-			level, modelMade = authority.Evidence, true
-		}
-		for i := range o.Sources {
-			l := sourceLevel(&o.Sources[i])
-			level = min(level, l)
-			if l < want {
-				below[o.Sources[i].ID] = true
+		ol, mm := originLevel(o)
+		level, modelMade = min(level, ol), modelMade || mm
+	}
+	if level < want {
+		for _, o := range os {
+			for i := range o.Sources {
+				if sourceLevel(&o.Sources[i]) < want {
+					below[o.Sources[i].ID] = true
+				}
 			}
 		}
 	}
 	return level, modelMade
+}
+
+// originLevel is the level of one field origin (see leafLevel).
+func originLevel(o *FieldOrigin) (authority.Level, bool) {
+	best, whole := authority.Evidence, false
+	for i := range o.Sources {
+		if s := &o.Sources[i]; s.Whole && s.Registered {
+			whole, best = true, max(best, sourceLevel(s))
+		}
+	}
+	if whole {
+		return best, false
+	}
+	if len(o.Sources) == 0 || !o.Covered {
+		return authority.Evidence, true
+	}
+	level := authority.Policy
+	for i := range o.Sources {
+		level = min(level, sourceLevel(&o.Sources[i]))
+	}
+	return level, false
 }
 
 // surfaceFields are the fields an empty require rule and the transfer
@@ -250,12 +278,13 @@ func sortedSources(ss []SourceFact) []SourceFact {
 // grounds writes one line per source of every examined leaf, by leaf
 // pointer and then source id:
 //
-//	field=<ptr> source=<id> authority=<level> counter=<key>=<n> transform=<t>[ part=<p>][ partial]
+//	field=<ptr> source=<id> authority=<level> counter=<key>=<n> transform=<t>[ part=<p>][ whole| partial]
 //	field=<ptr> model_made authority=evidence
 //
 // The second form is a leaf the request traces to nothing (no origin, or
-// an origin with no sources). "partial" marks sources of a value they do
-// not wholly cover. An unregistered source writes counter=none; an empty
+// an origin with no sources). "whole" marks a source that alone contains
+// the entire raw value; "partial" sources of a value the matches do not
+// wholly cover. An unregistered source writes counter=none; an empty
 // transform is written raw. Values with blanks, quotes, '=' or control
 // characters are quoted (Go syntax). At most MaxGrounds lines.
 func (pc *provCheck) grounds() []string {
@@ -295,7 +324,9 @@ func (pc *provCheck) grounds() []string {
 				if src.Part != "" {
 					b.WriteString(" part=" + groundsValue(src.Part))
 				}
-				if !o.Covered {
+				if src.Whole {
+					b.WriteString(" whole")
+				} else if !o.Covered {
 					b.WriteString(" partial")
 				}
 				add(b.String())

@@ -557,3 +557,40 @@ func TestParseProvenanceInvalid(t *testing.T) {
 		})
 	}
 }
+
+// TestWholeSourceDecides: a value one source contains entirely has that
+// source's level even when other, lower content also matched it (a tool
+// echoing the amount it was sent), while a value pieced together from
+// several sources has the lowest of them, and an unregistered source
+// lends nothing however wholly it matched.
+func TestWholeSourceDecides(t *testing.T) {
+	p := loadPolicy(t, "testdata/provenance.yaml")
+	whole := func(f policy.SourceFact) policy.SourceFact { f.Whole = true; return f }
+	user := fact(p, "s-user", "user_prompt", "", "")
+	page := fact(p, "s-page", "web_fetch", "", "")
+	ghost := policy.SourceFact{ID: "s-ghost", Transform: "raw", Whole: true}
+	args := `{"payee":"cus_1","amount":5}`
+	cases := []struct {
+		name   string
+		payee  policy.FieldOrigin
+		reason grants.Reason
+	}{
+		{"the user's value, echoed by a page", origin("/payee", true, whole(user), whole(page)), grants.ReasonNone},
+		{"the user's value, echoed only in part", origin("/payee", true, whole(user), page), grants.ReasonNone},
+		{"the page's value, a fragment of it also in the prompt", origin("/payee", true, user, whole(page)), grants.ReasonAuthorityTooLow},
+		{"pieced together from the prompt and a page", origin("/payee", true, user, page), grants.ReasonAuthorityTooLow},
+		{"wholly in a source that is not registered", origin("/payee", true, ghost), grants.ReasonAuthorityTooLow},
+		{"wholly in the prompt, though not covered by the union", origin("/payee", false, whole(user)), grants.ReasonNone},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			j := p.Judge(traced(t, "mcp__pay__refund", args, tc.payee, origin("/amount", true, whole(user))), usage{}, now)
+			if j.Reason != tc.reason {
+				t.Fatalf("%s %s %q %q", j.Decision, j.Reason, j.Missing, j.Detail)
+			}
+			if !slices.ContainsFunc(j.Grounds, func(l string) bool { return strings.HasPrefix(l, "field=/amount source=s-user") && strings.HasSuffix(l, " whole") }) {
+				t.Errorf("grounds do not mark the whole source: %q", j.Grounds)
+			}
+		})
+	}
+}

@@ -254,11 +254,12 @@ func TestFieldTraces(t *testing.T) {
 	}
 	got := traceArgs(reg, args)
 	want := []api.FieldTrace{
-		{Field: "/amount", Matches: []api.TraceMatch{{Source: "s-md", Transform: "raw"}}, Covered: true},
+		{Field: "/amount", Matches: []api.TraceMatch{{Source: "s-md", Transform: "raw", Whole: true}}, Covered: true},
 		{Field: "/callback", Matches: []api.TraceMatch{{Source: "s-env", Transform: "percent"}}},
-		{Field: "/lines/1/ref", Matches: []api.TraceMatch{{Source: "s-env", Transform: "raw"}, {Source: "s-md", Transform: "raw"}}, Covered: true},
+		// The .env file holds the whole value; CLAUDE.md only the IBAN in it.
+		{Field: "/lines/1/ref", Matches: []api.TraceMatch{{Source: "s-env", Transform: "raw", Whole: true}, {Source: "s-md", Transform: "raw"}}, Covered: true},
 		{Field: "/memo", Matches: []api.TraceMatch{{Source: "s-env", Transform: "base64"}}},
-		{Field: "/to", Matches: []api.TraceMatch{{Source: "s-env", Transform: "raw"}, {Source: "s-md", Transform: "raw"}}, Covered: true},
+		{Field: "/to", Matches: []api.TraceMatch{{Source: "s-env", Transform: "raw", Whole: true}, {Source: "s-md", Transform: "raw", Whole: true}}, Covered: true},
 	}
 	if !reflect.DeepEqual(got, want) {
 		g, _ := json.MarshalIndent(got, "", "  ")
@@ -415,8 +416,8 @@ func TestPreToolUseSendsTracesAndCwd(t *testing.T) {
 	}
 	req := grantFor(t, tap, harness.IdempotencyKey(harness.ClaudeCode, "traced-1", "toolu_pay_1"))
 	want := []api.FieldTrace{
-		{Field: "/amount", Matches: []api.TraceMatch{{Source: "s-md", Transform: "raw"}}, Covered: true},
-		{Field: "/to", Matches: []api.TraceMatch{{Source: "s-web", Transform: "raw"}}, Covered: true},
+		{Field: "/amount", Matches: []api.TraceMatch{{Source: "s-md", Transform: "raw", Whole: true}}, Covered: true},
+		{Field: "/to", Matches: []api.TraceMatch{{Source: "s-web", Transform: "raw", Whole: true}}, Covered: true},
 	}
 	if req.Cwd != "/home/dev/shop" || !reflect.DeepEqual(req.Provenance, want) {
 		t.Fatalf("grant request cwd %q provenance %+v", req.Cwd, req.Provenance)

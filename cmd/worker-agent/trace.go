@@ -31,7 +31,9 @@ import (
 // match could raise it: when there are more, the lowest-authority matches
 // (as the local registry knows them) are kept and the trace is marked not
 // covered. Covered means raw matches cover the whole normalized value with
-// nothing uncertain: no stop grams, no truncation.
+// nothing uncertain: no stop grams, no truncation. A match is Whole when
+// its source alone contains the entire raw value (see wholeMatch); the
+// issuer then gives the value that source's level.
 func traceArgs(reg *provenance.Registry, args json.RawMessage) []api.FieldTrace {
 	if reg == nil {
 		return nil
@@ -95,7 +97,7 @@ func traceArgs(reg *provenance.Registry, args json.RawMessage) []api.FieldTrace 
 			truncated = true
 		}
 		for _, m := range ms {
-			ft.Matches = append(ft.Matches, api.TraceMatch{Source: m.Source, Transform: string(m.Transform), Part: m.Part})
+			ft.Matches = append(ft.Matches, api.TraceMatch{Source: m.Source, Transform: string(m.Transform), Part: m.Part, Whole: wholeMatch(tr, m)})
 		}
 		ft.Covered = !truncated && tr.Length > 0 && tr.Covered == tr.Length && tr.StopGrams == 0 && !tr.Truncated
 		out = append(out, traced{at: i, length: tr.Length, ft: ft})
@@ -166,4 +168,15 @@ func sourceChannels(reg *provenance.Registry) func(string) (string, bool) {
 		d, ok := reg.Source(id)
 		return string(d.Channel), ok
 	}
+}
+
+// wholeMatch reports whether the source of m contains the entire raw
+// value traced in tr: a raw match of the value itself (not a decoding or
+// a URL part) that equals a whole token, occurs whole, or whose longest
+// common run is the value's full normalized length.
+func wholeMatch(tr provenance.Trace, m provenance.Match) bool {
+	if m.Transform != provenance.TransformRaw || m.Part != "" || tr.Truncated || tr.Length == 0 {
+		return false
+	}
+	return m.Mode == provenance.ModeToken || m.Mode == provenance.ModeWhole || m.Length >= tr.Length
 }
