@@ -451,7 +451,11 @@ func (s *State) traceProvenance(caller string, traces []Trace, now int64) (prove
 			// or a URL part of it.
 			whole := m.Whole && m.Transform == "raw" && m.Part == ""
 			if i, ok := seen[m.Source]; ok {
-				fo.Sources[i].Whole = fo.Sources[i].Whole || whole
+				// A later whole match of the same source is the one the
+				// grounds should name.
+				if f := &fo.Sources[i]; whole && !f.Whole {
+					f.Whole, f.Transform, f.Part = true, m.Transform, m.Part
+				}
 				continue
 			}
 			key := sourceKey(m.Source)
