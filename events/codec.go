@@ -138,13 +138,29 @@ func (r *Reader) fail(format string, args ...any) bool {
 	return false
 }
 
+// uvarint reads one minimal uvarint. Next reads one-byte varints (most
+// keys and lengths) itself and calls this for the rest.
 func (r *Reader) uvarint() (uint64, bool) {
-	v, n := binary.Uvarint(r.data[r.off:])
+	p := r.data[r.off:]
+	switch {
+	case len(p) > 0 && p[0] < 0x80:
+		r.off++
+		return uint64(p[0]), true
+	case len(p) > 1 && p[1] < 0x80:
+		// Two bytes (keys of tags 16 and up, lengths below 16 KiB):
+		// minimal unless the last byte is zero.
+		if p[1] == 0 {
+			return 0, r.fail("non-minimal varint")
+		}
+		r.off += 2
+		return uint64(p[0]&0x7f) | uint64(p[1])<<7, true
+	}
+	v, n := binary.Uvarint(p)
 	if n <= 0 {
 		return 0, r.fail("bad varint")
 	}
 	// Reject non-minimal encodings: they would give one value two encodings.
-	if n > 1 && r.data[r.off+n-1] == 0 {
+	if n > 1 && p[n-1] == 0 {
 		return 0, r.fail("non-minimal varint")
 	}
 	r.off += n
@@ -157,8 +173,12 @@ func (r *Reader) Next(f *Field) bool {
 	if r.err != nil || r.off >= len(r.data) {
 		return false
 	}
-	k, ok := r.uvarint()
-	if !ok {
+	k := uint64(r.data[r.off])
+	if k < 0x80 {
+		r.off++
+	} else if v, ok := r.uvarint(); ok {
+		k = v
+	} else {
 		return false
 	}
 	if k>>3 > 1<<24 {
@@ -187,8 +207,13 @@ func (r *Reader) Next(f *Field) bool {
 		}
 		f.Uint = v
 	case wireBytes:
-		n, ok := r.uvarint()
-		if !ok {
+		var n uint64
+		if r.off < len(r.data) && r.data[r.off] < 0x80 {
+			n = uint64(r.data[r.off])
+			r.off++
+		} else if v, ok := r.uvarint(); ok {
+			n = v
+		} else {
 			return false
 		}
 		if n > MaxFieldLen || n > uint64(len(r.data)-r.off) {

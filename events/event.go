@@ -3,6 +3,8 @@ package events
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
+	"slices"
 )
 
 // Version is the encoding version this package writes.
@@ -142,7 +144,15 @@ const (
 	tagHash         = 127
 )
 
+// hashFieldLen is the size of the trailing hash field: a two-byte key
+// (127<<3 | 2), a one-byte length and the 32-byte digest.
+const hashFieldLen = 2 + 1 + len(Hash{})
+
+// hashFieldHead is how the hash field starts: its key and length.
+var hashFieldHead = [3]byte{(tagHash<<3|wireBytes)&0x7f | 0x80, (tagHash<<3 | wireBytes) >> 7, byte(len(Hash{}))}
+
 // appendBody appends the version byte and every field except the hash.
+// bodyLen must stay in step with it (TestEncodedLen checks that).
 func (e *Event) appendBody(buf []byte) []byte {
 	w := Writer{buf: buf}
 	w.Byte(Version)
@@ -169,13 +179,12 @@ func (e *Event) appendBody(buf []byte) []byte {
 	w.String(tagOutcome, e.Outcome)
 	w.String(tagVerifier, e.Verifier)
 	w.Uint(tagRefSeq, e.RefSeq)
-	var scratch [80]byte
 	for _, c := range e.Counters {
-		b := binary.AppendUvarint(scratch[:0], c.Value)
-		b = append(b, c.Key...)
+		// One element: the value as a uvarint, then the key's bytes.
 		w.key(tagCounters, wireBytes)
-		w.buf = binary.AppendUvarint(w.buf, uint64(len(b)))
-		w.buf = append(w.buf, b...)
+		w.buf = binary.AppendUvarint(w.buf, uint64(uvarintLen(c.Value)+len(c.Key)))
+		w.buf = binary.AppendUvarint(w.buf, c.Value)
+		w.buf = append(w.buf, c.Key...)
 	}
 	w.Strings(tagCancelled, e.Cancelled)
 	w.Strings(tagRules, e.Rules)
@@ -205,10 +214,135 @@ func (e *Event) appendBody(buf []byte) []byte {
 	return w.buf
 }
 
+// bodyLen is the number of bytes appendBody writes. Seal uses it to grow
+// the buffer once; were it ever wrong the encoding would still be right,
+// only built with more than one allocation.
+func (e *Event) bodyLen() int {
+	n := 1 // version byte
+	n += uintLen(tagSeq, e.Seq)
+	n += uintLen(tagKind, uint64(e.Kind))
+	n += uintLen(tagRaftIndex, e.RaftIndex)
+	n += intLen(tagTime, e.Time)
+	n += hashLen(tagPrev, e.Prev)
+	n += strLen(tagNode, e.Node)
+	n += strLen(tagGrantID, e.GrantID)
+	n += strLen(tagWorker, e.Worker)
+	n += strLen(tagLane, e.Lane)
+	n += strLen(tagSession, e.Session)
+	n += strLen(tagTool, e.Tool)
+	n += hashLen(tagDigest, e.Digest)
+	n += uintLen(tagEpoch, e.Epoch)
+	n += strLen(tagDecision, e.Decision)
+	n += strLen(tagReason, e.Reason)
+	n += strLen(tagMissing, e.Missing)
+	n += strLen(tagRecovery, e.Recovery)
+	n += intLen(tagIssuedAt, e.IssuedAt)
+	n += intLen(tagExpiresAt, e.ExpiresAt)
+	n += strLen(tagIdemKey, e.IdemKey)
+	n += strLen(tagOutcome, e.Outcome)
+	n += strLen(tagVerifier, e.Verifier)
+	n += uintLen(tagRefSeq, e.RefSeq)
+	for _, c := range e.Counters {
+		m := uvarintLen(c.Value) + len(c.Key)
+		n += keyLen(tagCounters) + uvarintLen(uint64(m)) + m
+	}
+	n += strsLen(tagCancelled, e.Cancelled)
+	n += strsLen(tagRules, e.Rules)
+	n += strLen(tagTarget, e.Target)
+	n += strLen(tagConsequence, e.Consequence)
+	n += strLen(tagActor, e.Actor)
+	if len(e.Policy) > 0 {
+		n += keyLen(tagPolicy) + uvarintLen(uint64(len(e.Policy))) + len(e.Policy)
+	}
+	n += hashLen(tagPolicyDigest, e.PolicyDigest)
+	n += strsLen(tagSources, e.Sources)
+	n += strLen(tagDetail, e.Detail)
+	n += strLen(tagReviewID, e.ReviewID)
+	n += strLen(tagTargetLabel, e.TargetLabel)
+	n += strLen(tagSurface, e.Surface)
+	n += strLen(tagOperation, e.Operation)
+	n += strLen(tagInstrument, e.Instrument)
+	n += strLen(tagInstLeft, e.InstrumentLeft)
+	n += uintLen(tagAmount, e.Amount)
+	n += uintLen(tagBytes, e.Bytes)
+	n += strLen(tagLedgerKey, e.LedgerKey)
+	n += strLen(tagCwd, e.Cwd)
+	n += strLen(tagResolved, e.Resolved)
+	n += strLen(tagChannel, e.Channel)
+	n += strLen(tagAuthority, e.Authority)
+	n += hashLen(tagContentHash, e.ContentDigest)
+	n += strLen(tagScope, e.Scope)
+	n += strsLen(tagGrounds, e.Grounds)
+	return n
+}
+
+// Sizes of the fields Writer writes, zero where it writes nothing.
+
+func uvarintLen(v uint64) int {
+	if v < 0x80 {
+		return 1
+	}
+	return (bits.Len64(v) + 6) / 7
+}
+
+// keyLen folds to a constant for a constant tag.
+func keyLen(tag uint32) int {
+	switch {
+	case tag < 1<<4:
+		return 1
+	case tag < 1<<11:
+		return 2
+	}
+	return uvarintLen(uint64(tag) << 3)
+}
+
+func uintLen(tag uint32, v uint64) int {
+	if v == 0 {
+		return 0
+	}
+	return keyLen(tag) + uvarintLen(v)
+}
+
+func intLen(tag uint32, v int64) int { return uintLen(tag, uint64(v<<1)^uint64(v>>63)) }
+
+func strLen(tag uint32, s string) int {
+	if s == "" {
+		return 0
+	}
+	return keyLen(tag) + uvarintLen(uint64(len(s))) + len(s)
+}
+
+func strsLen(tag uint32, ss []string) int {
+	n := 0
+	for _, s := range ss {
+		n += keyLen(tag) + uvarintLen(uint64(len(s))) + len(s)
+	}
+	return n
+}
+
+func hashLen(tag uint32, h Hash) int {
+	if h.IsZero() {
+		return 0
+	}
+	return keyLen(tag) + 1 + len(h)
+}
+
+// sealSpare is the spare capacity from which Seal appends to a buffer
+// without measuring the event first. Events take a few hundred bytes; a
+// longer one makes append grow the buffer as usual.
+const sealSpare = 1024
+
 // Seal sets e.Version and e.Hash from the event's other fields and returns
-// the canonical encoding, appended to buf.
+// the canonical encoding, appended to buf. It allocates only when buf lacks
+// the room, and then once, for exactly the room it needs (rounded up to an
+// allocation size class), so Seal(nil) allocates once; a buffer with at
+// least 1 KiB to spare is appended to directly. The hash is computed over
+// the appended bytes in place.
 func (e *Event) Seal(buf []byte) []byte {
 	e.Version = Version
+	if cap(buf)-len(buf) < sealSpare {
+		buf = slices.Grow(buf, e.bodyLen()+hashFieldLen)
+	}
 	start := len(buf)
 	buf = e.appendBody(buf)
 	e.Hash = Sum(buf[start:])
@@ -226,53 +360,132 @@ func (e Event) Encode() []byte { return e.Seal(nil) }
 // version and a stored hash equal to the SHA-256 of the bytes before it.
 // Unknown tags are skipped (forward compatibility); unknown kinds decode
 // (an auditor reports them) but Kind.Known is false.
+//
+// The event never aliases b: the caller may reuse b at once. Its string
+// fields are substrings of one copy of b made for this event (of the bytes
+// from the first string field up to the hash field): one allocation for
+// all of them, but keeping any one string keeps that whole copy, most of
+// len(b), alive. A caller that keeps a few strings of many events for long
+// can clone them (strings.Clone). Policy and the list slices are allocated
+// for the event, each sized for its contents.
 func Decode(b []byte) (Event, error) {
 	var e Event
+	if err := decode(b, &e); err != nil {
+		return Event{}, err
+	}
+	return e, nil
+}
+
+// DecodeInto is Decode writing into *e, for loops that decode many events
+// one after another (replay, audit). It accepts, rejects and fills in
+// exactly what Decode does, with these differences:
+//
+//   - Every field of *e is overwritten; a field absent from b is left zero,
+//     except that an absent list (Counters, Cancelled, Rules, Sources,
+//     Grounds) or Policy is left empty but possibly non-nil: test it with
+//     len, not against nil.
+//   - The backing arrays of those six slices are reused: after the call they
+//     may share memory with the slices *e held before it, whose contents
+//     are overwritten. A caller that keeps one of them (or a subslice)
+//     across a later DecodeInto with the same e must copy it first
+//     (slices.Clone). Strings are never reused or overwritten: they may be
+//     kept freely, with the same retention as Decode's (each decoded event's
+//     strings share one copy of its input).
+//   - On error *e is reset as above (no field set, slice capacity kept),
+//     never left half-decoded.
+//
+// Like Decode, the result never aliases b (unless slices the caller had
+// put in *e did).
+func DecodeInto(b []byte, e *Event) error {
+	e.reset()
+	if err := decode(b, e); err != nil {
+		e.reset()
+		return err
+	}
+	return nil
+}
+
+// reset zeroes every field of e but keeps the backing arrays of its
+// slices, emptied, for reuse.
+func (e *Event) reset() {
+	*e = Event{
+		Counters:  e.Counters[:0],
+		Cancelled: e.Cancelled[:0],
+		Rules:     e.Rules[:0],
+		Sources:   e.Sources[:0],
+		Grounds:   e.Grounds[:0],
+		Policy:    e.Policy[:0],
+	}
+}
+
+// decoder is the state of one decode. Its methods set one field of the
+// event from the current field f and report success; on failure they have
+// recorded the error in r.
+//
+// String fields share one copy of the input, made at the first string
+// field: s is b[base:hi], from that field to the end of the input less a
+// trailing hash field (neither the fields before the first string, such as
+// Prev, nor the hash are ever needed as strings).
+type decoder struct {
+	r    Reader // reads b[1:] (after the version byte)
+	f    Field  // the field just read
+	b    []byte // the input
+	s    string // b[base:hi], once copied
+	base int
+	hi   int
+}
+
+// decode does the work of Decode and DecodeInto. Fields of e not in b must
+// already be zero and its slices empty.
+func decode(b []byte, e *Event) error {
 	if len(b) == 0 {
-		return e, fmt.Errorf("%w: empty input", ErrMalformed)
+		return fmt.Errorf("%w: empty input", ErrMalformed)
 	}
 	if b[0] != Version {
-		return e, fmt.Errorf("%w: %d (this build reads %d)", ErrUnsupportedVersion, b[0], Version)
+		return fmt.Errorf("%w: %d (this build reads %d)", ErrUnsupportedVersion, b[0], Version)
 	}
 	e.Version = b[0]
-	r := NewReader(b[1:])
-	var f Field
+	d := decoder{r: Reader{data: b[1:]}, b: b, hi: len(b)}
+	if n := len(b) - hashFieldLen; n > 0 && [3]byte(b[n:]) == hashFieldHead {
+		d.hi = n
+	}
 	hashAt := -1    // offset in b of the hash field's key
 	var prev uint32 // tag of the previous field
 	for {
-		pos := r.Offset()
-		if !r.Next(&f) {
+		pos := d.r.off
+		if !d.r.Next(&d.f) {
 			break
 		}
 		if hashAt >= 0 {
-			r.Failf("field %d after hash", f.Tag)
+			d.r.Failf("field %d after hash", d.f.Tag)
 			break
 		}
 		// The Reader allows length-delimited tags to repeat; only list
 		// fields (and unknown tags, which may be lists) may do so here, or
 		// one event would have several encodings.
-		if f.Tag == prev && !repeatable(f.Tag) {
-			r.Failf("repeated field %d", f.Tag)
+		if d.f.Tag == prev && !repeatable(d.f.Tag) {
+			d.r.Failf("repeated field %d", d.f.Tag)
 			break
 		}
-		prev = f.Tag
-		if !decodeField(r, &e, &f) {
+		prev = d.f.Tag
+		if !d.field(e) {
 			break
 		}
-		if f.Tag == tagHash {
+		if d.f.Tag == tagHash {
 			hashAt = 1 + pos
 		}
 	}
-	if err := r.Err(); err != nil {
-		return Event{}, err
+	if err := d.r.Err(); err != nil {
+		return err
 	}
 	if hashAt < 0 {
-		return Event{}, fmt.Errorf("%w: missing hash field", ErrMalformed)
+		return fmt.Errorf("%w: missing hash field", ErrMalformed)
 	}
+	// The hash is taken over the caller's bytes directly: no copy.
 	if got := Sum(b[:hashAt]); got != e.Hash {
-		return Event{}, fmt.Errorf("%w: seq %d stored %s, computed %s", ErrHashMismatch, e.Seq, e.Hash.Short(), got.Short())
+		return fmt.Errorf("%w: seq %d stored %s, computed %s", ErrHashMismatch, e.Seq, e.Hash.Short(), got.Short())
 	}
-	return e, nil
+	return nil
 }
 
 // repeatable reports whether a tag may occur several times in a row: the
@@ -285,188 +498,255 @@ func repeatable(tag uint32) bool {
 	return tag > tagLast && tag != tagHash
 }
 
-func decodeField(r *Reader, e *Event, f *Field) bool {
-	// nonEmpty rejects a present but empty singular field: the writer
-	// omits empty values, so accepting one would give a second encoding.
-	nonEmpty := func() bool {
-		if !r.Expect(f, wireBytes) {
-			return false
-		}
-		if len(f.Data) == 0 {
-			r.Failf("empty value written for tag %d", f.Tag)
-			return false
-		}
-		return true
-	}
-	str := func(dst *string) bool {
-		if !nonEmpty() {
-			return false
-		}
-		*dst = string(f.Data)
-		return true
-	}
-	u := func(dst *uint64) bool {
-		if !r.Expect(f, wireVarint) {
-			return false
-		}
-		*dst = f.Uint
-		return true
-	}
-	i := func(dst *int64) bool {
-		if !r.Expect(f, wireVarint) {
-			return false
-		}
-		*dst = f.Int()
-		return true
-	}
-	h := func(dst *Hash) bool {
-		if !r.Expect(f, wireBytes) {
-			return false
-		}
-		v, err := HashFromBytes(f.Data)
-		if err != nil {
-			r.Failf("tag %d: %v", f.Tag, err)
-			return false
-		}
-		if v.IsZero() {
-			r.Failf("zero hash written for tag %d", f.Tag)
-			return false
-		}
-		*dst = v
-		return true
-	}
-	list := func(dst *[]string) bool {
-		if !r.Expect(f, wireBytes) {
-			return false
-		}
-		*dst = append(*dst, string(f.Data))
-		return true
-	}
-	switch f.Tag {
+// field stores the current field into e.
+func (d *decoder) field(e *Event) bool {
+	switch d.f.Tag {
 	case tagSeq:
-		return u(&e.Seq)
+		return d.uint(&e.Seq)
 	case tagKind:
 		var k uint64
-		if !u(&k) {
+		if !d.uint(&k) {
 			return false
 		}
 		if k > 0xffff {
-			r.Failf("kind %d out of range", k)
+			d.r.Failf("kind %d out of range", k)
 			return false
 		}
 		e.Kind = Kind(k)
 		return true
 	case tagRaftIndex:
-		return u(&e.RaftIndex)
+		return d.uint(&e.RaftIndex)
 	case tagTime:
-		return i(&e.Time)
+		return d.int(&e.Time)
 	case tagPrev:
-		return h(&e.Prev)
+		return d.hash(&e.Prev)
 	case tagNode:
-		return str(&e.Node)
+		return d.str(&e.Node)
 	case tagGrantID:
-		return str(&e.GrantID)
+		return d.str(&e.GrantID)
 	case tagWorker:
-		return str(&e.Worker)
+		return d.str(&e.Worker)
 	case tagLane:
-		return str(&e.Lane)
+		return d.str(&e.Lane)
 	case tagSession:
-		return str(&e.Session)
+		return d.str(&e.Session)
 	case tagTool:
-		return str(&e.Tool)
+		return d.str(&e.Tool)
 	case tagDigest:
-		return h(&e.Digest)
+		return d.hash(&e.Digest)
 	case tagEpoch:
-		return u(&e.Epoch)
+		return d.uint(&e.Epoch)
 	case tagDecision:
-		return str(&e.Decision)
+		return d.str(&e.Decision)
 	case tagReason:
-		return str(&e.Reason)
+		return d.str(&e.Reason)
 	case tagMissing:
-		return str(&e.Missing)
+		return d.str(&e.Missing)
 	case tagRecovery:
-		return str(&e.Recovery)
+		return d.str(&e.Recovery)
 	case tagIssuedAt:
-		return i(&e.IssuedAt)
+		return d.int(&e.IssuedAt)
 	case tagExpiresAt:
-		return i(&e.ExpiresAt)
+		return d.int(&e.ExpiresAt)
 	case tagIdemKey:
-		return str(&e.IdemKey)
+		return d.str(&e.IdemKey)
 	case tagOutcome:
-		return str(&e.Outcome)
+		return d.str(&e.Outcome)
 	case tagVerifier:
-		return str(&e.Verifier)
+		return d.str(&e.Verifier)
 	case tagRefSeq:
-		return u(&e.RefSeq)
+		return d.uint(&e.RefSeq)
 	case tagCounters:
-		if !r.Expect(f, wireBytes) {
-			return false
-		}
-		v, n := binary.Uvarint(f.Data)
-		if n <= 0 || (n > 1 && f.Data[n-1] == 0) {
-			r.Failf("counter value is not a minimal varint")
-			return false
-		}
-		e.Counters = append(e.Counters, Counter{Key: string(f.Data[n:]), Value: v})
-		return true
+		return d.counter(&e.Counters)
 	case tagCancelled:
-		return list(&e.Cancelled)
+		return d.list(&e.Cancelled)
 	case tagRules:
-		return list(&e.Rules)
+		return d.list(&e.Rules)
 	case tagTarget:
-		return str(&e.Target)
+		return d.str(&e.Target)
 	case tagConsequence:
-		return str(&e.Consequence)
+		return d.str(&e.Consequence)
 	case tagActor:
-		return str(&e.Actor)
+		return d.str(&e.Actor)
 	case tagPolicy:
-		if !nonEmpty() {
+		if !d.nonEmpty() {
 			return false
 		}
-		e.Policy = append([]byte(nil), f.Data...)
+		// Bytes cannot share the string copy; Policy gets its own.
+		e.Policy = append(e.Policy[:0], d.f.Data...)
 		return true
 	case tagPolicyDigest:
-		return h(&e.PolicyDigest)
+		return d.hash(&e.PolicyDigest)
 	case tagSources:
-		return list(&e.Sources)
+		return d.list(&e.Sources)
 	case tagDetail:
-		return str(&e.Detail)
+		return d.str(&e.Detail)
 	case tagReviewID:
-		return str(&e.ReviewID)
+		return d.str(&e.ReviewID)
 	case tagTargetLabel:
-		return str(&e.TargetLabel)
+		return d.str(&e.TargetLabel)
 	case tagSurface:
-		return str(&e.Surface)
+		return d.str(&e.Surface)
 	case tagOperation:
-		return str(&e.Operation)
+		return d.str(&e.Operation)
 	case tagInstrument:
-		return str(&e.Instrument)
+		return d.str(&e.Instrument)
 	case tagInstLeft:
-		return str(&e.InstrumentLeft)
+		return d.str(&e.InstrumentLeft)
 	case tagAmount:
-		return u(&e.Amount)
+		return d.uint(&e.Amount)
 	case tagBytes:
-		return u(&e.Bytes)
+		return d.uint(&e.Bytes)
 	case tagLedgerKey:
-		return str(&e.LedgerKey)
+		return d.str(&e.LedgerKey)
 	case tagCwd:
-		return str(&e.Cwd)
+		return d.str(&e.Cwd)
 	case tagResolved:
-		return str(&e.Resolved)
+		return d.str(&e.Resolved)
 	case tagChannel:
-		return str(&e.Channel)
+		return d.str(&e.Channel)
 	case tagAuthority:
-		return str(&e.Authority)
+		return d.str(&e.Authority)
 	case tagContentHash:
-		return h(&e.ContentDigest)
+		return d.hash(&e.ContentDigest)
 	case tagScope:
-		return str(&e.Scope)
+		return d.str(&e.Scope)
 	case tagGrounds:
-		return list(&e.Grounds)
+		return d.list(&e.Grounds)
 	case tagHash:
-		return h(&e.Hash)
+		return d.hash(&e.Hash)
 	default:
 		// Unknown tag from a newer writer: skipped, still covered by the hash.
 		return true
 	}
+}
+
+// data returns the current field's value as a string that shares the
+// event's one copy of its input (see decoder); the copy keeps the event
+// independent of b, which callers reuse.
+func (d *decoder) data() string {
+	end := 1 + d.r.off // the Reader has just consumed the value
+	start := end - len(d.f.Data)
+	if start == end {
+		return ""
+	}
+	if d.s == "" && end <= d.hi {
+		d.s, d.base = string(d.b[start:d.hi]), start
+	}
+	if start < d.base || end > d.base+len(d.s) {
+		// Only in input that will be rejected: a value overlapping what
+		// looked like the trailing hash field.
+		return string(d.f.Data)
+	}
+	return d.s[start-d.base : end-d.base]
+}
+
+// nonEmpty rejects a present but empty singular field: the writer omits
+// empty values, so accepting one would give a second encoding.
+func (d *decoder) nonEmpty() bool {
+	if !d.r.Expect(&d.f, wireBytes) {
+		return false
+	}
+	if len(d.f.Data) == 0 {
+		d.r.Failf("empty value written for tag %d", d.f.Tag)
+		return false
+	}
+	return true
+}
+
+func (d *decoder) str(dst *string) bool {
+	if !d.nonEmpty() {
+		return false
+	}
+	*dst = d.data()
+	return true
+}
+
+func (d *decoder) uint(dst *uint64) bool {
+	if !d.r.Expect(&d.f, wireVarint) {
+		return false
+	}
+	*dst = d.f.Uint
+	return true
+}
+
+func (d *decoder) int(dst *int64) bool {
+	if !d.r.Expect(&d.f, wireVarint) {
+		return false
+	}
+	*dst = d.f.Int()
+	return true
+}
+
+func (d *decoder) hash(dst *Hash) bool {
+	if !d.r.Expect(&d.f, wireBytes) {
+		return false
+	}
+	if len(d.f.Data) != len(dst) {
+		_, err := HashFromBytes(d.f.Data)
+		d.r.Failf("tag %d: %v", d.f.Tag, err)
+		return false
+	}
+	v := Hash(d.f.Data)
+	if v.IsZero() {
+		d.r.Failf("zero hash written for tag %d", d.f.Tag)
+		return false
+	}
+	*dst = v
+	return true
+}
+
+// list appends one element of a string list. At the list's first element
+// it sizes the slice for the whole run of elements, so a list costs one
+// allocation (none when DecodeInto's slice already has the room).
+func (d *decoder) list(dst *[]string) bool {
+	if !d.r.Expect(&d.f, wireBytes) {
+		return false
+	}
+	if len(*dst) == 0 {
+		*dst = slices.Grow(*dst, 1+d.rest())
+	}
+	*dst = append(*dst, d.data())
+	return true
+}
+
+// counter appends one revocation counter: a minimal uvarint value followed
+// by the key's bytes.
+func (d *decoder) counter(dst *[]Counter) bool {
+	if !d.r.Expect(&d.f, wireBytes) {
+		return false
+	}
+	v, n := binary.Uvarint(d.f.Data)
+	if n <= 0 || (n > 1 && d.f.Data[n-1] == 0) {
+		d.r.Failf("counter value is not a minimal varint")
+		return false
+	}
+	if len(*dst) == 0 {
+		*dst = slices.Grow(*dst, 1+d.rest())
+	}
+	*dst = append(*dst, Counter{Key: d.data()[n:], Value: v})
+	return true
+}
+
+// rest counts the fields right after the current one that repeat its tag
+// as length-delimited fields, to size a list. It only looks: anything it
+// cannot parse ends the count and is left for the Reader to reject.
+func (d *decoder) rest() int {
+	data, off := d.r.data, d.r.off
+	k := uint64(d.f.Tag)<<3 | wireBytes
+	n := 0
+	for off < len(data) {
+		key, m := binary.Uvarint(data[off:])
+		if m <= 0 || key != k {
+			break
+		}
+		off += m
+		l, m := binary.Uvarint(data[off:])
+		if m <= 0 || l > uint64(len(data)-off-m) {
+			break
+		}
+		off += m + int(l)
+		n++
+	}
+	return n
 }

@@ -56,8 +56,13 @@ func FuzzDecodeSealed(f *testing.F) {
 	})
 }
 
-// checkDecode asserts the decoding properties for one input.
+// checkDecode asserts the decoding properties for one input, starting with
+// agreement with the original decoder.
 func checkDecode(t *testing.T, in []byte) {
+	checkAgainstReference(t, in)
+	if len(in) > 0 {
+		checkReaderAgainstReference(t, in[1:])
+	}
 	e, err := Decode(in)
 	if err != nil {
 		return

@@ -23,6 +23,9 @@ func normalize(e Event) Event {
 	if len(e.Sources) == 0 {
 		e.Sources = nil
 	}
+	if len(e.Grounds) == 0 {
+		e.Grounds = nil
+	}
 	return e
 }
 
