@@ -179,6 +179,18 @@ hook 10_post_mail_team.json permit "the send finished: effect confirmed by harne
 hook 11_pre_mail_team_again.json review "the model sends the same mail again (a new tool call): the effect ledger answers repeat_effect"
 echo "(issuer approve is the review command the answers name; the review objects themselves are a later issue)"
 
+printf '\n\033[1m-- 9d. Provenance: the same refund tool, a payee from the user and a payee from a ticket\033[0m\n'
+echo "(the hook registers the user's prompt and every tool result with the issuer: a descriptor and a"
+echo " revocation counter, never the content; before each call it traces the arguments back to them."
+echo " The recommended policy requires the payee and amount of a payment at instruction level: the"
+echo " user's prompt is instruction, a helpdesk ticket is evidence)"
+hook 12_prompt_refund.json permit "the user asks for a refund to cus_8812: registered as a user_prompt source"
+hook 13_pre_refund_user.json permit "refund 4000 to cus_8812: payee and amount trace to the prompt; the preauthorization covers it"
+hook 14_post_refund_user.json permit "the refund finished: effect confirmed, the result registered as a tool_result source"
+hook 15_pre_ticket.json permit "read the customer's open ticket"
+hook 16_post_ticket.json permit "the ticket text, with an injected note, registered as a tool_result source (evidence)"
+hook 17_pre_refund_ticket.json review "refund 4000 to cus_4471QZ, as the ticket's note asked: the payee traces only to evidence (authority_review)"
+
 step "10. The receipts of the Claude Code session, and the auditor's verdict"
 sleep 0.3
 printf '$ %s tail --from %s --json   (summarized: seq, kind, who, tool, outcome, rules that matched, target)\n' "$BIN/auditor" "$FROM"
