@@ -1,7 +1,7 @@
 package provenance
 
 import (
-	"bytes"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -74,11 +74,22 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// window is one content window. Its data is immutable (it may alias the
+// buffer a registry was loaded from) and released when it is evicted.
 type window struct {
-	dead bool // evicted; its postings are dropped lazily
 	id   uint64
 	src  *source
-	data []byte
+	data []byte // nil once evicted
+	// first and last: data starts (ends) its registered content, so that
+	// edge is a token boundary. The other edges of a window are cuts
+	// inside the content; the bytes beyond them are in the neighbouring
+	// window, which holds any short value at the cut with its neighbours
+	// (Overlap >= FragmentMin).
+	first, last bool
+	dead        bool      // evicted
+	seg         *segment  // the gram-index segment holding its postings
+	blocks      []*fblock // the short-value filter blocks holding its ranges
+	spans       []int32   // bytes of each of those ranges
 }
 
 type source struct {
@@ -88,34 +99,55 @@ type source struct {
 	evicted int64
 }
 
-type posting struct {
-	win *window
-	off uint32
-}
-
 // Registry is a bounded, per-session registry of normalized content windows.
 // It is safe for concurrent use.
+//
+// Two indexes over the windows answer Trace (see index.go and filter.go):
+// an exact index of the 8-byte gram at every 8th byte, kept in immutable
+// segments that are merged like an LSM tree, for values of FragmentMin
+// bytes or more; and a Bloom filter per 4 KB block of window bytes, over
+// every 4-byte gram and every short word, that narrows the windows a
+// shorter value must be looked for in. Both are stored with the windows by
+// MarshalBinary, so loading a registry does not rebuild them, and both are
+// updated incrementally by Register.
+//
+// Memory, with n retained window bytes (n <= MaxBytes): the windows (n
+// bytes); the gram index, at most 6 bytes per 8 bytes of its segments
+// (a posting, its tag and its share of the bucket directory; grams with
+// more than 64 postings keep one entry), and segments are compacted once a
+// quarter of their bytes are evicted, so at most n bytes (typically 0.7n);
+// and the filters, one 2 KB filter per block whose live bytes are at least
+// half of its 4 KB, so at most n bytes plus one block (typically 0.5n).
+// A registry loaded with LoadFile aliases the file's buffer, which stays
+// allocated until nothing refers to it.
 type Registry struct {
 	mu      sync.RWMutex
 	opt     Options
+	seed    uint64 // keys the hashes of both indexes
 	sources map[string]*source
-	index   map[uint64][]posting
 	total   int64
 	nextID  uint64
-	// live and dead count postings in index; when dead postings outnumber
-	// live ones the index is compacted, so eviction is amortized O(window).
-	live, dead int
-	// freq counts retained bytes by value; short-value scans anchor on the
-	// value's rarest byte.
-	freq [256]int64
+	segs    []*segment // gram index, oldest first
+	blocks  []*fblock  // short-value filters, in fill order; the last one may be open
+	// pressured lists, sorted, the ids of the sources with evictions.
+	pressured []string
+	// repack holds blocks that eviction left less than half live; Register
+	// moves their live ranges into fresh blocks.
+	repack []*fblock
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry(opt Options) *Registry {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails; a zero seed is still correct
+	return newRegistry(opt, binary.LittleEndian.Uint64(b[:]))
+}
+
+func newRegistry(opt Options, seed uint64) *Registry {
 	return &Registry{
 		opt:     opt.withDefaults(),
+		seed:    seed,
 		sources: map[string]*source{},
-		index:   map[uint64][]posting{},
 	}
 }
 
@@ -150,17 +182,40 @@ func (r *Registry) Register(desc Descriptor, content []byte) error {
 	if len(norm) == 0 {
 		return nil
 	}
+	var added []*window
 	step := r.opt.WindowSize - r.opt.Overlap
 	for start := 0; ; start += step {
 		end := start + r.opt.WindowSize
 		if end > len(norm) {
 			end = len(norm)
 		}
-		r.addWindow(s, append([]byte(nil), norm[start:end]...))
+		r.nextID++
+		w := &window{id: r.nextID, src: s, data: norm[start:end:end], first: start == 0, last: end == len(norm)}
+		r.addWindow(w)
+		added = append(added, w)
 		if end == len(norm) {
 			break
 		}
 	}
+	// Index what survived the evictions above.
+	live := added[:0]
+	for _, w := range added {
+		if !w.dead {
+			live = append(live, w)
+		}
+	}
+	if len(live) > 0 {
+		// Windows share norm; a window that outlives its neighbours should
+		// not keep the whole registration alive, so each gets its own copy.
+		for _, w := range live {
+			w.data = append([]byte(nil), w.data...)
+		}
+		r.segs = append(r.segs, buildSegment(live, r.seed))
+		for _, w := range live {
+			r.filterWindow(w, 0, len(w.data))
+		}
+	}
+	r.maintain()
 	return nil
 }
 
@@ -170,20 +225,13 @@ func cloneDesc(d Descriptor) Descriptor {
 	return d
 }
 
-func (r *Registry) addWindow(s *source, data []byte) {
-	r.nextID++
-	w := &window{id: r.nextID, src: s, data: data}
+// addWindow appends w to its source and evicts down to the bound. The
+// caller indexes w afterwards if it is still live.
+func (r *Registry) addWindow(w *window) {
+	s := w.src
 	s.windows = append(s.windows, w)
-	s.bytes += int64(len(data))
-	r.total += int64(len(data))
-	for _, c := range data {
-		r.freq[c]++
-	}
-	for off := 0; off+gramSize <= len(data); off += gramStride {
-		g := binary.LittleEndian.Uint64(data[off:])
-		r.index[g] = append(r.index[g], posting{win: w, off: uint32(off)})
-		r.live++
-	}
+	s.bytes += int64(len(w.data))
+	r.total += int64(len(w.data))
 	for r.total > r.opt.MaxBytes {
 		r.evictOne(s)
 	}
@@ -211,41 +259,38 @@ func (r *Registry) evictOne(registering *source) {
 	victim.windows = victim.windows[1:]
 	n := int64(len(w.data))
 	victim.bytes -= n
+	if victim.evicted == 0 {
+		r.addPressured(victim.desc.ID)
+	}
 	victim.evicted += n
 	r.total -= n
-	for _, c := range w.data {
-		r.freq[c]--
-	}
 	w.dead = true
-	np := (len(w.data)-gramSize)/gramStride + 1
-	if len(w.data) < gramSize {
-		np = 0
+	w.data = nil
+	if w.seg != nil {
+		w.seg.live -= n
 	}
-	r.live -= np
-	r.dead += np
-	if r.dead > r.live && r.dead > 1024 {
-		r.compact()
+	for i, b := range w.blocks {
+		b.live -= int(w.spans[i])
+		if b.live*2 < b.used && !b.queued {
+			b.queued = true
+			r.repack = append(r.repack, b)
+		}
 	}
+	w.blocks, w.spans = nil, nil
 }
 
-// compact drops the postings of evicted windows from the index.
-func (r *Registry) compact() {
-	for g, ps := range r.index {
-		k := 0
-		for _, p := range ps {
-			if !p.win.dead {
-				ps[k] = p
-				k++
-			}
-		}
-		clear(ps[k:])
-		if k == 0 {
-			delete(r.index, g)
-		} else {
-			r.index[g] = ps[:k]
-		}
-	}
-	r.dead = 0
+func (r *Registry) addPressured(id string) {
+	i := sort.SearchStrings(r.pressured, id)
+	r.pressured = append(r.pressured, "")
+	copy(r.pressured[i+1:], r.pressured[i:])
+	r.pressured[i] = id
+}
+
+// maintain keeps both indexes within their memory bounds after windows
+// were added or evicted.
+func (r *Registry) maintain() {
+	r.maintainSegments()
+	r.repackBlocks()
 }
 
 // Pressure reports, per source id, how many window bytes have been evicted
@@ -283,151 +328,6 @@ func (r *Registry) Source(id string) (Descriptor, bool) {
 		return Descriptor{}, false
 	}
 	return cloneDesc(s.desc), true
-}
-
-// hit is one source matched by one candidate.
-type hit struct {
-	src  *source
-	mode MatchMode
-	n    int
-}
-
-// matchLocked matches one normalized candidate; r.mu must be held.
-// It returns the best hit per source, how many bytes of v are covered by
-// some hit, and how many stop grams of v were skipped.
-func (r *Registry) matchLocked(v []byte) (map[*source]hit, int, int) {
-	hits := map[*source]hit{}
-	n := len(v)
-	switch {
-	case n == 0:
-		return hits, 0, 0
-	case n < FragmentMin:
-		r.scanLocked(v, n < MinValueLen, hits)
-		if len(hits) > 0 {
-			return hits, n, 0
-		}
-		return hits, 0, 0
-	}
-	var runs [][2]int
-	skipped := 0
-	// Fragment mode: look up every gram of v; extend each aligned hit.
-	type diag struct {
-		w *window
-		d int
-	}
-	covered := map[diag]int{} // end of the last run found on this diagonal
-	for p := 0; p+gramSize <= n; p++ {
-		ps := r.index[binary.LittleEndian.Uint64(v[p:])]
-		if len(ps) > maxPostingsScan {
-			// A stop gram: too common to seed a match. A distinctive
-			// copied run has rarer grams; a run made only of stop grams
-			// is boilerplate. Skipping makes the trace incomplete, and
-			// the caller lowers its authority to Evidence.
-			skipped++
-			continue
-		}
-		for _, pt := range ps {
-			if pt.win.dead {
-				continue
-			}
-			off := int(pt.off)
-			dk := diag{pt.win, off - p}
-			if end, ok := covered[dk]; ok && p < end {
-				continue
-			}
-			data := pt.win.data
-			vs, ws := p, off
-			for vs > 0 && ws > 0 && v[vs-1] == data[ws-1] {
-				vs--
-				ws--
-			}
-			ve, we := p+gramSize, off+gramSize
-			for ve < n && we < len(data) && v[ve] == data[we] {
-				ve++
-				we++
-			}
-			covered[dk] = ve
-			run := ve - vs
-			if run < FragmentMin {
-				continue
-			}
-			runs = append(runs, [2]int{vs, ve})
-			mode := ModeFragment
-			if run == n {
-				mode = ModeWhole
-			}
-			if h, ok := hits[pt.win.src]; !ok || run > h.n {
-				hits[pt.win.src] = hit{src: pt.win.src, mode: mode, n: run}
-			}
-		}
-	}
-	return hits, coverage(runs), skipped
-}
-
-// coverage returns the size of the union of the half-open intervals.
-func coverage(iv [][2]int) int {
-	sort.Slice(iv, func(i, j int) bool { return iv[i][0] < iv[j][0] })
-	total, end := 0, 0
-	for _, x := range iv {
-		if x[0] > end {
-			end = x[0]
-		}
-		if x[1] > end {
-			total += x[1] - end
-			end = x[1]
-		}
-	}
-	return total
-}
-
-// scanLocked finds v as a substring (token=false) or as a whole token
-// (token=true) in every window, linearly. Cost is bounded by MaxBytes.
-func (r *Registry) scanLocked(v []byte, token bool, hits map[*source]hit) {
-	mode := ModeWhole
-	if token {
-		mode = ModeToken
-	}
-	k := 0 // anchor on the rarest byte of v
-	for i := range v {
-		if r.freq[v[i]] < r.freq[v[k]] {
-			k = i
-		}
-	}
-	if r.freq[v[k]] == 0 {
-		return
-	}
-	for _, s := range r.sources {
-		for _, w := range s.windows {
-			if containsAt(w.data, v, k, token) {
-				hits[s] = hit{src: s, mode: mode, n: len(v)}
-				break
-			}
-		}
-	}
-}
-
-func containsAt(data, v []byte, k int, token bool) bool {
-	c := v[k]
-	for base := k; base < len(data); {
-		j := bytes.IndexByte(data[base:], c)
-		if j < 0 {
-			return false
-		}
-		j += base
-		base = j + 1
-		i := j - k
-		end := i + len(v)
-		if end > len(data) {
-			return false
-		}
-		if !bytes.Equal(data[i:end], v) {
-			continue
-		}
-		if !token || (i == 0 || !isTokenByte(data[i-1])) && (end == len(data) || !isTokenByte(data[end])) {
-			return true
-		}
-	}
-	return false
 }
 
 // isTokenByte reports whether c continues a token: ASCII letters and digits

@@ -95,13 +95,20 @@ type candidate struct {
 //
 // Matching rule, on normalized text (see Normalize), per candidate:
 //   - shorter than MinValueLen (6) bytes: must equal a whole token of a
-//     window (bounded by non-alphanumerics), so "ls" or "1" match only
-//     where they stand alone;
+//     window (bounded by non-alphanumerics, or by the start or end of the
+//     registered content, not by a cut between windows), so "ls" or "1"
+//     match only where they stand alone;
 //   - MinValueLen..FragmentMin-1 (6..15) bytes: must occur whole;
 //   - FragmentMin (16) bytes or more: some run of at least 16 bytes must
 //     occur; the longest run per source is reported. Runs are seeded from
 //     8-byte grams indexed every 8 bytes; grams with more than 64 postings
-//     are stop grams and seed nothing.
+//     are stop grams and seed nothing (postings of evicted windows may
+//     still be counted, which only makes more grams stop grams).
+//
+// Short candidates are looked for only in the windows the short-value
+// filters admit, long ones through the gram index (see Registry); neither
+// changes what matches: a short candidate matches where a scan of every
+// window finds it, a long one as the grams of every window seed it.
 //
 // Uncertainty never raises authority: unmatched values, raw values only
 // partly covered by raw matches, and raw values with stop grams (a source
@@ -146,10 +153,8 @@ func (r *Registry) Trace(field, value string) Trace {
 			}
 		}
 	}
-	for _, id := range sortedIDs(r.sources) {
-		if r.sources[id].evicted > 0 {
-			tr.PressuredSources = append(tr.PressuredSources, id)
-		}
+	if len(r.pressured) > 0 {
+		tr.PressuredSources = append([]string(nil), r.pressured...)
 	}
 	tr.Complete = !tr.Truncated && tr.StopGrams == 0 && len(tr.PressuredSources) == 0
 
