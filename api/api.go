@@ -149,7 +149,8 @@ type FieldTrace struct {
 
 // TraceMatch is one source a field's value matched, and under which
 // decoding (raw, base64, hex, percent, dns_labels, dns_labels+hex) and URL
-// part ("", "host", "path"). Whole says this one source contains the
+// part ("", "host", "path"), or "token" for an identifier (8-15
+// characters with a digit) found inside a longer value. Whole says this one source contains the
 // entire raw value (raw transform, no part): the value is exactly
 // something that source said, whatever else it also matched.
 type TraceMatch struct {

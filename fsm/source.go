@@ -63,7 +63,7 @@ var sourceScopes = map[string]bool{"task": true, "session": true}
 // match may name.
 var (
 	traceTransforms = map[string]bool{"raw": true, "base64": true, "hex": true, "percent": true, "dns_labels": true, "dns_labels+hex": true}
-	traceParts      = map[string]bool{"": true, "host": true, "path": true}
+	traceParts      = map[string]bool{"": true, "host": true, "path": true, "token": true}
 )
 
 // groundModelMade is the Grounds line of a source event whose descriptor

@@ -39,6 +39,8 @@ const (
 	maxCandidates   = 64
 	maxDecodedBytes = 512 << 10
 	minEncodedRun   = 12 // shortest base64/hex run tried (>= 6 decoded bytes)
+	minIdentLen     = 8  // shortest identifier token looked for inside a longer value
+	maxIdentTokens  = 16 // identifier tokens tried per value
 )
 
 // Match is one source a value traced to.
@@ -47,7 +49,8 @@ type Match struct {
 	Channel   Channel   `json:"channel"`
 	Authority Level     `json:"authority"`
 	Transform Transform `json:"transform"`
-	// Part is "" for the whole value, or "host"/"path" for a URL component.
+	// Part is "" for the whole value, "host"/"path" for a URL component, or
+	// "token" for an identifier found inside a longer value.
 	Part   string    `json:"part,omitempty"`
 	Mode   MatchMode `json:"mode"`
 	Length int       `json:"length"` // normalized bytes matched
@@ -116,9 +119,12 @@ type candidate struct {
 //
 // Candidates are the raw value; its percent-decoding; every base64 (std or
 // URL alphabet) and hex run of at least 12 characters, decoded once; for
-// URL-shaped values the host and path; and for host names with three or
-// more labels the concatenation of the subdomain labels (raw and
-// hex-decoded), which catches data split across DNS labels.
+// URL-shaped values the host and path; for host names with three or more
+// labels the concatenation of the subdomain labels (raw and hex-decoded),
+// which catches data split across DNS labels; and in a value of 16 bytes
+// or more, each identifier token of 8-15 letters and digits with a digit
+// in it (part "token": a passport or account number quoted in a sentence),
+// which names its source but does not cover the value.
 func (r *Registry) Trace(field, value string) Trace {
 	tr := Trace{Field: field}
 	if len(value) > MaxTraceInput {
@@ -137,7 +143,13 @@ func (r *Registry) Trace(field, value string) Trace {
 	}
 	best := map[key]Match{}
 	for i, c := range cands {
-		hits, covered, skipped := r.matchLocked(c.data)
+		var hits map[*source]hit
+		var covered, skipped int
+		if c.part == "token" {
+			hits = r.matchTokenLocked(c.data)
+		} else {
+			hits, covered, skipped = r.matchLocked(c.data)
+		}
 		if i == 0 { // the raw candidate
 			tr.Length, tr.Covered, tr.StopGrams = len(c.data), covered, skipped
 		}
@@ -238,6 +250,24 @@ func candidates(value string) ([]candidate, bool) {
 		add(TransformRaw, "host", []byte(u.Hostname()))
 		if len(u.Path) > 1 {
 			add(TransformRaw, "path", []byte(u.Path))
+		}
+	}
+	// Identifiers inside a longer value: a passport, account or ticket
+	// number the model wrote into a sentence shares no 16-byte run with
+	// its source, so each token of 8-15 characters with a digit in it is
+	// also looked for on its own (occurring whole). These matches name
+	// their source but never count towards covering the value.
+	if len(value) >= FragmentMin {
+		n := 0
+		for _, tok := range runs(value, isIdentByte, minIdentLen) {
+			if len(tok) >= FragmentMin || !strings.ContainsAny(tok, "0123456789") {
+				continue
+			}
+			if n++; n > maxIdentTokens {
+				capped = true
+				break
+			}
+			add(TransformRaw, "token", []byte(tok))
 		}
 	}
 	for _, host := range runs(value, isHostByte, 5) {
@@ -348,4 +378,38 @@ func percentDecode(s string) ([]byte, bool) {
 		out = append(out, s[i])
 	}
 	return out, decoded
+}
+
+// isIdentByte: the bytes of an identifier token (letters, digits).
+func isIdentByte(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+// matchTokenLocked finds the sources holding v (an identifier of fewer
+// than FragmentMin bytes) as a whole token, whatever its length; r.mu must
+// be held. The block filters are probed as for a whole match, which any
+// token occurrence also satisfies, and each candidate window is then
+// checked for a token-bounded occurrence.
+func (r *Registry) matchTokenLocked(v []byte) map[*source]hit {
+	hits := map[*source]hit{}
+	var buf [2 * FragmentMin]probe
+	ps := r.shortProbes(v, false, buf[:0])
+	for _, b := range r.blocks {
+		if b.gone || b.live == 0 || !b.mayHold(ps) {
+			continue
+		}
+		for _, rg := range b.ranges {
+			w := rg.w
+			if w.dead {
+				continue
+			}
+			if _, ok := hits[w.src]; ok {
+				continue
+			}
+			if containsIn(w, int(rg.lo), int(rg.hi), v, true) {
+				hits[w.src] = hit{src: w.src, mode: ModeToken, n: len(v)}
+			}
+		}
+	}
+	return hits
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -310,5 +311,39 @@ func TestConcurrentRegisterTrace(t *testing.T) {
 	}
 	if total, _ := r.Bytes(); total > 256<<10 {
 		t.Fatalf("bound exceeded: %d", total)
+	}
+}
+
+// TestIdentifierInsideLongerValue: an identifier the model quotes inside
+// a sentence of its own shares no 16-byte run with its source, yet the
+// trace names the source (part "token"); the value is still model-made
+// as far as coverage goes, and words without digits are not looked for.
+func TestIdentifierInsideLongerValue(t *testing.T) {
+	r := NewRegistry(Options{})
+	mustRegister(t, r, "passport", ChannelFileRead, Evidence, "Passport number: X47193852, issued 2019, expires 2029.")
+	mustRegister(t, r, "prompt", ChannelUserPrompt, Instruction, "Please send the traveller details to the agency.")
+	cases := []struct {
+		value   string
+		sources []string
+	}{
+		{"Traveller passport: X47193852", []string{"passport"}},
+		{"Traveller passport X47193852 please confirm", []string{"passport"}},
+		{"Traveller passport: X4719385", nil},                             // a different identifier
+		{"Please confirm the traveller details soon", []string{"prompt"}}, // a fragment, no identifier
+		{"X47193852", []string{"passport"}},                               // short: whole match of the raw value
+	}
+	for _, tc := range cases {
+		tr := r.Trace("/body", tc.value)
+		if !slices.Equal(tr.Sources, tc.sources) {
+			t.Errorf("%q: sources %v, want %v", tc.value, tr.Sources, tc.sources)
+		}
+		for _, m := range tr.Matches {
+			if m.Part == "token" && (m.Transform != TransformRaw || tr.Covered == tr.Length) {
+				t.Errorf("%q: token match %+v on a covered value %d/%d", tc.value, m, tr.Covered, tr.Length)
+			}
+		}
+	}
+	if tr := r.Trace("/body", "Traveller passport: X47193852"); tr.Authority != Evidence || tr.Covered == tr.Length {
+		t.Errorf("an identifier inside a model-written sentence must not cover it: %+v", tr)
 	}
 }

@@ -85,7 +85,7 @@ func TestSessionRegistryIsSharedAndLocked(t *testing.T) {
 			s := newSessionStore(state, "session-a", 0)
 			_, err := s.update(ctx, func(reg *provenance.Registry) error {
 				return reg.Register(source(fmt.Sprintf("src-%02d", i), "tool_result", provenance.Evidence, ""),
-					[]byte(fmt.Sprintf("result number %02d: the deploy token is tok-%02d-b7c1e9d2a4f6", i, i)))
+					[]byte(fmt.Sprintf("result number %02d: the deploy token is tok%02db7c1e9d2a4f6", i, i)))
 			})
 			errs <- err
 		}()
@@ -106,7 +106,7 @@ func TestSessionRegistryIsSharedAndLocked(t *testing.T) {
 		if _, ok := reg.Source(id); !ok {
 			t.Fatalf("%s was lost: the updates were not serialized", id)
 		}
-		if tr := reg.Trace("/t", fmt.Sprintf("tok-%02d-b7c1e9d2a4f6", i)); !reflect.DeepEqual(tr.Sources, []string{id}) {
+		if tr := reg.Trace("/t", fmt.Sprintf("tok%02db7c1e9d2a4f6", i)); !reflect.DeepEqual(tr.Sources, []string{id}) {
 			t.Fatalf("token %d traces to %v", i, tr.Sources)
 		}
 	}

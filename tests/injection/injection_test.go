@@ -1,0 +1,508 @@
+package injection
+
+// Scenario format (testdata/scenarios/*.txt), one step per line; blank
+// lines and lines starting with # are ignored. {ws} in any step stands for
+// the session's workspace directory (the hook's cwd).
+//
+//	session NAME                  start a new harness session (fresh workspace)
+//	file REL TEXT                 write TEXT to the workspace file REL
+//	start                         SessionStart hook (instruction files are read here)
+//	prompt TEXT                   UserPromptSubmit hook with TEXT as the prompt
+//	run TOOL ARGS -> RESPONSE     PreToolUse (must be permitted), then PostToolUse
+//	                              with RESPONSE (JSON, else a string) as tool_response
+//	call TOOL ARGS => DECISION [REASON] [grounds~TEXT]
+//	                              PreToolUse; the decision receipt must carry DECISION
+//	                              and REASON, and one grounds line must contain TEXT;
+//	                              a permitted call then gets its PostToolUse
+//	save-registry                 copy the worker's local provenance state aside
+//	restore-registry              put the copy back (after a revocation, say)
+//	revoke-source CHANNEL         the operator revokes the session's latest source
+//	                              registered on CHANNEL (issuer revoke --source)
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/harness"
+	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/natsbus"
+	"github.com/writ-dev/writ/policy/policyfile"
+)
+
+const (
+	worker = "w1"
+	lane   = "coordinator"
+	// stepTimeout bounds one hook run and the wait for its receipt.
+	stepTimeout = 20 * time.Second
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// workerAgent builds cmd/worker-agent once per test binary run.
+func workerAgent(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "writ-injection-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		}
+		binPath = filepath.Join(dir, "worker-agent")
+		cmd := exec.Command(goTool, "build", "-o", binPath, "github.com/writ-dev/writ/cmd/worker-agent")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+// step is one parsed scenario line.
+type step struct {
+	line     int
+	verb     string
+	a, b     string // verb-specific: tool and args, file and text, ...
+	response string // run: the tool_response
+	decision grants.Decision
+	reason   grants.Reason
+	grounds  string
+}
+
+func parseScenario(path string) ([]step, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []step
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		verb, rest, _ := strings.Cut(line, " ")
+		s := step{line: n, verb: verb}
+		bad := func(why string) error { return fmt.Errorf("%s:%d: %s: %q", filepath.Base(path), n, why, line) }
+		switch verb {
+		case "session", "prompt", "revoke-source":
+			if rest == "" {
+				return nil, bad(verb + " needs an argument")
+			}
+			s.a = rest
+		case "start", "save-registry", "restore-registry":
+		case "file":
+			s.a, s.b, _ = strings.Cut(rest, " ")
+			if s.a == "" || s.b == "" {
+				return nil, bad("want: file REL TEXT")
+			}
+		case "run":
+			call, resp, ok := strings.Cut(rest, " -> ")
+			if !ok {
+				return nil, bad("want: run TOOL ARGS -> RESPONSE")
+			}
+			s.a, s.b, _ = strings.Cut(call, " ")
+			s.response = resp
+		case "call":
+			call, want, ok := strings.Cut(rest, " => ")
+			if !ok {
+				return nil, bad("want: call TOOL ARGS => DECISION [REASON] [grounds~TEXT]")
+			}
+			s.a, s.b, _ = strings.Cut(call, " ")
+			var words []string
+			if g, text, ok := strings.Cut(want, "grounds~"); ok {
+				want, s.grounds = g, text
+			}
+			words = strings.Fields(want)
+			if len(words) == 0 || len(words) > 2 {
+				return nil, bad("want: DECISION [REASON]")
+			}
+			s.decision = grants.Decision(words[0])
+			if len(words) == 2 {
+				s.reason = grants.Reason(words[1])
+			}
+			switch s.decision {
+			case grants.Permit, grants.Deny, grants.ApprovalRequired:
+			default:
+				return nil, bad("unknown decision " + words[0])
+			}
+		default:
+			return nil, bad("unknown step " + verb)
+		}
+		if s.verb == "run" || s.verb == "call" {
+			if !json.Valid([]byte(s.b)) {
+				return nil, bad("tool arguments are not JSON")
+			}
+		}
+		out = append(out, s)
+	}
+	return out, sc.Err()
+}
+
+// TestScenarios runs every scenario file against its own issuer.
+func TestScenarios(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "scenarios", "*.txt"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios found: %v", err)
+	}
+	doc, err := os.ReadFile(filepath.Join("testdata", "policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := workerAgent(t)
+	for _, f := range files {
+		steps, err := parseScenario(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := strings.TrimSuffix(filepath.Base(f), ".txt")
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := newRunner(t, bin, doc, name)
+			for _, s := range steps {
+				r.do(t, s)
+			}
+		})
+	}
+}
+
+// runner plays one scenario file.
+type runner struct {
+	bin     string
+	name    string
+	env     *testenv.Single
+	nc      *nats.Conn
+	stream  jetstream.Stream
+	home    string
+	state   string
+	config  string
+	session string
+	ws      string
+	calls   int
+	nextSeq uint64 // first stream seq not yet read
+	seen    []events.Event
+	saved   string
+}
+
+func newRunner(t *testing.T, bin string, doc []byte, name string) *runner {
+	t.Helper()
+	root := t.TempDir()
+	home := filepath.Join(root, "home")
+	// The policy's workspace is this run's temporary home.
+	pol, err := policyfile.ToJSON(bytes.ReplaceAll(doc, []byte("{home}"), []byte(home)))
+	if err != nil {
+		t.Fatalf("testdata/policy.yaml: %v", err)
+	}
+	env := testenv.StartSingle(t, filepath.Join(root, "issuer"), nil)
+	nc, err := nats.Connect(env.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancel()
+	op := api.NewClient(nc, "operator")
+	env2, err := op.SetPolicy(ctx, pol)
+	if err != nil || env2.Decision != grants.Permit {
+		t.Fatalf("applying testdata/policy.yaml: %v %+v", err, env2)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, natsbus.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{bin: bin, name: name, env: env, nc: nc, stream: st, home: home, nextSeq: 1}
+	r.state = filepath.Join(r.home, "state", "writ")
+	if err := os.MkdirAll(r.state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := json.Marshal(map[string]any{"worker": worker, "lane": lane, "nats_url": env.URL})
+	r.config = filepath.Join(root, "worker.json")
+	if err := os.WriteFile(r.config, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *runner) where(s step) string { return fmt.Sprintf("%s.txt:%d %s", r.name, s.line, s.verb) }
+
+func (r *runner) expand(s string) string { return strings.ReplaceAll(s, "{ws}", r.ws) }
+
+func (r *runner) do(t *testing.T, s step) {
+	t.Helper()
+	if r.session == "" && s.verb != "session" {
+		t.Fatalf("%s: a scenario starts with a session line", r.where(s))
+	}
+	switch s.verb {
+	case "session":
+		r.session = "sess-" + r.name + "-" + s.a
+		r.ws = filepath.Join(r.home, "work", s.a)
+		if err := os.MkdirAll(r.ws, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	case "file":
+		p := filepath.Join(r.ws, s.a)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(r.expand(s.b)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	case "start":
+		r.hook(t, s, map[string]any{"hook_event_name": "SessionStart", "source": "startup"})
+	case "prompt":
+		r.hook(t, s, map[string]any{"hook_event_name": "UserPromptSubmit", "prompt": r.expand(s.a)})
+	case "run":
+		id := r.callID()
+		out := r.hook(t, s, r.toolEvent("PreToolUse", s, id))
+		ev := r.decision(t, s, id)
+		if ev.Decision != string(grants.Permit) {
+			t.Fatalf("%s %s: the tool a scenario reads with must be permitted, got %s %s (%s)", r.where(s), s.a, ev.Decision, ev.Reason, out)
+		}
+		post := r.toolEvent("PostToolUse", s, id)
+		post["tool_response"] = response(r.expand(s.response))
+		r.hook(t, s, post)
+	case "call":
+		id := r.callID()
+		out := r.hook(t, s, r.toolEvent("PreToolUse", s, id))
+		ev := r.decision(t, s, id)
+		if got := grants.Decision(ev.Decision); got != s.decision || (s.reason != "" && grants.Reason(ev.Reason) != s.reason) {
+			t.Errorf("%s %s %s: got %s %s (missing %q, detail %q, grounds %q), want %s %s",
+				r.where(s), s.a, s.b, ev.Decision, ev.Reason, ev.Missing, ev.Detail, ev.Grounds, s.decision, s.reason)
+		}
+		if s.grounds != "" && !containsLine(ev.Grounds, s.grounds) {
+			t.Errorf("%s %s: no grounds line contains %q: %q", r.where(s), s.a, s.grounds, ev.Grounds)
+		}
+		// The harness saw the same answer: a refusal is a deny decision
+		// on stdout, a permit is silence.
+		if denied := strings.Contains(out, `"deny"`); denied != (s.decision != grants.Permit) {
+			t.Errorf("%s %s: hook answered %q for a %s", r.where(s), s.a, out, s.decision)
+		}
+		if grants.Decision(ev.Decision) == grants.Permit {
+			post := r.toolEvent("PostToolUse", s, id)
+			post["tool_response"] = map[string]any{"success": true}
+			r.hook(t, s, post)
+		}
+	case "save-registry":
+		r.saved = filepath.Join(t.TempDir(), "saved")
+		if err := copyTree(r.state, r.saved); err != nil {
+			t.Fatalf("%s: %v", r.where(s), err)
+		}
+	case "restore-registry":
+		if r.saved == "" {
+			t.Fatalf("%s: nothing saved", r.where(s))
+		}
+		if err := copyTree(r.saved, r.state); err != nil {
+			t.Fatalf("%s: %v", r.where(s), err)
+		}
+	case "revoke-source":
+		r.revokeSource(t, s)
+	}
+}
+
+func (r *runner) callID() string {
+	r.calls++
+	return fmt.Sprintf("toolu_%s_%03d", strings.ReplaceAll(r.name, "-", "_"), r.calls)
+}
+
+func (r *runner) toolEvent(event string, s step, id string) map[string]any {
+	return map[string]any{
+		"hook_event_name": event, "tool_name": s.a,
+		"tool_input": json.RawMessage(r.expand(s.b)), "tool_use_id": id,
+	}
+}
+
+// response is a tool_response as Claude Code sends it: JSON when the
+// text is JSON, else the text itself.
+func response(text string) any {
+	if json.Valid([]byte(text)) {
+		return json.RawMessage(text)
+	}
+	return text
+}
+
+// hook runs the worker-agent binary on one hook event and returns its
+// stdout. Every hook event of these scenarios must exit 0.
+func (r *runner) hook(t *testing.T, s step, ev map[string]any) string {
+	t.Helper()
+	ev["session_id"] = r.session
+	ev["cwd"] = r.ws
+	ev["transcript_path"] = filepath.Join(r.home, "transcript.jsonl")
+	in, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, r.bin, "--config", r.config, "hook", "claude-code")
+	cmd.Dir = r.ws
+	cmd.Stdin = bytes.NewReader(in)
+	cmd.Env = append(cleanEnv(), "HOME="+r.home, "XDG_STATE_HOME="+filepath.Join(r.home, "state"))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s: worker-agent hook claude-code (%s): %v\nstdout: %s\nstderr: %s", r.where(s), ev["hook_event_name"], err, stdout.String(), stderr.String())
+	}
+	return stdout.String()
+}
+
+// cleanEnv is the caller's environment without WRIT_* variables.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "WRIT_") || strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "XDG_STATE_HOME=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// readStream appends every receipt published since the last read.
+func (r *runner) readStream(ctx context.Context) error {
+	info, err := r.stream.Info(ctx)
+	if err != nil {
+		return err
+	}
+	for ; r.nextSeq <= info.State.LastSeq; r.nextSeq++ {
+		m, err := r.stream.GetMsg(ctx, r.nextSeq)
+		if err != nil {
+			return err
+		}
+		ev, err := events.Decode(m.Data)
+		if err != nil {
+			return fmt.Errorf("receipt %d: %w", r.nextSeq, err)
+		}
+		r.seen = append(r.seen, ev)
+	}
+	return nil
+}
+
+// decision waits for the decision receipt (permit, deny or
+// approval_required) of the call with tool_use_id id.
+func (r *runner) decision(t *testing.T, s step, id string) events.Event {
+	t.Helper()
+	key := harness.IdempotencyKey(harness.ClaudeCode, r.session, id)
+	var found *events.Event
+	var lastErr error
+	testenv.WaitFor(t, stepTimeout, r.where(s)+" decision receipt of "+s.a, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if lastErr = r.readStream(ctx); lastErr != nil {
+			return false
+		}
+		for i := len(r.seen) - 1; i >= 0; i-- {
+			e := r.seen[i]
+			switch e.Kind {
+			case events.KindPermit, events.KindDeny, events.KindApprovalRequired:
+				if e.IdemKey == key {
+					found = &r.seen[i]
+					return true
+				}
+			}
+		}
+		return false
+	})
+	return *found
+}
+
+// revokeSource revokes the session's latest source registered on channel.
+func (r *runner) revokeSource(t *testing.T, s step) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancel()
+	if err := r.readStream(ctx); err != nil {
+		t.Fatal(err)
+	}
+	id := ""
+	for _, e := range r.seen {
+		if e.Kind == events.KindSource && e.Session == r.session && e.Channel == s.a && len(e.Sources) > 0 {
+			id = e.Sources[0]
+		}
+	}
+	if id == "" {
+		t.Fatalf("%s: no %s source was registered in session %s", r.where(s), s.a, r.session)
+	}
+	env, err := api.NewClient(r.nc, "operator").Revoke(ctx, api.RevokeRequest{Source: id})
+	if err != nil || env.Decision != grants.Permit {
+		t.Fatalf("%s: revoking source %s: %v %+v", r.where(s), id, err, env)
+	}
+}
+
+func containsLine(lines []string, sub string) bool {
+	for _, l := range lines {
+		if strings.Contains(l, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// copyTree replaces dst with a copy of src (regular files and
+// directories only).
+func copyTree(src, dst string) error {
+	if err := os.RemoveAll(dst); err != nil {
+		return err
+	}
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(target, 0o700)
+		case d.Type().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(target, b, 0o600)
+		}
+		return errors.New("unexpected file type at " + p)
+	})
+}
