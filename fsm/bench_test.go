@@ -1,7 +1,11 @@
 package fsm_test
 
 import (
+	"fmt"
+	"os"
+	"runtime"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,6 +16,26 @@ import (
 )
 
 const benchPairs = 64
+
+// processCPU is the user+system CPU time of the process so far (garbage
+// collection included). On a shared machine it varies far less than wall
+// time, so benchmarks report it per op as cpu-ns/op.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuMeter reports cpu-ns/op from its start to report.
+type cpuMeter struct{ start time.Duration }
+
+func startCPU() cpuMeter { return cpuMeter{processCPU()} }
+
+func (m cpuMeter) report(b *testing.B) {
+	b.ReportMetric(float64(processCPU()-m.start)/float64(b.N), "cpu-ns/op")
+}
 
 // requestSpendBatch is one log entry of benchPairs requests, each followed
 // by the spend of its grant, then a publication watermark confirming
@@ -47,6 +71,7 @@ func BenchmarkApplyRequestSpend(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := startCPU()
 	for i := range batches {
 		batches[i].Commands[len(batches[i].Commands)-1].Seq = s.Chain().Seq
 		envs := fsm.Apply(s, uint64(i+2), batches[i])
@@ -55,6 +80,7 @@ func BenchmarkApplyRequestSpend(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	cpu.report(b)
 	b.ReportMetric(float64(b.N*benchPairs)/b.Elapsed().Seconds(), "pairs/s")
 }
 
@@ -83,6 +109,7 @@ func BenchmarkReplay(b *testing.B) {
 	raw := replayEvents(b, 256) // 32769 events
 	b.Run("decode+evolve", func(b *testing.B) {
 		b.ReportAllocs()
+		cpu := startCPU()
 		for i := 0; i < b.N; i++ {
 			s := fsm.New()
 			for _, data := range raw {
@@ -95,6 +122,7 @@ func BenchmarkReplay(b *testing.B) {
 				}
 			}
 		}
+		cpu.report(b)
 		b.ReportMetric(float64(b.N*len(raw))/b.Elapsed().Seconds(), "events/s")
 	})
 	b.Run("evolve", func(b *testing.B) {
@@ -108,6 +136,7 @@ func BenchmarkReplay(b *testing.B) {
 		}
 		b.ReportAllocs()
 		b.ResetTimer()
+		cpu := startCPU()
 		for i := 0; i < b.N; i++ {
 			s := fsm.New()
 			for _, e := range evs {
@@ -116,6 +145,7 @@ func BenchmarkReplay(b *testing.B) {
 				}
 			}
 		}
+		cpu.report(b)
 		b.ReportMetric(float64(b.N*len(evs))/b.Elapsed().Seconds(), "events/s")
 	})
 }
@@ -148,6 +178,7 @@ func BenchmarkApplyRequestSpendV2(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := startCPU()
 	for i := range batches {
 		batches[i].Commands[len(batches[i].Commands)-1].Seq = s.Chain().Seq
 		envs := fsm.Apply(s, uint64(i+2), batches[i])
@@ -156,5 +187,189 @@ func BenchmarkApplyRequestSpendV2(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	cpu.report(b)
 	b.ReportMetric(float64(b.N*benchPairs)/b.Elapsed().Seconds(), "pairs/s")
+}
+
+// liveGrantsN is how many permits BenchmarkLiveGrantHeap holds live:
+// WRIT_LIVE_GRANTS, or 200,000 (the bench harness's -scale quick figure;
+// `make bench` uses 1,000,000).
+func liveGrantsN(b *testing.B) int {
+	if v := os.Getenv("WRIT_LIVE_GRANTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			b.Fatalf("WRIT_LIVE_GRANTS=%q", v)
+		}
+		return n
+	}
+	return 200_000
+}
+
+// heapAfterGC collects garbage twice and returns the live heap.
+func heapAfterGC() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// uuidish is a 36-byte id shaped like the issuer's grant ids and the
+// client's idempotency keys, unique per (tag, i).
+func uuidish(tag byte, i int) string {
+	return fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", i, int(tag), 0, 0, i)
+}
+
+// liveRequest is the bench harness's memory workload: a permit for grant i
+// by worker w%16 in the coordinator lane, naming one source, with its own
+// idempotency record.
+func liveRequest(i int) fsm.Command {
+	return fsm.Command{Op: fsm.OpRequest, Caller: "w" + strconv.Itoa(i%16), Lane: "coordinator", Tool: "Bash",
+		Digest: events.Sum([]byte("args-" + strconv.Itoa(i))), IdemKey: uuidish('k', i),
+		GrantID: uuidish('g', i), Sources: []string{"web"}}
+}
+
+// BenchmarkLiveGrantHeap measures what a live grant costs on the heap: N
+// permits (entries of 256 at one instant, publication confirmed each entry,
+// as the bench harness's memory phase does), then one entry past their
+// expiry and retention. It reports the heap per live grant and the heap
+// left once they are gone, both after GC and relative to the state before
+// the permits, and what the same state costs restored from its snapshot. The commands are built while it measures, as the bench
+// harness builds them, so a grant's id and key strings count. One op is the
+// whole run.
+func BenchmarkLiveGrantHeap(b *testing.B) {
+	n := liveGrantsN(b)
+	const per = 256
+	t0 := int64(1_700_000_000) * int64(time.Second)
+	pol := []byte(`{"default_ttl":"1m0s","lanes":{"coordinator":{"tools":["*"],"ttl":"2m0s"}},"version":1}`)
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		s := fsm.New()
+		fsm.Apply(s, 1, fsm.Batch{Time: t0, Node: "n1", Commands: []fsm.Command{
+			{Op: fsm.OpSetPolicy, Caller: "operator:bench", Policy: pol}}})
+		idle := heapAfterGC()
+		b.StartTimer()
+		cpu := processCPU()
+		idx := uint64(2)
+		for i := 0; i < n; i += per {
+			bt := fsm.Batch{Time: t0 + int64(time.Second), Node: "n1", Commands: make([]fsm.Command, 0, per+1)}
+			for j := i; j < min(i+per, n); j++ {
+				// Built here, as the issuer decodes them from the log:
+				// the grant keeps the command's id and key strings.
+				bt.Commands = append(bt.Commands, liveRequest(j))
+			}
+			bt.Commands = append(bt.Commands, fsm.Command{Op: fsm.OpPublished, Caller: "issuer:n1", Seq: ^uint64(0)})
+			fsm.Apply(s, idx, bt)
+			idx++
+		}
+		b.StopTimer()
+		cpu = processCPU() - cpu
+		if st := s.Stats(); st.Grants != n || st.Idem != n || st.Outbox != 0 {
+			b.Fatalf("state holds %d grants, %d records, outbox %d (want %d)", st.Grants, st.Idem, st.Outbox, n)
+		}
+		live := heapAfterGC()
+		// The same state restored from its snapshot, held beside it.
+		restored, err := fsm.Restore(s.Snapshot())
+		if err != nil {
+			b.Fatal(err)
+		}
+		both := heapAfterGC()
+		runtime.KeepAlive(restored)
+		late := t0 + int64(time.Second) + int64(2*time.Minute) + fsm.RetainMargin + int64(time.Second)
+		fsm.Apply(s, idx, fsm.Batch{Time: late, Node: "n1", Commands: []fsm.Command{
+			liveRequest(n), {Op: fsm.OpPublished, Caller: "issuer:n1", Seq: ^uint64(0)}}})
+		if st := s.Stats(); st.Grants != 1 || st.Idem != 1 {
+			b.Fatalf("after expiry the state holds %d grants and %d records (want 1 and 1)", st.Grants, st.Idem)
+		}
+		expired := heapAfterGC()
+		runtime.KeepAlive(s)
+		b.ReportMetric(float64(int64(live)-int64(idle))/float64(n), "heap-B/grant")
+		b.ReportMetric(float64(int64(expired)-int64(idle))/(1<<20), "heap-MB-after-expiry")
+		b.ReportMetric(float64(int64(live)-int64(idle))/(1<<20), "heap-MB-live")
+		b.ReportMetric(float64(cpu)/float64(n), "cpu-ns/permit")
+		b.ReportMetric(float64(int64(both)-int64(live))/float64(n), "restored-heap-B/grant")
+		b.StartTimer()
+	}
+}
+
+// BenchmarkEvolveSteady folds pre-decoded receipts of 1024 entries one
+// control-plane second apart, so that grants (2 minute lifetime + 5 minute
+// retention) expire in the second half of the stream and pruning runs at
+// a steady state, as in a long audit. One op is the whole stream.
+func BenchmarkEvolveSteady(b *testing.B) {
+	raw := replayEvents(b, 1024)
+	evs := make([]events.Event, len(raw))
+	for i, data := range raw {
+		e, err := events.Decode(data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		evs[i] = e
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := startCPU()
+	for i := 0; i < b.N; i++ {
+		s := fsm.New()
+		for _, e := range evs {
+			if err := fsm.Evolve(s, e); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	cpu.report(b)
+	b.ReportMetric(float64(b.N*len(evs))/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkSnapshotRestore encodes and restores a state holding
+// WRIT_SNAPSHOT_GRANTS (default 100,000) live permits of the memory
+// workload, each with its idempotency record. One op is one snapshot or
+// one restore.
+func BenchmarkSnapshotRestore(b *testing.B) {
+	n := 100_000
+	if v := os.Getenv("WRIT_SNAPSHOT_GRANTS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
+			b.Fatalf("WRIT_SNAPSHOT_GRANTS=%q", v)
+		}
+	}
+	t0 := int64(1_700_000_000) * int64(time.Second)
+	s := fsm.New()
+	fsm.Apply(s, 1, fsm.Batch{Time: t0, Node: "n1", Commands: []fsm.Command{
+		{Op: fsm.OpSetPolicy, Caller: "operator:bench", Policy: policy.Default().Canonical()}}})
+	idx := uint64(2)
+	for i := 0; i < n; i += 256 {
+		bt := fsm.Batch{Time: t0 + int64(time.Second), Node: "n1"}
+		for j := i; j < min(i+256, n); j++ {
+			bt.Commands = append(bt.Commands, liveRequest(j))
+		}
+		bt.Commands = append(bt.Commands, fsm.Command{Op: fsm.OpPublished, Caller: "issuer:n1", Seq: ^uint64(0)})
+		fsm.Apply(s, idx, bt)
+		idx++
+	}
+	snap := s.Snapshot()
+	b.Run("snapshot", func(b *testing.B) {
+		b.ReportAllocs()
+		cpu := startCPU()
+		for b.Loop() {
+			snap = s.Snapshot()
+		}
+		cpu.report(b)
+		b.ReportMetric(float64(len(snap))/float64(n), "B/grant")
+	})
+	b.Run("restore", func(b *testing.B) {
+		b.ReportAllocs()
+		cpu := startCPU()
+		for b.Loop() {
+			r, err := fsm.Restore(snap)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if r.Stats().Grants != n {
+				b.Fatal("restored state differs")
+			}
+		}
+		cpu.report(b)
+	})
 }

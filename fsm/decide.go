@@ -142,18 +142,19 @@ func decideRequest(s *State, now int64, node string, c Command) Outcome {
 
 // requestAnswer rebuilds the original answer to a request from its record.
 func (s *State) requestAnswer(r *idemRecord) grants.Envelope {
+	a := r.answer()
 	if r.GrantID != "" {
 		if g, ok := s.grants[r.GrantID]; ok {
 			env := permitEnvelope(g)
-			env.Grounds = slices.Clone(r.Grounds)
+			env.Grounds = slices.Clone(a.Grounds)
 			return env
 		}
 	}
-	env := grants.Refuse(r.Reason, r.Missing, r.Detail)
-	env.Seq, env.Kind, env.Epoch, env.Rules, env.Digest = r.Seq, events.KindDeny, r.Epoch, slices.Clone(r.Rules), r.Digest
-	env.Grounds = slices.Clone(r.Grounds)
-	if r.Decision == grants.ApprovalRequired {
-		env.Decision, env.Kind, env.ReviewID = grants.ApprovalRequired, events.KindApprovalRequired, r.ReviewID
+	env := grants.Refuse(a.Reason, a.Missing, a.Detail)
+	env.Seq, env.Kind, env.Epoch, env.Rules, env.Digest = r.Seq, events.KindDeny, r.Epoch, slices.Clone(a.Rules), r.Digest
+	env.Grounds = slices.Clone(a.Grounds)
+	if a.Decision == grants.ApprovalRequired {
+		env.Decision, env.Kind, env.ReviewID = grants.ApprovalRequired, events.KindApprovalRequired, a.ReviewID
 	}
 	return env
 }

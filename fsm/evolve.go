@@ -46,33 +46,46 @@ func Evolve(s *State, e events.Event) error {
 	case events.KindPermit:
 		g := &grants.Grant{
 			ID: e.GrantID, Node: e.Node, Worker: e.Worker, Lane: e.Lane, Session: e.Session,
-			Tool: e.Tool, Digest: e.Digest, Epoch: e.Epoch, Counters: slices.Clone(e.Counters),
-			Sources: slices.Clone(e.Sources), IssuedAt: e.IssuedAt, ExpiresAt: e.ExpiresAt,
+			Tool: e.Tool, Digest: e.Digest, Epoch: e.Epoch, Counters: e.Counters,
+			Sources: e.Sources, IssuedAt: e.IssuedAt, ExpiresAt: e.ExpiresAt,
 			IdemKey: e.IdemKey, PermitSeq: e.Seq, Status: grants.StatusPermitted,
 			Surface: e.Surface, Operation: e.Operation, Consequence: e.Consequence,
 			Target: e.Target, TargetLabel: e.TargetLabel, Cwd: e.Cwd, Resolved: e.Resolved,
 			LedgerKey: e.LedgerKey, Instrument: e.Instrument, InstrumentLeft: e.InstrumentLeft,
-			Amount: e.Amount, Bytes: e.Bytes, Rules: slices.Clone(e.Rules),
+			Amount: e.Amount, Bytes: e.Bytes, Rules: e.Rules,
 		}
+		// Shared copies replace the event's lists (which the caller may
+		// reuse) and repeated strings.
+		s.intern.share(g)
 		s.addGrant(g)
 		s.charge(e)
 		if e.IdemKey != "" {
-			s.addIdem(idemID{e.Worker, e.IdemKey}, &idemRecord{
-				Tool: e.Tool, Digest: e.Digest, Seq: e.Seq, GrantID: e.GrantID, Epoch: e.Epoch,
-				Until: retainUntil(g), Grounds: slices.Clone(e.Grounds),
-			})
+			r := &idemRecord{
+				Tool: g.Tool, Digest: e.Digest, Seq: e.Seq, GrantID: g.ID, Epoch: e.Epoch,
+				Until: retainUntil(g),
+			}
+			if len(e.Grounds) > 0 {
+				r.Answer = &idemAnswer{Grounds: slices.Clone(e.Grounds)}
+			}
+			s.addIdem(idemID{g.Worker, g.IdemKey}, r, true)
 		}
 	case events.KindDeny, events.KindApprovalRequired:
 		if e.IdemKey != "" {
-			r := &idemRecord{
-				Tool: e.Tool, Digest: e.Digest, Seq: e.Seq, Reason: grants.Reason(e.Reason),
-				Missing: e.Missing, Detail: e.Detail, Rules: slices.Clone(e.Rules), Epoch: e.Epoch,
-				Until: addSat(e.Time, RetainMargin), Grounds: slices.Clone(e.Grounds),
+			a := &idemAnswer{
+				Reason: grants.Reason(e.Reason), Missing: e.Missing, Detail: e.Detail,
+				Rules: slices.Clone(e.Rules), Grounds: slices.Clone(e.Grounds),
 			}
 			if e.Kind == events.KindApprovalRequired {
-				r.Decision, r.ReviewID = grants.ApprovalRequired, e.ReviewID
+				a.Decision, a.ReviewID = grants.ApprovalRequired, e.ReviewID
 			}
-			s.addIdem(idemID{e.Worker, e.IdemKey}, r)
+			r := &idemRecord{
+				Tool: e.Tool, Digest: e.Digest, Seq: e.Seq, Epoch: e.Epoch,
+				Until: addSat(e.Time, RetainMargin),
+			}
+			if !a.empty() {
+				r.Answer = a
+			}
+			s.addIdem(idemID{e.Worker, e.IdemKey}, r, false)
 		}
 	case events.KindAttempt:
 		if g := s.grants[e.GrantID]; g != nil {
@@ -80,7 +93,7 @@ func Evolve(s *State, e events.Event) error {
 		}
 	case events.KindEffect:
 		if g := s.grants[e.GrantID]; g != nil {
-			g.Status, g.Outcome, g.Verifier, g.EffectSeq = grants.StatusClosed, e.Outcome, e.Verifier, e.Seq
+			g.Status, g.Outcome, g.Verifier, g.EffectSeq = grants.StatusClosed, s.intern.str(e.Outcome), s.intern.str(e.Verifier), e.Seq
 		}
 	case events.KindRevoke:
 		for _, c := range e.Counters {

@@ -396,6 +396,7 @@ func TestPropSnapshotRestore(t *testing.T) {
 				if r.Clock() != h.live.Clock() || r.Epoch() != h.live.Epoch() || r.Chain() != h.live.Chain() || r.Published() != h.live.Published() {
 					t.Fatalf("restored accessors differ at batch %d", i)
 				}
+				checkExpiry(t, fmt.Sprintf("restored at batch %d", i), r, h.live)
 				restored = r
 			}
 			if i == n {
@@ -419,8 +420,22 @@ func TestPropSnapshotRestore(t *testing.T) {
 			if !bytes.Equal(restored.Snapshot(), h.live.Snapshot()) {
 				t.Fatalf("batch %d after restore: snapshots differ", i)
 			}
+			checkExpiry(t, fmt.Sprintf("batch %d after restore", i), restored, h.live)
 		}
 	})
+}
+
+// checkExpiry checks that both states schedule every entry they hold for
+// removal and would remove them in the same order.
+func checkExpiry(t *rapid.T, when string, got, want *fsm.State) {
+	gotRm, gotLeft := fsm.ExpiryRemovals(got)
+	wantRm, wantLeft := fsm.ExpiryRemovals(want)
+	if len(gotLeft) > 0 || len(wantLeft) > 0 {
+		t.Fatalf("%s: entries never scheduled for removal: %v, %v", when, gotLeft, wantLeft)
+	}
+	if !reflect.DeepEqual(gotRm, wantRm) {
+		t.Fatalf("%s: expiry order differs:\n%v\n%v", when, gotRm, wantRm)
+	}
 }
 
 // Replay (the auditor's check): folding every emitted event, decoded from
@@ -443,6 +458,7 @@ func TestPropReplay(t *testing.T) {
 			if replay.Chain() != h.live.Chain() || replay.Clock() != h.live.Clock() {
 				t.Fatalf("batch %d: replayed chain or clock differs", i)
 			}
+			checkExpiry(t, fmt.Sprintf("batch %d replayed", i), replay, h.live)
 			// A receipt folded twice is refused and changes nothing.
 			if len(s.evs) > 0 {
 				d := replay.Digest()

@@ -2,10 +2,11 @@ package fsm
 
 import (
 	"bytes"
-	"container/heap"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
@@ -110,9 +111,20 @@ const (
 	otData
 )
 
+// writeRecord writes b as one length-delimited field, empty or not: the
+// bytes w.Strings(tag, []string{string(b)}) writes, without the copies.
+func writeRecord(w *events.Writer, tag uint32, b []byte) {
+	if len(b) == 0 {
+		w.Strings(tag, []string{""})
+		return
+	}
+	w.Raw(tag, b)
+}
+
 func writeCounter(w *events.Writer, tag uint32, c events.Counter) {
-	b := binary.AppendUvarint(nil, c.Value)
-	w.Strings(tag, []string{string(append(b, c.Key...))})
+	var arr [64]byte
+	b := binary.AppendUvarint(arr[:0], c.Value)
+	writeRecord(w, tag, append(b, c.Key...))
 }
 
 // authority encodes the authority part of the state, deterministically.
@@ -140,42 +152,42 @@ func (s *State) authority(w *events.Writer) {
 	var scratch []byte
 	for _, id := range ids {
 		scratch = encodeGrant(scratch[:0], s.grants[id])
-		w.Strings(stGrant, []string{string(scratch)})
+		writeRecord(w, stGrant, scratch)
 	}
 	keys := make([]idemID, 0, len(s.idem))
 	for k := range s.idem {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].Worker != keys[j].Worker {
-			return keys[i].Worker < keys[j].Worker
+	slices.SortFunc(keys, func(a, b idemID) int {
+		if c := strings.Compare(a.Worker, b.Worker); c != 0 {
+			return c
 		}
-		return keys[i].Key < keys[j].Key
+		return strings.Compare(a.Key, b.Key)
 	})
 	for _, k := range keys {
 		scratch = encodeIdem(scratch[:0], k, s.idem[k])
-		w.Strings(stIdem, []string{string(scratch)})
+		writeRecord(w, stIdem, scratch)
 	}
 	w.Uint(stChainSeq, s.chain.Seq)
 	w.Hash(stChainHead, s.chain.Head)
 	for _, k := range sortedKeys(s.ledger) {
 		e := s.ledger[k]
 		scratch = encodeUsage(scratch[:0], k, e.Count, 0, 0, 0, e.Until)
-		w.Strings(stLedger, []string{string(scratch)})
+		writeRecord(w, stLedger, scratch)
 	}
 	for _, k := range sortedKeys(s.preauth) {
 		u := s.preauth[k]
 		scratch = encodeUsage(scratch[:0], k, u.Uses, u.Amount, 0, 0, u.Until)
-		w.Strings(stPreauth, []string{string(scratch)})
+		writeRecord(w, stPreauth, scratch)
 	}
 	for _, k := range sortedKeys(s.quota) {
 		q := s.quota[k]
 		scratch = encodeUsage(scratch[:0], k, q.Requests, q.Amount, q.Bytes, q.Start, q.Until)
-		w.Strings(stQuota, []string{string(scratch)})
+		writeRecord(w, stQuota, scratch)
 	}
 	for _, id := range sortedKeys(s.sources) {
 		scratch = encodeSource(scratch[:0], s.sources[id])
-		w.Strings(stSource, []string{string(scratch)})
+		writeRecord(w, stSource, scratch)
 	}
 }
 
@@ -221,6 +233,7 @@ func encodeGrant(buf []byte, g *grants.Grant) []byte {
 }
 
 func encodeIdem(buf []byte, k idemID, r *idemRecord) []byte {
+	a := r.answer()
 	w := events.NewWriter(buf)
 	w.String(itWorker, k.Worker)
 	w.String(itKey, k.Key)
@@ -228,21 +241,32 @@ func encodeIdem(buf []byte, k idemID, r *idemRecord) []byte {
 	w.Hash(itDigest, r.Digest)
 	w.Uint(itSeq, r.Seq)
 	w.String(itGrantID, r.GrantID)
-	w.String(itReason, string(r.Reason))
-	w.String(itMissing, r.Missing)
-	w.String(itDetail, r.Detail)
-	w.Strings(itRule, r.Rules)
+	w.String(itReason, string(a.Reason))
+	w.String(itMissing, a.Missing)
+	w.String(itDetail, a.Detail)
+	w.Strings(itRule, a.Rules)
 	w.Uint(itEpoch, r.Epoch)
 	w.Int(itUntil, r.Until)
-	w.String(itDecision, string(r.Decision))
-	w.String(itReviewID, r.ReviewID)
-	w.Strings(itGrounds, r.Grounds)
+	w.String(itDecision, string(a.Decision))
+	w.String(itReviewID, a.ReviewID)
+	w.Strings(itGrounds, a.Grounds)
 	return w.Bytes()
+}
+
+// encodedSize estimates the authority encoding's length, to allocate the
+// buffer once (grant records run 250-400 bytes, idempotency records
+// about 100).
+func (s *State) encodedSize() int {
+	return 4096 + 320*len(s.grants) + 128*len(s.idem) + 64*(len(s.ledger)+len(s.preauth)+len(s.quota)) + 256*len(s.sources)
 }
 
 // Snapshot returns the canonical encoding of the whole state.
 func (s *State) Snapshot() []byte {
-	w := events.NewWriter(make([]byte, 0, 4096+len(s.grants)*256))
+	n := s.encodedSize()
+	for _, p := range s.outbox {
+		n += len(p.Data) + len(p.Subject) + 32
+	}
+	w := events.NewWriter(make([]byte, 0, n))
 	w.Byte(snapshotVersion)
 	s.authority(w)
 	w.Uint(stPublished, s.published)
@@ -253,7 +277,7 @@ func (s *State) Snapshot() []byte {
 		ew.String(otSubject, p.Subject)
 		ew.Raw(otData, p.Data)
 		scratch = ew.Bytes()
-		w.Strings(stOutbox, []string{string(scratch)})
+		writeRecord(w, stOutbox, scratch)
 	}
 	return w.Bytes()
 }
@@ -264,7 +288,7 @@ func (s *State) Snapshot() []byte {
 // excludes the outbox, so an issuer and an auditor that rebuilt state from
 // the receipt stream agree on it.
 func (s *State) Digest() events.Hash {
-	w := events.NewWriter(make([]byte, 0, 4096+len(s.grants)*256))
+	w := events.NewWriter(make([]byte, 0, s.encodedSize()))
 	s.authority(w)
 	return events.Sum(w.Bytes())
 }
@@ -291,7 +315,7 @@ func Restore(data []byte) (*State, error) {
 }
 
 func restore(data []byte) (*State, error) {
-	s := New()
+	s := sizedFor(data)
 	r := events.NewReader(data)
 	var f events.Field
 	var err error
@@ -349,28 +373,35 @@ func restore(data []byte) (*State, error) {
 				break
 			}
 			var g *grants.Grant
-			if g, err = decodeGrant(f.Data); err != nil {
+			if g, err = decodeGrant(f.Data, &s.intern); err != nil {
 				break
 			}
 			if s.grants[g.ID] != nil {
 				err = fmt.Errorf("duplicate grant %s", g.ID)
 				break
 			}
-			s.addGrant(g)
+			s.putGrant(g)
+			s.expiry = append(s.expiry, expiryItem{At: retainUntil(g), Ord: g.PermitSeq<<kindBits | expireGrant, Ref: g})
 		case stIdem:
 			if err = want(&f, events.WireBytes); err != nil {
 				break
 			}
 			var k idemID
 			var rec *idemRecord
-			if k, rec, err = decodeIdem(f.Data); err != nil {
+			if k, rec, err = decodeIdem(f.Data, s); err != nil {
 				break
 			}
 			if s.idem[k] != nil {
 				err = fmt.Errorf("duplicate idempotency record %s/%s", k.Worker, k.Key)
 				break
 			}
-			s.addIdem(k, rec)
+			s.idem[k] = rec
+			// Grants come first in a snapshot: a record whose grant's
+			// item removes it needs no item of its own.
+			if !coveredBy(s.grants[rec.GrantID], k, rec) {
+				ref := k
+				s.expiry = append(s.expiry, expiryItem{At: rec.Until, Ord: rec.Seq<<kindBits | expireIdem, Ref: &ref})
+			}
 		case stChainSeq:
 			if err = want(&f, events.WireVarint); err == nil {
 				s.chain.Seq = f.Uint
@@ -446,12 +477,39 @@ func restore(data []byte) (*State, error) {
 	if (s.policy == nil) != (s.epoch == 0) {
 		return nil, fmt.Errorf("epoch %d and policy presence disagree", s.epoch)
 	}
-	heap.Init(&s.expiry)
+	s.expiry.init()
 	// Every live state has forgotten what its clock has passed.
 	if len(s.expiry) > 0 && s.expiry[0].At <= s.clock {
 		return nil, fmt.Errorf("entry retained past its time (%d <= clock %d)", s.expiry[0].At, s.clock)
 	}
 	return s, nil
+}
+
+// sizedFor returns an empty state whose maps, expiry heap and outbox are
+// allocated for the records the snapshot holds, counted in one pass over
+// its top-level fields (cheap: records are skipped, not decoded). Growing
+// a map of a million entries one doubling at a time costs more than the
+// count. A malformed snapshot is refused by the decoding pass.
+func sizedFor(data []byte) *State {
+	var n [stOutbox + 1]int
+	r := events.NewReader(data)
+	var f events.Field
+	for r.Next(&f) {
+		if int(f.Tag) < len(n) {
+			n[f.Tag]++
+		}
+	}
+	s := New()
+	s.grants = make(map[string]*grants.Grant, n[stGrant])
+	s.idem = make(map[idemID]*idemRecord, n[stIdem])
+	s.ledger = make(map[string]*ledgerEntry, n[stLedger])
+	s.preauth = make(map[string]*preauthUse, n[stPreauth])
+	s.quota = make(map[string]*quotaWindow, n[stQuota])
+	s.sources = make(map[string]*source, n[stSource])
+	// Idempotency records answered by a grant share its item.
+	s.expiry = make(expiryHeap, 0, n[stGrant]+n[stLedger]+n[stPreauth]+n[stQuota]+n[stSource])
+	s.outbox = make([]Pending, 0, n[stOutbox])
+	return s
 }
 
 // want checks a field's wire type.
@@ -476,73 +534,110 @@ func decodeCounter(f *events.Field) (events.Counter, error) {
 	return events.Counter{Key: string(b[n:]), Value: v}, nil
 }
 
+// decodeCounterShared is decodeCounter with the key shared through in.
+func decodeCounterShared(f *events.Field, in *interner) (events.Counter, error) {
+	if err := want(f, events.WireBytes); err != nil {
+		return events.Counter{}, err
+	}
+	b := f.Data
+	v, n := binary.Uvarint(b)
+	if n <= 0 || (n > 1 && b[n-1] == 0) {
+		return events.Counter{}, fmt.Errorf("bad counter value")
+	}
+	return events.Counter{Key: in.strBytes(b[n:]), Value: v}, nil
+}
+
 // fieldDecoder decodes the fields of a nested record with wire-type checks.
 type fieldDecoder struct {
-	f   *events.Field
+	f   events.Field // held by value, so that decoding leaves it on the stack
 	err error
 }
 
 func (d *fieldDecoder) str(dst *string) {
-	if d.err = want(d.f, events.WireBytes); d.err == nil {
+	if d.err = want(&d.f, events.WireBytes); d.err == nil {
 		*dst = string(d.f.Data)
 	}
 }
 
+// shared decodes a string field into its shared copy (see interner).
+func (d *fieldDecoder) shared(dst *string, in *interner) {
+	if d.err = want(&d.f, events.WireBytes); d.err == nil {
+		*dst = in.strBytes(d.f.Data)
+	}
+}
+
+// sharedList appends a string field's shared copy.
+func (d *fieldDecoder) sharedList(dst *[]string, in *interner) {
+	if d.err = want(&d.f, events.WireBytes); d.err == nil {
+		*dst = append(*dst, in.strBytes(d.f.Data))
+	}
+}
+
+// bytes keeps a string field's bytes (aliasing the input).
+func (d *fieldDecoder) bytes(dst *[]byte) {
+	if d.err = want(&d.f, events.WireBytes); d.err == nil {
+		*dst = d.f.Data
+	}
+}
+
 func (d *fieldDecoder) list(dst *[]string) {
-	if d.err = want(d.f, events.WireBytes); d.err == nil {
+	if d.err = want(&d.f, events.WireBytes); d.err == nil {
 		*dst = append(*dst, string(d.f.Data))
 	}
 }
 
 func (d *fieldDecoder) uint(dst *uint64) {
-	if d.err = want(d.f, events.WireVarint); d.err == nil {
+	if d.err = want(&d.f, events.WireVarint); d.err == nil {
 		*dst = d.f.Uint
 	}
 }
 
 func (d *fieldDecoder) int(dst *int64) {
-	if d.err = want(d.f, events.WireVarint); d.err == nil {
+	if d.err = want(&d.f, events.WireVarint); d.err == nil {
 		*dst = d.f.Int()
 	}
 }
 
 func (d *fieldDecoder) hash(dst *events.Hash) {
-	if d.err = want(d.f, events.WireBytes); d.err == nil {
+	if d.err = want(&d.f, events.WireBytes); d.err == nil {
 		*dst, d.err = events.HashFromBytes(d.f.Data)
 	}
 }
 
-func decodeGrant(b []byte) (*grants.Grant, error) {
+// decodeGrant reads one grant record. Its repeated strings and lists are
+// shared through in, as Evolve shares them.
+func decodeGrant(b []byte, in *interner) (*grants.Grant, error) {
 	g := &grants.Grant{}
+	counters, sources, rules := in.decoded[:0], in.decodedSources[:0], in.decodedRules[:0]
 	r := events.NewReader(b)
-	var f events.Field
-	d := fieldDecoder{f: &f}
+	d := fieldDecoder{}
+	f := &d.f
 	var status uint64
-	for d.err == nil && r.Next(&f) {
+	for d.err == nil && r.Next(f) {
 		switch f.Tag {
 		case gtID:
 			d.str(&g.ID)
 		case gtNode:
-			d.str(&g.Node)
+			d.shared(&g.Node, in)
 		case gtWorker:
-			d.str(&g.Worker)
+			d.shared(&g.Worker, in)
 		case gtLane:
-			d.str(&g.Lane)
+			d.shared(&g.Lane, in)
 		case gtSession:
-			d.str(&g.Session)
+			d.shared(&g.Session, in)
 		case gtTool:
-			d.str(&g.Tool)
+			d.shared(&g.Tool, in)
 		case gtDigest:
 			d.hash(&g.Digest)
 		case gtEpoch:
 			d.uint(&g.Epoch)
 		case gtCounter:
 			var c events.Counter
-			if c, d.err = decodeCounter(&f); d.err == nil {
-				g.Counters = append(g.Counters, c)
+			if c, d.err = decodeCounterShared(f, in); d.err == nil {
+				counters = append(counters, c)
 			}
 		case gtSource:
-			d.list(&g.Sources)
+			d.sharedList(&sources, in)
 		case gtIssuedAt:
 			d.int(&g.IssuedAt)
 		case gtExpiresAt:
@@ -558,19 +653,19 @@ func decodeGrant(b []byte) (*grants.Grant, error) {
 		case gtAttemptSeq:
 			d.uint(&g.AttemptSeq)
 		case gtOutcome:
-			d.str(&g.Outcome)
+			d.shared(&g.Outcome, in)
 		case gtVerifier:
-			d.str(&g.Verifier)
+			d.shared(&g.Verifier, in)
 		case gtEffectSeq:
 			d.uint(&g.EffectSeq)
 		case gtRevokedSeq:
 			d.uint(&g.RevokedSeq)
 		case gtSurface:
-			d.str(&g.Surface)
+			d.shared(&g.Surface, in)
 		case gtOperation:
-			d.str(&g.Operation)
+			d.shared(&g.Operation, in)
 		case gtConsequence:
-			d.str(&g.Consequence)
+			d.shared(&g.Consequence, in)
 		case gtTarget:
 			d.str(&g.Target)
 		case gtTargetLabel:
@@ -582,7 +677,7 @@ func decodeGrant(b []byte) (*grants.Grant, error) {
 		case gtLedgerKey:
 			d.str(&g.LedgerKey)
 		case gtInstrument:
-			d.str(&g.Instrument)
+			d.shared(&g.Instrument, in)
 		case gtInstrumentLeft:
 			d.str(&g.InstrumentLeft)
 		case gtAmount:
@@ -590,7 +685,7 @@ func decodeGrant(b []byte) (*grants.Grant, error) {
 		case gtBytes:
 			d.uint(&g.Bytes)
 		case gtRule:
-			d.list(&g.Rules)
+			d.sharedList(&rules, in)
 		default:
 			d.err = fmt.Errorf("unknown grant tag %d", f.Tag)
 		}
@@ -603,39 +698,59 @@ func decodeGrant(b []byte) (*grants.Grant, error) {
 		err = fmt.Errorf("grant %q has no id or a bad status %d", g.ID, status)
 	}
 	g.Status = grants.Status(status)
+	// Lists decode as Snapshot wrote them: absent when empty (nil).
+	if len(counters) > 0 {
+		g.Counters = in.counterList(counters)
+	}
+	if len(sources) > 0 {
+		g.Sources = in.list(sources)
+	}
+	if len(rules) > 0 {
+		g.Rules = in.list(rules)
+	}
+	clear(counters)
+	clear(sources)
+	clear(rules)
+	in.decoded, in.decodedSources, in.decodedRules = counters[:0], sources[:0], rules[:0]
 	return g, err
 }
 
-func decodeIdem(b []byte) (idemID, *idemRecord, error) {
+// decodeIdem reads one idempotency record. The worker and tool are shared
+// through s's interner, and the key and grant id are the strings of the
+// grant the record answered, when s holds it (Snapshot writes grants
+// first), so a restored record costs what a live one does.
+func decodeIdem(b []byte, s *State) (idemID, *idemRecord, error) {
 	var k idemID
+	var key, grantID []byte
 	rec := &idemRecord{}
+	var a idemAnswer
 	r := events.NewReader(b)
-	var f events.Field
-	d := fieldDecoder{f: &f}
-	for d.err == nil && r.Next(&f) {
+	d := fieldDecoder{}
+	f := &d.f
+	for d.err == nil && r.Next(f) {
 		switch f.Tag {
 		case itWorker:
-			d.str(&k.Worker)
+			d.shared(&k.Worker, &s.intern)
 		case itKey:
-			d.str(&k.Key)
+			d.bytes(&key)
 		case itTool:
-			d.str(&rec.Tool)
+			d.shared(&rec.Tool, &s.intern)
 		case itDigest:
 			d.hash(&rec.Digest)
 		case itSeq:
 			d.uint(&rec.Seq)
 		case itGrantID:
-			d.str(&rec.GrantID)
+			d.bytes(&grantID)
 		case itReason:
 			var reason string
 			d.str(&reason)
-			rec.Reason = grants.Reason(reason)
+			a.Reason = grants.Reason(reason)
 		case itMissing:
-			d.str(&rec.Missing)
+			d.str(&a.Missing)
 		case itDetail:
-			d.str(&rec.Detail)
+			d.str(&a.Detail)
 		case itRule:
-			d.list(&rec.Rules)
+			d.list(&a.Rules)
 		case itEpoch:
 			d.uint(&rec.Epoch)
 		case itUntil:
@@ -643,11 +758,11 @@ func decodeIdem(b []byte) (idemID, *idemRecord, error) {
 		case itDecision:
 			var dec string
 			d.str(&dec)
-			rec.Decision = grants.Decision(dec)
+			a.Decision = grants.Decision(dec)
 		case itReviewID:
-			d.str(&rec.ReviewID)
+			d.str(&a.ReviewID)
 		case itGrounds:
-			d.list(&rec.Grounds)
+			d.list(&a.Grounds)
 		default:
 			d.err = fmt.Errorf("unknown idempotency record tag %d", f.Tag)
 		}
@@ -656,25 +771,43 @@ func decodeIdem(b []byte) (idemID, *idemRecord, error) {
 	if err == nil {
 		err = r.Err()
 	}
-	if err == nil && k.Key == "" {
+	if err == nil && len(key) == 0 {
 		err = fmt.Errorf("idempotency record without a key")
 	}
-	return k, rec, err
+	if err != nil {
+		return k, nil, err
+	}
+	if g := s.grants[string(grantID)]; g != nil && len(grantID) > 0 {
+		rec.GrantID = g.ID
+		if g.IdemKey == string(key) {
+			k.Key = g.IdemKey
+		}
+	} else {
+		rec.GrantID = string(grantID)
+	}
+	if k.Key == "" {
+		k.Key = string(key)
+	}
+	if !a.empty() {
+		ans := a
+		rec.Answer = &ans
+	}
+	return k, rec, nil
 }
 
 func decodePending(b []byte) (Pending, error) {
 	var p Pending
 	r := events.NewReader(b)
-	var f events.Field
-	d := fieldDecoder{f: &f}
-	for d.err == nil && r.Next(&f) {
+	d := fieldDecoder{}
+	f := &d.f
+	for d.err == nil && r.Next(f) {
 		switch f.Tag {
 		case otSeq:
 			d.uint(&p.Seq)
 		case otSubject:
 			d.str(&p.Subject)
 		case otData:
-			if d.err = want(&f, events.WireBytes); d.err == nil {
+			if d.err = want(f, events.WireBytes); d.err == nil {
 				p.Data = append([]byte(nil), f.Data...)
 			}
 		default:

@@ -59,10 +59,10 @@ func encodeSource(buf []byte, r *source) []byte {
 func decodeSource(b []byte) (*source, error) {
 	r := &source{}
 	rd := events.NewReader(b)
-	var f events.Field
-	d := fieldDecoder{f: &f}
+	d := fieldDecoder{}
+	f := &d.f
 	var lvl, modelMade uint64
-	for d.err == nil && rd.Next(&f) {
+	for d.err == nil && rd.Next(f) {
 		switch f.Tag {
 		case srID:
 			d.str(&r.ID)
@@ -88,7 +88,7 @@ func decodeSource(b []byte) (*source, error) {
 			d.uint(&lvl)
 		case srCounter:
 			var c events.Counter
-			if c, d.err = decodeCounter(&f); d.err != nil {
+			if c, d.err = decodeCounter(f); d.err != nil {
 				break
 			}
 			if _, _, d.err = revocation.ParseKey(c.Key); d.err != nil {

@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"container/heap"
 	"fmt"
 	"sort"
 
@@ -46,9 +45,9 @@ type usageRecord struct {
 func decodeUsage(b []byte) (usageRecord, error) {
 	var u usageRecord
 	r := events.NewReader(b)
-	var f events.Field
-	d := fieldDecoder{f: &f}
-	for d.err == nil && r.Next(&f) {
+	d := fieldDecoder{}
+	f := &d.f
+	for d.err == nil && r.Next(f) {
 		switch f.Tag {
 		case utKey:
 			d.str(&u.key)
@@ -88,20 +87,23 @@ func (s *State) restoreUsage(tag uint32, u usageRecord, last map[uint32]string) 
 		if u.amount != 0 || u.bytes != 0 || u.start != 0 {
 			return fmt.Errorf("ledger entry %q carries quota fields", u.key)
 		}
-		s.ledger[u.key] = &ledgerEntry{Count: u.count, Until: u.until}
-		heap.Push(&s.expiry, expiryItem{At: u.until, Kind: expireLedger, Key: u.key})
+		e := &ledgerEntry{Key: u.key, Count: u.count, Until: u.until}
+		s.ledger[u.key] = e
+		s.expiry = append(s.expiry, expiryItem{At: u.until, Ord: expireLedger, Ref: e})
 	case stPreauth:
 		if u.bytes != 0 || u.start != 0 {
 			return fmt.Errorf("preauthorization record %q carries quota fields", u.key)
 		}
-		s.preauth[u.key] = &preauthUse{Uses: u.count, Amount: u.amount, Until: u.until}
-		heap.Push(&s.expiry, expiryItem{At: u.until, Kind: expirePreauth, Key: u.key})
+		p := &preauthUse{ID: u.key, Uses: u.count, Amount: u.amount, Until: u.until}
+		s.preauth[u.key] = p
+		s.expiry = append(s.expiry, expiryItem{At: u.until, Ord: expirePreauth, Ref: p})
 	case stQuota:
 		if u.until <= u.start {
 			return fmt.Errorf("quota window %q ends before it starts", u.key)
 		}
-		s.quota[u.key] = &quotaWindow{Start: u.start, Requests: u.count, Amount: u.amount, Bytes: u.bytes, Until: u.until}
-		heap.Push(&s.expiry, expiryItem{At: u.until, Kind: expireQuota, Key: u.key})
+		q := &quotaWindow{Key: u.key, Start: u.start, Requests: u.count, Amount: u.amount, Bytes: u.bytes, Until: u.until}
+		s.quota[u.key] = q
+		s.expiry = append(s.expiry, expiryItem{At: u.until, Ord: expireQuota, Ref: q})
 	}
 	return nil
 }

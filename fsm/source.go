@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"container/heap"
 	"fmt"
 	"slices"
 	"strconv"
@@ -119,18 +118,18 @@ func (s *State) addSource(r *source) {
 	s.sources[r.ID] = r
 	m := s.srcByOwner[r.Owner]
 	if m == nil {
-		m = map[string]struct{}{}
+		m = newIDSet()
 		s.srcByOwner[r.Owner] = m
 	}
-	m[r.ID] = struct{}{}
-	heap.Push(&s.expiry, expiryItem{At: r.until(), Kind: expireSource, Key: r.ID})
+	m.add(r.ID)
+	s.schedule(r.until(), r.Seq, expireSource, r)
 }
 
 func (s *State) dropSource(r *source) {
 	delete(s.sources, r.ID)
 	if m := s.srcByOwner[r.Owner]; m != nil {
-		delete(m, r.ID)
-		if len(m) == 0 {
+		m.remove(r.ID)
+		if m.len() == 0 {
 			delete(s.srcByOwner, r.Owner)
 		}
 	}
@@ -140,11 +139,11 @@ func (s *State) dropSource(r *source) {
 // near the cap, where it matters.
 func (s *State) liveSourcesOf(owner string, now int64) int {
 	m := s.srcByOwner[owner]
-	if len(m) < MaxSourcesPerWorker {
-		return len(m)
+	if m.len() < MaxSourcesPerWorker {
+		return m.len()
 	}
 	n := 0
-	for id := range m {
+	for id := range m.ids() {
 		if _, ok := s.liveSource(id, now); ok {
 			n++
 		}

@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"container/heap"
 	"math"
 	"sort"
 	"time"
@@ -32,24 +31,44 @@ type idemID struct {
 
 // idemRecord is enough to answer a retried request with its original
 // envelope: permits are rebuilt from the grant, refusals from the record.
+// What only some answers carry is kept apart (Answer), so that the record
+// of a plain permit, one per live grant, stays small.
 type idemRecord struct {
 	Tool    string
 	Digest  events.Hash
 	Seq     uint64
 	GrantID string // set for permits
-	Reason  grants.Reason
-	Missing string
-	Detail  string
-	Rules   []string
 	Epoch   uint64
 	Until   int64 // forgotten when the clock passes this
-	// Decision is grants.ApprovalRequired for an approval_required answer
-	// (with its ReviewID), "" for a permit or a refusal.
-	Decision grants.Decision
+	Answer  *idemAnswer
+}
+
+// idemAnswer is the rest of a recorded answer: the refusal (reason,
+// missing fact, detail, rules), an approval_required decision with its
+// ReviewID, and the provenance grounds (see events.Event.Grounds) of a
+// permit or a refusal. A record whose answer has none of these has a nil
+// Answer.
+type idemAnswer struct {
+	Reason   grants.Reason
+	Missing  string
+	Detail   string
+	Rules    []string
+	Decision grants.Decision // grants.ApprovalRequired, or "" for a permit or a refusal
 	ReviewID string
-	// Grounds are the provenance grounds of the answer (see
-	// events.Event.Grounds), for permits and refusals alike.
-	Grounds []string
+	Grounds  []string
+}
+
+func (a *idemAnswer) empty() bool {
+	return a.Reason == "" && a.Missing == "" && a.Detail == "" && len(a.Rules) == 0 &&
+		a.Decision == "" && a.ReviewID == "" && len(a.Grounds) == 0
+}
+
+// answer returns the record's answer fields (zero when it has none).
+func (r *idemRecord) answer() idemAnswer {
+	if r.Answer == nil {
+		return idemAnswer{}
+	}
+	return *r.Answer
 }
 
 // State is the replicated state. The zero value is not usable; call New.
@@ -61,16 +80,21 @@ type State struct {
 	counters  revocation.Counters
 	barred    map[string]bool
 	grants    map[string]*grants.Grant
-	byWorker  map[string]map[string]struct{}
+	byWorker  map[string]*idSet
 	idem      map[idemID]*idemRecord
 	ledger    map[string]*ledgerEntry // effect ledger, by key
 	preauth   map[string]*preauthUse  // preauthorization consumption, by id
 	quota     map[string]*quotaWindow // quota windows, by quota key
 	sources   map[string]*source      // the source registry, by id
 	// srcByOwner indexes sources by the worker that registered them.
-	srcByOwner map[string]map[string]struct{}
+	srcByOwner map[string]*idSet
 	expiry     expiryHeap
 	chain      events.Chain
+
+	// Memory only, never state: shared copies of what grants repeat, and
+	// the peak sizes that decide when a map is rebuilt smaller.
+	intern interner
+	peaks  peaks
 
 	// Publication bookkeeping, not authority: excluded from Digest.
 	outbox    []Pending
@@ -90,14 +114,14 @@ func New() *State {
 	return &State{
 		barred:   map[string]bool{},
 		grants:   map[string]*grants.Grant{},
-		byWorker: map[string]map[string]struct{}{},
+		byWorker: map[string]*idSet{},
 		idem:     map[idemID]*idemRecord{},
 		ledger:   map[string]*ledgerEntry{},
 		preauth:  map[string]*preauthUse{},
 		quota:    map[string]*quotaWindow{},
 		sources:  map[string]*source{},
 
-		srcByOwner: map[string]map[string]struct{}{},
+		srcByOwner: map[string]*idSet{},
 	}
 }
 
@@ -186,60 +210,6 @@ func (s *State) Stats() Stats {
 	return st
 }
 
-// What an expiry item removes.
-const (
-	expireGrantOrIdem uint8 = iota // Grant set: a grant; otherwise Idem
-	expireLedger
-	expirePreauth
-	expireQuota
-	expireSource
-)
-
-// expiryItem schedules a grant, an idempotency record, an effect-ledger
-// entry, a preauthorization's consumption record, a quota window or a
-// registered source for removal.
-type expiryItem struct {
-	At    int64
-	Kind  uint8
-	Grant string // grant id, or "" for an idempotency record
-	Idem  idemID
-	Key   string // ledger key, preauthorization id, quota key or source id
-}
-
-func (a expiryItem) less(b expiryItem) bool {
-	if a.At != b.At {
-		return a.At < b.At
-	}
-	if a.Kind != b.Kind {
-		return a.Kind < b.Kind
-	}
-	if a.Grant != b.Grant {
-		return a.Grant < b.Grant
-	}
-	if a.Idem.Worker != b.Idem.Worker {
-		return a.Idem.Worker < b.Idem.Worker
-	}
-	if a.Idem.Key != b.Idem.Key {
-		return a.Idem.Key < b.Idem.Key
-	}
-	return a.Key < b.Key
-}
-
-// expiryHeap pops in a total order (time, then ids), so removals happen in
-// the same order on every replica whatever the heap's internal layout.
-type expiryHeap []expiryItem
-
-func (h expiryHeap) Len() int           { return len(h) }
-func (h expiryHeap) Less(i, j int) bool { return h[i].less(h[j]) }
-func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(expiryItem)) }
-func (h *expiryHeap) Pop() any {
-	old := *h
-	it := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return it
-}
-
 // addSat is a+b saturated to the int64 range, so that a hostile or absurd
 // batch time cannot wrap an expiry around into the past (or the far
 // future). Both operands are times or durations on the control-plane clock.
@@ -279,80 +249,12 @@ func (s *State) liveIdem(id idemID, now int64) (*idemRecord, bool) {
 	return r, true
 }
 
-// advance moves the clock forward (never back) and forgets grants and
-// idempotency records whose retention has passed.
-func (s *State) advance(t int64) {
-	if t > s.clock {
-		s.clock = t
-	}
-	s.prune()
-}
-
-// prune forgets grants, idempotency records, effect-ledger entries,
-// preauthorization consumption, quota windows and registered sources whose
-// retention time is at or before the clock.
-func (s *State) prune() {
-	for len(s.expiry) > 0 && s.expiry[0].At <= s.clock {
-		it := heap.Pop(&s.expiry).(expiryItem)
-		if it.Kind == expireSource {
-			if r, ok := s.sources[it.Key]; ok && r.until() == it.At {
-				s.dropSource(r)
-			}
-			continue
-		}
-		if it.Kind != expireGrantOrIdem {
-			s.pruneUsage(it)
-			continue
-		}
-		if it.Grant != "" {
-			if g, ok := s.grants[it.Grant]; ok && retainUntil(g) == it.At {
-				s.dropGrant(g)
-			}
-			continue
-		}
-		if r, ok := s.idem[it.Idem]; ok && r.Until == it.At {
-			delete(s.idem, it.Idem)
-		}
-	}
-}
-
-func (s *State) dropGrant(g *grants.Grant) {
-	delete(s.grants, g.ID)
-	if m := s.byWorker[g.Worker]; m != nil {
-		delete(m, g.ID)
-		if len(m) == 0 {
-			delete(s.byWorker, g.Worker)
-		}
-	}
-}
-
-func (s *State) addGrant(g *grants.Grant) {
-	if old, ok := s.grants[g.ID]; ok {
-		// Decide never reuses a live id; a replayed stream might. Keep the
-		// per-worker index consistent with the grant map either way.
-		s.dropGrant(old)
-	}
-	s.grants[g.ID] = g
-	m := s.byWorker[g.Worker]
-	if m == nil {
-		m = map[string]struct{}{}
-		s.byWorker[g.Worker] = m
-	}
-	m[g.ID] = struct{}{}
-	heap.Push(&s.expiry, expiryItem{At: retainUntil(g), Grant: g.ID})
-}
-
-func (s *State) addIdem(id idemID, r *idemRecord) {
-	s.idem[id] = r
-	heap.Push(&s.expiry, expiryItem{At: r.Until, Idem: id})
-}
-
 // outstanding returns the ids of a worker's unspent, unexpired grants at
 // control-plane time now, sorted. An expired grant is not outstanding: it
 // can no longer be spent, so a revocation has nothing to cancel.
 func (s *State) outstanding(worker string, now int64) []string {
 	var ids []string
-	for id := range s.byWorker[worker] {
+	for id := range s.byWorker[worker].ids() {
 		if g := s.grants[id]; g != nil && g.Worker == worker && g.Status == grants.StatusPermitted && now < g.ExpiresAt {
 			ids = append(ids, id)
 		}

@@ -1,8 +1,6 @@
 package fsm
 
 import (
-	"container/heap"
-
 	"github.com/writ-dev/writ/events"
 )
 
@@ -10,6 +8,7 @@ import (
 // it had inside the window, and when it is forgotten (the last permit's
 // time plus the ledger window).
 type ledgerEntry struct {
+	Key   string
 	Count uint64
 	Until int64
 }
@@ -19,6 +18,7 @@ type ledgerEntry struct {
 // policy epochs, so re-applying a document cannot refill an instrument
 // under the same id.
 type preauthUse struct {
+	ID     string
 	Uses   uint64
 	Amount uint64
 	Until  int64
@@ -26,6 +26,7 @@ type preauthUse struct {
 
 // quotaWindow is one quota's fixed window for one worker or lane.
 type quotaWindow struct {
+	Key      string
 	Start    int64
 	Requests uint64
 	Amount   uint64
@@ -80,12 +81,12 @@ func (s *State) charge(e events.Event) {
 	if e.LedgerKey != "" {
 		le := s.ledger[e.LedgerKey]
 		if le == nil {
-			le = &ledgerEntry{}
+			le = &ledgerEntry{Key: e.LedgerKey}
 			s.ledger[e.LedgerKey] = le
 		}
 		le.Count = addSatU(le.Count, 1)
 		le.Until = addSat(e.Time, s.policy.LedgerWindow())
-		heap.Push(&s.expiry, expiryItem{At: le.Until, Kind: expireLedger, Key: e.LedgerKey})
+		s.schedule(le.Until, 0, expireLedger, le)
 	}
 	if e.Instrument != "" {
 		until, ok := s.policy.PreauthExpires(e.Instrument)
@@ -94,22 +95,22 @@ func (s *State) charge(e events.Event) {
 		}
 		pu := s.preauth[e.Instrument]
 		if pu == nil {
-			pu = &preauthUse{}
+			pu = &preauthUse{ID: e.Instrument}
 			s.preauth[e.Instrument] = pu
 		}
 		pu.Uses = addSatU(pu.Uses, 1)
 		pu.Amount = addSatU(pu.Amount, e.Amount)
 		if until > pu.Until {
 			pu.Until = until
-			heap.Push(&s.expiry, expiryItem{At: pu.Until, Kind: expirePreauth, Key: e.Instrument})
+			s.schedule(pu.Until, 0, expirePreauth, pu)
 		}
 	}
 	for _, q := range s.policy.QuotaCharges(e.Worker, e.Lane, e.Time) {
 		w := s.quota[q.Key]
 		if w == nil || w.Start != q.Start {
-			w = &quotaWindow{Start: q.Start, Until: addSat(q.Start, q.Window)}
+			w = &quotaWindow{Key: q.Key, Start: q.Start, Until: addSat(q.Start, q.Window)}
 			s.quota[q.Key] = w
-			heap.Push(&s.expiry, expiryItem{At: w.Until, Kind: expireQuota, Key: q.Key})
+			s.schedule(w.Until, 0, expireQuota, w)
 		}
 		w.Requests = addSatU(w.Requests, 1)
 		w.Amount = addSatU(w.Amount, e.Amount)
@@ -118,20 +119,21 @@ func (s *State) charge(e events.Event) {
 }
 
 // pruneUsage drops the usage record an expiry item names, if the record
-// still ends at the item's time (a later permit may have extended it).
+// under that key still ends at the item's time (a later permit may have
+// extended it).
 func (s *State) pruneUsage(it expiryItem) {
-	switch it.Kind {
-	case expireLedger:
-		if e, ok := s.ledger[it.Key]; ok && e.Until == it.At {
-			delete(s.ledger, it.Key)
+	switch r := it.Ref.(type) {
+	case *ledgerEntry:
+		if e, ok := s.ledger[r.Key]; ok && e.Until == it.At {
+			delete(s.ledger, r.Key)
 		}
-	case expirePreauth:
-		if u, ok := s.preauth[it.Key]; ok && u.Until == it.At {
-			delete(s.preauth, it.Key)
+	case *preauthUse:
+		if u, ok := s.preauth[r.ID]; ok && u.Until == it.At {
+			delete(s.preauth, r.ID)
 		}
-	case expireQuota:
-		if w, ok := s.quota[it.Key]; ok && w.Until == it.At {
-			delete(s.quota, it.Key)
+	case *quotaWindow:
+		if w, ok := s.quota[r.Key]; ok && w.Until == it.At {
+			delete(s.quota, r.Key)
 		}
 	}
 }

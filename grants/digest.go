@@ -40,7 +40,18 @@ var ErrBadArgs = errors.New("grants: bad arguments")
 // into U+FFFD. Also rejected: anything after the value, more than
 // MaxArgsDepth nested arrays and objects, exponents beyond ±400, and input
 // or canonical output longer than MaxArgsBytes.
+//
+// A document already in canonical form (as a spend's args are when they
+// are flattened) is recognised in one scan and copied.
 func CanonicalJSON(raw []byte) ([]byte, error) {
+	if len(raw) <= MaxArgsBytes && isCanonical(raw) {
+		return bytes.Clone(raw), nil
+	}
+	return canonicalize(raw)
+}
+
+// canonicalize is CanonicalJSON the long way: parse, then re-encode.
+func canonicalize(raw []byte) ([]byte, error) {
 	if len(raw) > MaxArgsBytes {
 		return nil, fmt.Errorf("%w: %d bytes exceeds limit %d", ErrBadArgs, len(raw), MaxArgsBytes)
 	}
@@ -309,4 +320,169 @@ func canonNumber(lit string) (string, error) {
 		b.WriteString(digits[point:])
 	}
 	return b.String(), nil
+}
+
+// isCanonical reports whether raw is, for certain, already in canonical
+// form, so that CanonicalJSON would return it unchanged: it does in one
+// scan, without allocating, what parsing and re-encoding would show. It
+// answers false for anything it does not certify (whitespace, escapes in
+// strings, characters encoding/json escapes, exponents, non-canonical
+// numbers, unsorted or repeated keys, nesting deeper than MaxArgsDepth,
+// trailing bytes), and CanonicalJSON then takes the long way. Every
+// argument document canonicalised once (a spend's args are flattened from
+// their canonical form) is certified.
+func isCanonical(raw []byte) bool {
+	end, ok := scanCanonical(raw, 0, 0)
+	return ok && end == len(raw)
+}
+
+// scanCanonical scans the canonical value at raw[i:], nested in depth
+// arrays and objects, and returns where it ends.
+func scanCanonical(raw []byte, i, depth int) (int, bool) {
+	if i >= len(raw) {
+		return 0, false
+	}
+	switch c := raw[i]; {
+	case c == '{':
+		if depth >= MaxArgsDepth {
+			return 0, false
+		}
+		i++
+		if i < len(raw) && raw[i] == '}' {
+			return i + 1, true
+		}
+		var prev []byte
+		for n := 0; ; n++ {
+			j, ok := scanCanonicalString(raw, i)
+			if !ok {
+				return 0, false
+			}
+			// Keys are unescaped, so their bytes are the key: strictly
+			// ascending means sorted and unique.
+			key := raw[i+1 : j-1]
+			if n > 0 && bytes.Compare(prev, key) >= 0 {
+				return 0, false
+			}
+			prev = key
+			if j >= len(raw) || raw[j] != ':' {
+				return 0, false
+			}
+			if i, ok = scanCanonical(raw, j+1, depth+1); !ok || i >= len(raw) {
+				return 0, false
+			}
+			switch raw[i] {
+			case ',':
+				i++
+			case '}':
+				return i + 1, true
+			default:
+				return 0, false
+			}
+		}
+	case c == '[':
+		if depth >= MaxArgsDepth {
+			return 0, false
+		}
+		i++
+		if i < len(raw) && raw[i] == ']' {
+			return i + 1, true
+		}
+		for {
+			var ok bool
+			if i, ok = scanCanonical(raw, i, depth+1); !ok || i >= len(raw) {
+				return 0, false
+			}
+			switch raw[i] {
+			case ',':
+				i++
+			case ']':
+				return i + 1, true
+			default:
+				return 0, false
+			}
+		}
+	case c == '"':
+		return scanCanonicalString(raw, i)
+	case c == 't':
+		return scanLiteral(raw, i, "true")
+	case c == 'f':
+		return scanLiteral(raw, i, "false")
+	case c == 'n':
+		return scanLiteral(raw, i, "null")
+	case c == '-' || c >= '0' && c <= '9':
+		return scanCanonicalNumber(raw, i)
+	}
+	return 0, false
+}
+
+func scanLiteral(raw []byte, i int, lit string) (int, bool) {
+	if !bytes.HasPrefix(raw[i:], []byte(lit)) {
+		return 0, false
+	}
+	return i + len(lit), true
+}
+
+// scanCanonicalString scans a string that quote would write unchanged and
+// that needs no unescaping: printable ASCII other than '"', '\\', '<', '>'
+// and '&' (which encoding/json escapes), and valid UTF-8 sequences other
+// than U+2028 and U+2029 (which it escapes too).
+func scanCanonicalString(raw []byte, i int) (int, bool) {
+	if i >= len(raw) || raw[i] != '"' {
+		return 0, false
+	}
+	for j := i + 1; j < len(raw); {
+		c := raw[j]
+		switch {
+		case c == '"':
+			return j + 1, true
+		case c < 0x20 || c == '\\' || c == '<' || c == '>' || c == '&' || c == 0x7f:
+			return 0, false
+		case c < utf8.RuneSelf:
+			j++
+		default:
+			r, size := utf8.DecodeRune(raw[j:])
+			if r == utf8.RuneError || r == '\u2028' || r == '\u2029' {
+				return 0, false
+			}
+			j += size
+		}
+	}
+	return 0, false
+}
+
+// scanCanonicalNumber scans a number in the form canonNumber writes: an
+// optional '-', an integer part without leading zeros, an optional
+// fraction without trailing zeros, no exponent, and not negative zero.
+func scanCanonicalNumber(raw []byte, i int) (int, bool) {
+	start := i
+	if raw[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		n := 0
+		for i < len(raw) && raw[i] >= '0' && raw[i] <= '9' {
+			i, n = i+1, n+1
+		}
+		return n
+	}
+	intStart := i
+	n := digits()
+	zeroInt := n == 1 && raw[intStart] == '0'
+	if n == 0 || (n > 1 && raw[intStart] == '0') {
+		return 0, false
+	}
+	if i < len(raw) && raw[i] == '.' {
+		i++
+		if digits() == 0 || raw[i-1] == '0' {
+			return 0, false
+		}
+		zeroInt = false
+	}
+	if i < len(raw) && (raw[i] == 'e' || raw[i] == 'E') {
+		return 0, false
+	}
+	if zeroInt && raw[start] == '-' {
+		return 0, false // -0 is written 0
+	}
+	return i, true
 }

@@ -12,6 +12,7 @@ package issuer
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -430,6 +431,56 @@ func FuzzPolicyCommand(f *testing.F) {
 		}
 		if !bytes.Equal(p.Canonical(), c.Policy) {
 			t.Fatalf("body %q: canonical policy is not a fixed point", body)
+		}
+	})
+}
+
+// FuzzDecodeStrict checks the single-pass decode against the two-pass
+// reference (version probe, then strict decode): for every body and every
+// request type, the same refusal with the same message, or the same
+// decoded request.
+func FuzzDecodeStrict(f *testing.F) {
+	for _, b := range commonBad {
+		f.Add([]byte(b))
+	}
+	for _, b := range []string{
+		`{"v":1,"lane":"coordinator","tool":"Bash","args":{"command":"ls"},"idempotency_key":"k1"}`,
+		`{"v":1,"lane":"coordinator","tool":"Bash","args":{"command":"ls"},"idempotency_key":"k1"} `,
+		`{"v":1,"lane":"coordinator","tool":"Bash","args":{"command":"ls"},"idempotency_key":"k1"}}`,
+		`{"v":1,"lane":"coordinator","tool":"Bash","args":{"command":"ls"},"idempotency_key":"k1"}]`,
+		`{"v":1,"lane":"coordinator","tool":"Bash","args":{"command":"ls"},"idempotency_key":"k1"},`,
+		`{"V":1,"grant_id":"g1","args":{"a":[1,2]},"idempotency_key":"k1"}`,
+		`{"v":1,"V":2,"grant_id":"g1","digest":"` + zeroHash + `","idempotency_key":"k1"}`,
+		`{"v":2,"v":1,"grant_id":"g1","outcome":"confirmed","verifier":"v"}`,
+		`{"v":2,"grant_id":"g1","nope":1}`,
+		`{"v":1,"grant_id":"g1","nope":1}`,
+		`{"v":null,"worker":"w1"}`,
+		`{"v":1.0,"worker":"w1"}`,
+		`{"v":1e0,"source":"s1"}`,
+		`{"v":1,"worker":"w1","source":7}`,
+		`{"v":1,"policy":{"version":1}}`,
+		`{"v":1,"epoch":3}`,
+		` {"v":1,"id":"s1","channel":"web_fetch","content_digest":"` + zeroHash + `"}` + "\n",
+		"{\"v\":1,\"tool\":\"\xff\"}",
+	} {
+		f.Add([]byte(b))
+	}
+	types := []func() any{
+		func() any { return new(api.GrantRequest) }, func() any { return new(api.SpendRequest) },
+		func() any { return new(api.EffectRequest) }, func() any { return new(api.SourceRequest) },
+		func() any { return new(api.RevokeRequest) }, func() any { return new(api.ReinstateRequest) },
+		func() any { return new(api.PolicyRequest) }, func() any { return new(api.PolicyShowRequest) },
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, mk := range types {
+			fast, slow := mk(), mk()
+			ef, es := decodeStrict(body, fast), decodeStrictSlow(body, slow)
+			if !reflect.DeepEqual(ef, es) {
+				t.Fatalf("%T body %q: single pass %+v, two passes %+v", fast, body, ef, es)
+			}
+			if ef == nil && !reflect.DeepEqual(fast, slow) {
+				t.Fatalf("%T body %q: single pass decoded %+v, two passes %+v", fast, body, fast, slow)
+			}
 		}
 	})
 }

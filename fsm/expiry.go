@@ -1,0 +1,269 @@
+package fsm
+
+import (
+	"strings"
+
+	"github.com/writ-dev/writ/grants"
+)
+
+// Expiry: every entry the state forgets on the clock (grants, idempotency
+// records, effect-ledger entries, preauthorization consumption, quota
+// windows, registered sources) is scheduled in one min-heap of items, each
+// naming the entry and the time it is due.
+//
+// Correctness does not depend on the order in which due items are popped.
+// An item due at At removes the entry it names only if that entry's
+// retention ends exactly at At (a later event may have replaced or
+// extended it, and then scheduled it again), and prune pops every item due
+// at or before the clock before any decision or encoding looks at the
+// state. So the entries a prune removes are exactly those whose retention
+// has passed, whatever the order. The order is still total and derived
+// from the entries alone, so every replica, and every state restored from
+// a snapshot of it, pops the live items in the same sequence:
+//
+//	time, then the sequence number of the event that recorded the entry
+//	(a grant's permit, an idempotency record's answer, a source's
+//	registration; 0 for usage records, which several events extend), then
+//	the kind, then the entry's key (only usage records can tie that far).
+//
+// A grant and the idempotency record of the request it answered share one
+// item: the record's retention is the grant's (both end at ExpiresAt +
+// RetainMargin), so the grant's item removes both. Records without such a
+// grant (refusals, approval_required answers, and restored records whose
+// grant no longer matches) have items of their own.
+
+// What an expiry item removes. Stored only in memory (the low bits of
+// expiryItem.Ord), never in snapshots.
+const (
+	expireGrant   uint64 = iota // a grant, and the idempotency record it shares its item with
+	expireIdem                  // an idempotency record without a grant sharing its retention
+	expireLedger                // an effect-ledger entry
+	expirePreauth               // a preauthorization's consumption record
+	expireQuota                 // a quota window
+	expireSource                // a registered source
+)
+
+// kindBits is how many low bits of expiryItem.Ord hold the kind.
+const kindBits = 3
+
+// expiryItem schedules one entry for removal at At. Ord is the entry's
+// event sequence number shifted left by kindBits, or-ed with its kind (a
+// sequence number beyond 2^61, which no chain reaches, would wrap: only
+// the order would change, never what is removed). Ref
+// points at what the item removes: the *grants.Grant, the *idemID, the
+// *ledgerEntry, *preauthUse or *quotaWindow, or the *source, as it was
+// when the item was scheduled; prune looks the entry up again by its key
+// and removes what the map holds only if its retention ends at At.
+type expiryItem struct {
+	At  int64
+	Ord uint64
+	Ref any
+}
+
+// key is the item's entry key, the last tie-break of the order.
+func (it *expiryItem) key() (string, string) {
+	switch r := it.Ref.(type) {
+	case *grants.Grant:
+		return r.ID, ""
+	case *idemID:
+		return r.Worker, r.Key
+	case *ledgerEntry:
+		return r.Key, ""
+	case *preauthUse:
+		return r.ID, ""
+	case *quotaWindow:
+		return r.Key, ""
+	case *source:
+		return r.ID, ""
+	}
+	return "", ""
+}
+
+func (it *expiryItem) less(o *expiryItem) bool {
+	if it.At != o.At {
+		return it.At < o.At
+	}
+	if it.Ord != o.Ord {
+		return it.Ord < o.Ord
+	}
+	a1, a2 := it.key()
+	b1, b2 := o.key()
+	if c := strings.Compare(a1, b1); c != 0 {
+		return c < 0
+	}
+	return a2 < b2
+}
+
+// expiryHeap is a binary min-heap of expiry items under less. It is
+// written out rather than built on container/heap, which boxes every
+// pushed item in an interface and compares through one.
+type expiryHeap []expiryItem
+
+// shrinkFloor is the capacity (items, or map entries) below which the
+// state never reallocates a heap or map to release memory.
+const shrinkFloor = 1024
+
+func (h *expiryHeap) push(it expiryItem) {
+	*h = append(*h, it)
+	h.up(len(*h) - 1)
+}
+
+// pop removes the least item. The vacated slot is cleared so the backing
+// array does not keep the removed entry reachable, and once fewer than a
+// quarter of its slots are used the array is reallocated at twice the
+// length (Go never returns the unused part of a slice).
+func (h *expiryHeap) pop() expiryItem {
+	old := *h
+	n := len(old) - 1
+	it := old[0]
+	old[0] = old[n]
+	old[n] = expiryItem{}
+	*h = old[:n]
+	if n > 0 {
+		h.down(0)
+	}
+	if c := cap(old); c > shrinkFloor && n < c/4 {
+		*h = append(make(expiryHeap, 0, 2*n), (*h)...)
+	}
+	return it
+}
+
+// init restores the heap order after items were appended without it.
+func (h expiryHeap) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+func (h expiryHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h[i].less(&h[p]) {
+			return
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func (h expiryHeap) down(i int) {
+	n := len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && h[r].less(&h[l]) {
+			m = r
+		}
+		if !h[m].less(&h[i]) {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+}
+
+func (s *State) schedule(at int64, seq, kind uint64, ref any) {
+	s.expiry.push(expiryItem{At: at, Ord: seq<<kindBits | kind, Ref: ref})
+}
+
+// advance moves the clock forward (never back) and forgets what the clock
+// has passed.
+func (s *State) advance(t int64) {
+	if t > s.clock {
+		s.clock = t
+	}
+	s.prune()
+}
+
+// prune forgets grants, idempotency records, effect-ledger entries,
+// preauthorization consumption, quota windows and registered sources whose
+// retention time is at or before the clock.
+func (s *State) prune() {
+	if len(s.expiry) == 0 || s.expiry[0].At > s.clock {
+		return
+	}
+	s.notePeaks()
+	defer s.shrinkMaps()
+	for len(s.expiry) > 0 && s.expiry[0].At <= s.clock {
+		it := s.expiry.pop()
+		switch r := it.Ref.(type) {
+		case *grants.Grant:
+			if g, ok := s.grants[r.ID]; ok && retainUntil(g) == it.At {
+				s.dropGrant(g)
+			}
+			// The request's record shares this item (see addGrant).
+			if r.IdemKey != "" {
+				s.dropIdem(idemID{r.Worker, r.IdemKey}, it.At)
+			}
+		case *idemID:
+			s.dropIdem(*r, it.At)
+		case *source:
+			if cur, ok := s.sources[r.ID]; ok && cur.until() == it.At {
+				s.dropSource(cur)
+			}
+		default:
+			s.pruneUsage(it)
+		}
+	}
+}
+
+func (s *State) dropIdem(k idemID, at int64) {
+	if r, ok := s.idem[k]; ok && r.Until == at {
+		delete(s.idem, k)
+	}
+}
+
+func (s *State) dropGrant(g *grants.Grant) {
+	delete(s.grants, g.ID)
+	if m := s.byWorker[g.Worker]; m != nil {
+		m.remove(g.ID)
+		if m.len() == 0 {
+			delete(s.byWorker, g.Worker)
+		}
+	}
+}
+
+// addGrant records g and schedules its removal. The item also removes the
+// idempotency record (g.Worker, g.IdemKey) if that record's retention ends
+// with g's: addIdem need not schedule a record it was told is covered.
+func (s *State) addGrant(g *grants.Grant) {
+	s.putGrant(g)
+	s.schedule(retainUntil(g), g.PermitSeq, expireGrant, g)
+}
+
+// putGrant records g without scheduling it (Restore schedules in bulk).
+func (s *State) putGrant(g *grants.Grant) {
+	if old, ok := s.grants[g.ID]; ok {
+		// Decide never reuses a live id; a replayed stream might. Keep the
+		// per-worker index consistent with the grant map either way. The
+		// old grant's item stays scheduled: it still removes the old
+		// request's idempotency record on time.
+		s.dropGrant(old)
+	}
+	s.grants[g.ID] = g
+	m := s.byWorker[g.Worker]
+	if m == nil {
+		m = newIDSet()
+		s.byWorker[g.Worker] = m
+	}
+	m.add(g.ID)
+}
+
+// addIdem records r under id. covered says the grant just added answered
+// this request (same worker and key, same retention), so its expiry item
+// removes r too; otherwise r is scheduled on its own.
+func (s *State) addIdem(id idemID, r *idemRecord, covered bool) {
+	s.idem[id] = r
+	if !covered {
+		ref := id
+		s.schedule(r.Until, r.Seq, expireIdem, &ref)
+	}
+}
+
+// coveredBy reports whether g's expiry item removes the record r under id.
+func coveredBy(g *grants.Grant, id idemID, r *idemRecord) bool {
+	return g != nil && g.Worker == id.Worker && g.IdemKey == id.Key && retainUntil(g) == r.Until
+}

@@ -1,0 +1,70 @@
+package fsm
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/writ-dev/writ/grants"
+)
+
+// ExpiryRemovals pops a copy of s's expiry heap to the end and returns, in
+// pop order, every removal prune would make ("time kind key"), applying
+// prune's rules to copies of the retention times s holds; s is unchanged.
+// left lists the entries no item would ever remove (sorted): it must be
+// empty, or the state would hold them forever.
+func ExpiryRemovals(s *State) (removed, left []string) {
+	until := map[string]int64{}
+	for id, g := range s.grants {
+		until["grant "+id] = retainUntil(g)
+	}
+	for k, r := range s.idem {
+		until["idem "+k.Worker+"/"+k.Key] = r.Until
+	}
+	for k, e := range s.ledger {
+		until["ledger "+k] = e.Until
+	}
+	for k, u := range s.preauth {
+		until["preauth "+k] = u.Until
+	}
+	for k, w := range s.quota {
+		until["quota "+k] = w.Until
+	}
+	for k, r := range s.sources {
+		until["source "+k] = r.until()
+	}
+	drop := func(at int64, name string) {
+		if t, ok := until[name]; ok && t == at {
+			delete(until, name)
+			removed = append(removed, fmt.Sprintf("%d %s", at, name))
+		}
+	}
+	h := slices.Clone(s.expiry)
+	for len(h) > 0 {
+		it := h.pop()
+		switch r := it.Ref.(type) {
+		case *grants.Grant:
+			drop(it.At, "grant "+r.ID)
+			if r.IdemKey != "" {
+				drop(it.At, "idem "+r.Worker+"/"+r.IdemKey)
+			}
+		case *idemID:
+			drop(it.At, "idem "+r.Worker+"/"+r.Key)
+		case *ledgerEntry:
+			drop(it.At, "ledger "+r.Key)
+		case *preauthUse:
+			drop(it.At, "preauth "+r.ID)
+		case *quotaWindow:
+			drop(it.At, "quota "+r.Key)
+		case *source:
+			drop(it.At, "source "+r.ID)
+		default:
+			panic(fmt.Sprintf("expiry item refers to %T", it.Ref))
+		}
+	}
+	for name := range until {
+		left = append(left, name)
+	}
+	sort.Strings(left)
+	return removed, left
+}
