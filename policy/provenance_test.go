@@ -588,7 +588,9 @@ func TestWholeSourceDecides(t *testing.T) {
 			if j.Reason != tc.reason {
 				t.Fatalf("%s %s %q %q", j.Decision, j.Reason, j.Missing, j.Detail)
 			}
-			if !slices.ContainsFunc(j.Grounds, func(l string) bool { return strings.HasPrefix(l, "field=/amount source=s-user") && strings.HasSuffix(l, " whole") }) {
+			if !slices.ContainsFunc(j.Grounds, func(l string) bool {
+				return strings.HasPrefix(l, "field=/amount source=s-user") && strings.HasSuffix(l, " whole")
+			}) {
 				t.Errorf("grounds do not mark the whole source: %q", j.Grounds)
 			}
 		})
