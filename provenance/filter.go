@@ -189,8 +189,15 @@ func (r *Registry) matchShort(v []byte, hits map[*source]hit) {
 	if token {
 		mode = ModeToken
 	}
+	r.matchBlocks(v, token, token, mode, hits)
+}
+
+// matchBlocks searches the blocks whose filters admit v's probes (word
+// probes when probeToken, else gram probes) for an occurrence of v, as a
+// token when bounded is set, and records a hit of mode per source.
+func (r *Registry) matchBlocks(v []byte, probeToken, bounded bool, mode MatchMode, hits map[*source]hit) {
 	var buf [2 * FragmentMin]probe
-	ps := r.shortProbes(v, token, buf[:0])
+	ps := r.shortProbes(v, probeToken, buf[:0])
 	for _, b := range r.blocks {
 		if b.gone || b.live == 0 || !b.mayHold(ps) {
 			continue
@@ -203,7 +210,7 @@ func (r *Registry) matchShort(v []byte, hits map[*source]hit) {
 			if _, ok := hits[w.src]; ok {
 				continue
 			}
-			if containsIn(w, int(rg.lo), int(rg.hi), v, token) {
+			if containsIn(w, int(rg.lo), int(rg.hi), v, bounded) {
 				hits[w.src] = hit{src: w.src, mode: mode, n: len(v)}
 			}
 		}

@@ -392,24 +392,6 @@ func isIdentByte(c byte) bool {
 // checked for a token-bounded occurrence.
 func (r *Registry) matchTokenLocked(v []byte) map[*source]hit {
 	hits := map[*source]hit{}
-	var buf [2 * FragmentMin]probe
-	ps := r.shortProbes(v, false, buf[:0])
-	for _, b := range r.blocks {
-		if b.gone || b.live == 0 || !b.mayHold(ps) {
-			continue
-		}
-		for _, rg := range b.ranges {
-			w := rg.w
-			if w.dead {
-				continue
-			}
-			if _, ok := hits[w.src]; ok {
-				continue
-			}
-			if containsIn(w, int(rg.lo), int(rg.hi), v, true) {
-				hits[w.src] = hit{src: w.src, mode: ModeToken, n: len(v)}
-			}
-		}
-	}
+	r.matchBlocks(v, false, true, ModeToken, hits)
 	return hits
 }
