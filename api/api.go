@@ -44,6 +44,8 @@ const (
 	SubjectStatus    = OperatorPrefix + "status"
 	// SubjectPolicyShow answers with a policy document by epoch.
 	SubjectPolicyShow = OperatorPrefix + "policy.show"
+	// SubjectApprove approves an open review (ApproveRequest).
+	SubjectApprove = OperatorPrefix + "approve"
 )
 
 // WorkerSubject is the subject a worker sends op on.
@@ -215,6 +217,26 @@ type RevokeRequest struct {
 	Source string `json:"source,omitempty"`
 	Lane   string `json:"lane,omitempty"`
 }
+
+// ApproveRequest approves the open review ReviewID: the exact call it
+// held (the same worker, tool and request digest) is permitted once when
+// the worker asks again within TTLMillis (0: DefaultApprovalTTL; at most
+// MaxApprovalTTL). The policy still runs: an approval turns only an
+// approval_required answer into a permit, never a deny. Note is recorded
+// in the approval receipt.
+type ApproveRequest struct {
+	V         int    `json:"v"`
+	ReviewID  string `json:"review_id"`
+	TTLMillis int64  `json:"ttl_ms,omitempty"`
+	Note      string `json:"note,omitempty"`
+}
+
+// Approval lifetimes and the note bound.
+const (
+	DefaultApprovalTTLMillis = 10 * 60 * 1000
+	MaxApprovalTTLMillis     = 24 * 60 * 60 * 1000
+	MaxApprovalNote          = 1024
+)
 
 // ReinstateRequest lifts a revoked worker's bar.
 type ReinstateRequest struct {

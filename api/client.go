@@ -71,6 +71,12 @@ func (c *Client) RegisterSource(ctx context.Context, r SourceRequest) (grants.En
 	return c.envelope(ctx, WorkerSubject(c.Worker, OpSource), r)
 }
 
+// Approve approves an open review.
+func (c *Client) Approve(ctx context.Context, r ApproveRequest) (grants.Envelope, error) {
+	r.V = Version
+	return c.envelope(ctx, SubjectApprove, r)
+}
+
 // Revoke bumps a revocation counter.
 func (c *Client) Revoke(ctx context.Context, r RevokeRequest) (grants.Envelope, error) {
 	r.V = Version

@@ -16,7 +16,10 @@
 //     request digest; at most one attempt per grant; no attempt at or after
 //     the grant's expiry, after a policy epoch change, or after a revocation
 //     that moved a bound counter or cancelled the grant; every effect ties
-//     to the grant's attempt and names its verifier;
+//     to the grant's attempt and names its verifier; a permit that names
+//     a review follows an approval event of that review for the same
+//     worker, tool and request digest, before the approval expires and
+//     outliving it by nothing, and uses it up;
 //
 // and then folds the event into an fsm.New state with fsm.Evolve, so that
 // Digest is the projection digest the issuer's State.Digest must equal at
@@ -34,6 +37,10 @@
 // The first violation stops the Verifier: it is returned by that Add and by
 // every later one, and Summary describes the events before it. Every
 // violation is a *Violation whose Code is one of the constants below.
+//
+// Approval receipts (kind approval) record an operator's approval of a
+// review; the projection keeps the open reviews and live approvals the
+// issuer keeps, so they too are covered by the digest comparison.
 //
 // # Violation codes
 //
@@ -58,6 +65,7 @@
 //	effect_without_attempt      the effect                the grant is not live, was never attempted, or the effect names another attempt sequence
 //	effect_missing_verifier     the effect                the effect does not name the verifier that observed it
 //	effect_bad_outcome          the effect                the outcome is not confirmed, failed, unknown or contested
+//	permit_without_approval     the permit                the permit names a review (an approved call) but no earlier approval event of that review covers it: none, used, expired, revoked with its worker, for another worker, tool or digest, or expiring before the grant
 //	fold_failed                 the event                 fsm.Evolve refused the event (an epoch event whose policy does not parse, a source event without an id or a known authority)
 //	state_digest_mismatch       the last event            the projection digest differs from the one expected (CheckDigest)
 //

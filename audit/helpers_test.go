@@ -72,6 +72,20 @@ func effectEv(t int64, id, worker, outcome, verifier string, attemptSeq uint64) 
 
 // validStream is a short stream with every kind, in the shapes the issuer
 // writes them.
+// approvalEv approves review rv for worker's call with digest d, for ttl.
+func approvalEv(t int64, rv, worker string, d events.Hash, ttl int64) events.Event {
+	return events.Event{Kind: events.KindApproval, Time: t, Worker: worker, Lane: "isolated", Tool: "Read", Digest: d,
+		Decision: "permit", Actor: "operator", ReviewID: rv, ExpiresAt: t + ttl}
+}
+
+// approvedPermitEv is a permit of the call the approval of rv covered.
+func approvedPermitEv(t int64, id, worker string, d events.Hash, ttl int64, rv string) events.Event {
+	e := permitEv(t, id, worker, d, ttl, 1)
+	e.ReviewID = rv
+	e.Rules = []string{"approved:" + rv}
+	return e
+}
+
 func validStream() *stream {
 	s := &stream{}
 	s.add(epochEv(t0, 1))                                   // 1

@@ -121,8 +121,11 @@ type Verifier struct {
 	exp   []expiry // min-heap on at
 
 	counters map[string]counterState
-	epoch    uint64
-	epochSeq uint64
+	// approvals by review id, until used, expired or their worker revoked
+	approvals   map[string]approvalState
+	approvalExp approvalHeap
+	epoch       uint64
+	epochSeq    uint64
 
 	nEvents    uint64
 	firstSeq   uint64
@@ -270,17 +273,24 @@ func (v *Verifier) add(e *events.Event) error {
 			"time %s is before the previous event's %s", ts(e.Time), ts(v.lastTime)))
 	}
 	v.forget(e.Time)
+	v.forgetApprovals(e.Time)
 
 	var x *Violation
 	switch e.Kind {
 	case events.KindPermit:
 		x = v.permit(e)
+		if x == nil && e.ReviewID != "" {
+			x = v.approvedPermit(e)
+		}
+	case events.KindApproval:
+		v.approval(e)
 	case events.KindAttempt:
 		x = v.attempt(e)
 	case events.KindEffect:
 		x = v.effect(e)
 	case events.KindRevoke:
 		v.revoke(e)
+		v.revokeApprovals(e)
 	case events.KindEpoch:
 		v.epoch, v.epochSeq = e.Epoch, e.Seq
 	}

@@ -50,6 +50,37 @@ func TestViolationCodes(t *testing.T) {
 		{name: "grant id reused after it was forgotten", build: func() *stream {
 			return base().add(permitEv(g1Forget, "g1", "w1", digestA, 60*sec, 1)).add(attemptEv(g1Forget+1, "g1", "w1", digestA, 3))
 		}},
+		{name: "permit of an approved call", build: func() *stream {
+			return base().add(approvalEv(t0+2*sec, "rv-1", "w1", digestB, 60*sec)).
+				add(approvedPermitEv(t0+3*sec, "g2", "w1", digestB, 30*sec, "rv-1")).
+				add(attemptEv(t0+4*sec, "g2", "w1", digestB, 4))
+		}},
+		{name: "permit naming an unapproved review", code: CodePermitWithoutApproval, seq: 3, build: func() *stream {
+			return base().add(approvedPermitEv(t0+3*sec, "g2", "w1", digestB, 30*sec, "rv-1"))
+		}},
+		{name: "permit of another call than approved", code: CodePermitWithoutApproval, seq: 4, build: func() *stream {
+			return base().add(approvalEv(t0+2*sec, "rv-1", "w1", digestA, 60*sec)).
+				add(approvedPermitEv(t0+3*sec, "g2", "w1", digestB, 30*sec, "rv-1"))
+		}},
+		{name: "permit after the approval expired", code: CodePermitWithoutApproval, seq: 4, build: func() *stream {
+			return base().add(approvalEv(t0+2*sec, "rv-1", "w1", digestB, 10*sec)).
+				add(approvedPermitEv(t0+12*sec, "g2", "w1", digestB, 30*sec, "rv-1"))
+		}},
+		{name: "permit outliving the approval", code: CodePermitWithoutApproval, seq: 4, build: func() *stream {
+			return base().add(approvalEv(t0+2*sec, "rv-1", "w1", digestB, 10*sec)).
+				add(approvedPermitEv(t0+3*sec, "g2", "w1", digestB, 30*sec, "rv-1"))
+		}},
+		{name: "approval used twice", code: CodePermitWithoutApproval, seq: 5, build: func() *stream {
+			return base().add(approvalEv(t0+2*sec, "rv-1", "w1", digestB, 60*sec)).
+				add(approvedPermitEv(t0+3*sec, "g2", "w1", digestB, 30*sec, "rv-1")).
+				add(approvedPermitEv(t0+4*sec, "g3", "w1", digestB, 30*sec, "rv-1"))
+		}},
+		{name: "approval of a revoked worker", code: CodePermitWithoutApproval, seq: 6, build: func() *stream {
+			return base().add(approvalEv(t0+2*sec, "rv-1", "w1", digestB, 60*sec)).
+				add(events.Event{Kind: events.KindRevoke, Time: t0 + 3*sec, Worker: "w1", Counters: []events.Counter{{Key: "worker/w1", Value: 1}}}).
+				add(events.Event{Kind: events.KindReinstate, Time: t0 + 4*sec, Worker: "w1"}).
+				add(approvedPermitEv(t0+5*sec, "g2", "w1", digestB, 30*sec, "rv-1"))
+		}},
 		{name: "revoke of a counter the grant did not bind", build: func() *stream {
 			return base().add(events.Event{Kind: events.KindRevoke, Time: t0 + 2*sec, Counters: []events.Counter{{Key: "worker/w9", Value: 1}}}).
 				add(attemptEv(t0+3*sec, "g1", "w1", digestA, 2))
@@ -590,13 +621,13 @@ func TestCodesTable(t *testing.T) {
 	for _, c := range []string{CodeDecode, CodeStreamSeqMismatch, CodeSeqGap, CodeChainBroken, CodeUnknownKind,
 		CodeTimeBackwards, CodeDuplicatePermit, CodeAttemptWithoutPermit, CodeNotGrantee, CodeAttemptDigestMismatch,
 		CodeDoubleAttempt, CodeAttemptAfterExpiry, CodeAttemptAfterEpochChange, CodeAttemptAfterRevocation,
-		CodeEffectWithoutAttempt, CodeEffectMissingVerifier, CodeEffectBadOutcome, CodeFoldFailed, CodeStateDigestMismatch} {
+		CodeEffectWithoutAttempt, CodeEffectMissingVerifier, CodeEffectBadOutcome, CodePermitWithoutApproval, CodeFoldFailed, CodeStateDigestMismatch} {
 		if !seen[c] {
 			t.Errorf("code %s missing from Codes", c)
 		}
 	}
-	if len(seen) != 19 {
-		t.Errorf("Codes has %d entries, constants 19", len(seen))
+	if len(seen) != 20 {
+		t.Errorf("Codes has %d entries, constants 20", len(seen))
 	}
 	doc, err := os.ReadFile("doc.go")
 	if err != nil {

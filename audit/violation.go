@@ -22,6 +22,7 @@ const (
 	CodeEffectWithoutAttempt    = "effect_without_attempt"
 	CodeEffectMissingVerifier   = "effect_missing_verifier"
 	CodeEffectBadOutcome        = "effect_bad_outcome"
+	CodePermitWithoutApproval   = "permit_without_approval"
 	CodeFoldFailed              = "fold_failed"
 	CodeStateDigestMismatch     = "state_digest_mismatch"
 )
@@ -51,6 +52,7 @@ var Codes = []CodeInfo{
 	{CodeEffectWithoutAttempt, "an effect for a grant that is not live or was never attempted"},
 	{CodeEffectMissingVerifier, "an effect that does not name its verifier"},
 	{CodeEffectBadOutcome, "an effect outcome other than confirmed, failed, unknown or contested"},
+	{CodePermitWithoutApproval, "a permit names a review that no earlier, unexpired, unused approval of the same call covers"},
 	{CodeFoldFailed, "the event cannot be folded into the projection (fsm.Evolve refused it)"},
 	{CodeStateDigestMismatch, "the projection digest differs from the expected state digest"},
 }

@@ -134,6 +134,13 @@ func goldenEvents() []Event {
 				"field=amount model_made authority=evidence",
 			},
 		},
+		{
+			Kind: KindApproval, RaftIndex: 18, Time: t0 + 30_000_000_000, Node: "issuer-a",
+			Worker: "w-billing-1", Lane: "coordinator", Tool: "mcp__stripe__refund",
+			Digest: Sum([]byte("refund request")), Decision: "permit", Actor: "operator",
+			ReviewID: "rv-6f1c2a9b0d3e4f5a6b7c", ExpiresAt: t0 + 630_000_000_000,
+			Detail: "confirmed with the customer by phone",
+		},
 	}
 }
 

@@ -31,6 +31,10 @@ const (
 	// KindSource: a content source was registered (descriptor only, never
 	// content), so it has a replicated revocation counter.
 	KindSource Kind = 11
+	// KindApproval: an operator approved an open review; the worker's next
+	// request for the same exact call (tool and digest) is permitted once,
+	// until the approval expires.
+	KindApproval Kind = 12
 )
 
 var kindNames = map[Kind]string{
@@ -45,6 +49,7 @@ var kindNames = map[Kind]string{
 	KindReinstate:        "reinstate",
 	KindApprovalRequired: "approval_required",
 	KindSource:           "source",
+	KindApproval:         "approval",
 }
 
 var kindSubjects = map[Kind]string{
@@ -59,6 +64,7 @@ var kindSubjects = map[Kind]string{
 	KindReinstate:        SubjectPrefix + "reinstate",
 	KindApprovalRequired: SubjectPrefix + "approval.required",
 	KindSource:           SubjectPrefix + "source",
+	KindApproval:         SubjectPrefix + "approval",
 }
 
 // Known reports whether k is a kind this version of writ understands.

@@ -29,12 +29,14 @@ const (
 	OpReinstate Op = 7
 	// OpSource registers a content source's descriptor.
 	OpSource Op = 8
+	// OpApprove approves an open review (an operator's command).
+	OpApprove Op = 9
 )
 
 var opNames = map[Op]string{
 	OpRequest: "request", OpSpend: "spend", OpEffect: "effect", OpRevoke: "revoke",
 	OpSetPolicy: "set_policy", OpPublished: "published", OpReinstate: "reinstate",
-	OpSource: "source",
+	OpSource: "source", OpApprove: "approve",
 }
 
 func (o Op) String() string {
@@ -91,6 +93,12 @@ type Command struct {
 	Origins       []string
 	ModelMade     bool
 	Traces        []Trace
+
+	// OpApprove: the review approved, and the operator's note. TTL above
+	// is how long the approval waits for the worker's request (0: the
+	// default, DefaultApprovalTTL; at most MaxApprovalTTL).
+	ReviewID string
+	Note     string
 }
 
 // Trace is one argument field's provenance as the worker traced it: Field
@@ -168,6 +176,9 @@ const (
 	ctOrigin        = 29 // one per origin
 	ctModelMade     = 30 // 1 when ModelMade
 	ctTrace         = 31 // one per field trace (trace tags below)
+	// Added with operator approvals.
+	ctReviewID = 32
+	ctNote     = 33
 )
 
 // Field trace tags inside ctTrace, and match tags inside a trace's
@@ -245,6 +256,8 @@ func (c *Command) AppendEncode(buf []byte) []byte {
 		// Strings keeps an empty element (a trace with nothing set).
 		w.Strings(ctTrace, []string{string(scratch)})
 	}
+	w.String(ctReviewID, c.ReviewID)
+	w.String(ctNote, c.Note)
 	return w.Bytes()
 }
 
@@ -392,6 +405,10 @@ func DecodeCommand(b []byte) (Command, error) {
 					c.Traces = append(c.Traces, t)
 				}
 			}
+		case ctReviewID:
+			ok = str(r, &f, &c.ReviewID)
+		case ctNote:
+			ok = str(r, &f, &c.Note)
 		}
 		if !ok {
 			break

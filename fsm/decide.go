@@ -41,6 +41,8 @@ func Decide(s *State, now int64, node string, c Command) Outcome {
 		return decideReinstate(s, now, node, c)
 	case OpSource:
 		return decideSource(s, now, node, c)
+	case OpApprove:
+		return decideApprove(s, now, node, c)
 	case OpPublished:
 		// Apply moves the watermark before asking; the answer is the
 		// watermark in force (a confirmation beyond the chain is capped).
@@ -147,6 +149,7 @@ func (s *State) requestAnswer(r *idemRecord) grants.Envelope {
 		if g, ok := s.grants[r.GrantID]; ok {
 			env := permitEnvelope(g)
 			env.Grounds = slices.Clone(a.Grounds)
+			env.ReviewID = a.ReviewID // the approval that covered it, if any
 			return env
 		}
 	}

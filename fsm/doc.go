@@ -42,6 +42,19 @@
 // refuses the spend. Sources are forgotten SourceRetention after
 // registration; at most MaxSourcesPerWorker are live per worker.
 //
+// Approvals: an approval_required answer opens a review (ReviewID of the
+// request's grant id), kept as long as the request's idempotency record.
+// OpApprove, an operator's command, closes an open review with an approval
+// event (an unknown or closed one is refused unknown_review, as an event)
+// and records an approval for the exact call the review held: worker,
+// tool and request digest, until its expiry on the control-plane clock.
+// When the policy engine judges a later request for that call
+// approval_required, the approval turns the answer into a permit that
+// names the review (ReviewID, rule "approved:<id>"), never outlives the
+// approval and uses it up; a denial, a quota or a revoked worker or
+// source still refuses. Revoking a worker drops its reviews and
+// approvals.
+//
 // Business refusals (expired, already spent, revoked, ...) are results and
 // events, identical on every replica, never Go errors. State is not safe for
 // concurrent use; the raft adapter serialises access.

@@ -59,13 +59,16 @@ func Evolve(s *State, e events.Event) error {
 		s.intern.share(g)
 		s.addGrant(g)
 		s.charge(e)
+		if e.ReviewID != "" {
+			s.consumeApproval(e)
+		}
 		if e.IdemKey != "" {
 			r := &idemRecord{
 				Tool: g.Tool, Digest: e.Digest, Seq: e.Seq, GrantID: g.ID, Epoch: e.Epoch,
 				Until: retainUntil(g),
 			}
-			if len(e.Grounds) > 0 {
-				r.Answer = &idemAnswer{Grounds: slices.Clone(e.Grounds)}
+			if len(e.Grounds) > 0 || e.ReviewID != "" {
+				r.Answer = &idemAnswer{Grounds: slices.Clone(e.Grounds), ReviewID: e.ReviewID}
 			}
 			s.addIdem(idemID{g.Worker, g.IdemKey}, r, true)
 		}
@@ -87,6 +90,15 @@ func Evolve(s *State, e events.Event) error {
 			}
 			s.addIdem(idemID{e.Worker, e.IdemKey}, r, false)
 		}
+		if e.Kind == events.KindApprovalRequired && e.ReviewID != "" {
+			s.addReview(&review{
+				ID: e.ReviewID, Worker: s.intern.str(e.Worker), Lane: s.intern.str(e.Lane),
+				Session: s.intern.str(e.Session), Tool: s.intern.str(e.Tool), Digest: e.Digest,
+				Reason: s.intern.str(e.Reason), Seq: e.Seq, Until: addSat(e.Time, RetainMargin),
+			})
+		}
+	case events.KindApproval:
+		s.evolveApproval(e)
 	case events.KindAttempt:
 		if g := s.grants[e.GrantID]; g != nil {
 			g.Status, g.AttemptKey, g.AttemptSeq = grants.StatusSpent, e.IdemKey, e.Seq
@@ -100,6 +112,7 @@ func Evolve(s *State, e events.Event) error {
 			s.counters.Set(c.Key, c.Value)
 			if scope, id, err := revocation.ParseKey(c.Key); err == nil && scope == revocation.ScopeWorker {
 				s.barred[id] = true
+				s.dropReviewsOf(id)
 			}
 		}
 		for _, id := range e.Cancelled {

@@ -8,7 +8,7 @@ import (
 
 // Expiry: every entry the state forgets on the clock (grants, idempotency
 // records, effect-ledger entries, preauthorization consumption, quota
-// windows, registered sources) is scheduled in one min-heap of items, each
+// windows, registered sources, open reviews, approvals) is scheduled in one min-heap of items, each
 // naming the entry and the time it is due.
 //
 // Correctness does not depend on the order in which due items are popped.
@@ -35,12 +35,14 @@ import (
 // What an expiry item removes. Stored only in memory (the low bits of
 // expiryItem.Ord), never in snapshots.
 const (
-	expireGrant   uint64 = iota // a grant, and the idempotency record it shares its item with
-	expireIdem                  // an idempotency record without a grant sharing its retention
-	expireLedger                // an effect-ledger entry
-	expirePreauth               // a preauthorization's consumption record
-	expireQuota                 // a quota window
-	expireSource                // a registered source
+	expireGrant    uint64 = iota // a grant, and the idempotency record it shares its item with
+	expireIdem                   // an idempotency record without a grant sharing its retention
+	expireLedger                 // an effect-ledger entry
+	expirePreauth                // a preauthorization's consumption record
+	expireQuota                  // a quota window
+	expireSource                 // a registered source
+	expireReview                 // an open review
+	expireApproval               // an approval instrument
 )
 
 // kindBits is how many low bits of expiryItem.Ord hold the kind.
@@ -75,6 +77,10 @@ func (it *expiryItem) key() (string, string) {
 		return r.Key, ""
 	case *source:
 		return r.ID, ""
+	case *review:
+		return r.ID, ""
+	case *approval:
+		return r.Key.Worker, r.Key.Tool + "\x00" + string(r.Key.Digest[:])
 	}
 	return "", ""
 }
@@ -203,6 +209,14 @@ func (s *State) prune() {
 		case *source:
 			if cur, ok := s.sources[r.ID]; ok && cur.until() == it.At {
 				s.dropSource(cur)
+			}
+		case *review:
+			if cur, ok := s.reviews[r.ID]; ok && cur.Until == it.At {
+				delete(s.reviews, r.ID)
+			}
+		case *approval:
+			if cur, ok := s.approvals[r.Key]; ok && cur.ExpiresAt == it.At {
+				delete(s.approvals, r.Key)
 			}
 		default:
 			s.pruneUsage(it)

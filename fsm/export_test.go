@@ -33,6 +33,12 @@ func ExpiryRemovals(s *State) (removed, left []string) {
 	for k, r := range s.sources {
 		until["source "+k] = r.until()
 	}
+	for k, r := range s.reviews {
+		until["review "+k] = r.Until
+	}
+	for k, a := range s.approvals {
+		until["approval "+k.Worker+"/"+k.Tool+"/"+k.Digest.String()] = a.ExpiresAt
+	}
 	drop := func(at int64, name string) {
 		if t, ok := until[name]; ok && t == at {
 			delete(until, name)
@@ -58,6 +64,10 @@ func ExpiryRemovals(s *State) (removed, left []string) {
 			drop(it.At, "quota "+r.Key)
 		case *source:
 			drop(it.At, "source "+r.ID)
+		case *review:
+			drop(it.At, "review "+r.ID)
+		case *approval:
+			drop(it.At, "approval "+r.Key.Worker+"/"+r.Key.Tool+"/"+r.Key.Digest.String())
 		default:
 			panic(fmt.Sprintf("expiry item refers to %T", it.Ref))
 		}

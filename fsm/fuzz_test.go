@@ -65,7 +65,8 @@ func seedBatches() []fsm.Batch {
 
 // seedBatchesV2 is a version 2 scenario: the engine scripts' policy,
 // permits that charge the effect ledger, a preauthorization and quota
-// windows, an approval_required answer and a refusal.
+// windows, approval_required answers, approvals (used, live, refused) and
+// a refusal.
 func seedBatchesV2() []fsm.Batch {
 	t0 := int64(1000 * time.Second)
 	call := func(c fsm.Command, args string) fsm.Command {
@@ -88,6 +89,16 @@ func seedBatchesV2() []fsm.Batch {
 			{Op: fsm.OpSource, Caller: "w1", SourceID: "u2", Channel: "user_prompt", Scope: "task", ContentDigest: events.Sum([]byte("amy"))},
 			call(fsm.Command{Op: fsm.OpRequest, Caller: "w1", Lane: "coordinator", Tool: "send_email", IdemKey: "k6", GrantID: "g6",
 				Traces: []fsm.Trace{{Field: "/to", Covered: true, Matches: []fsm.TraceMatch{{Source: "u2", Transform: "raw"}}}}}, `{"to":"amy@example.com","body":"x"}`),
+		}},
+		// Approvals: g4's review approved and used by g8, g9's approved
+		// and left live, g10's left open.
+		{Time: t0 + 3, Node: "n1", Commands: []fsm.Command{
+			{Op: fsm.OpApprove, Caller: "operator", ReviewID: fsm.ReviewID("g4"), Note: "ok"},
+			call(fsm.Command{Op: fsm.OpRequest, Caller: "w2", Lane: "specialist", Tool: "Bash", IdemKey: "k8", GrantID: "g8"}, `{"command":"sudo ls"}`),
+			call(fsm.Command{Op: fsm.OpRequest, Caller: "w2", Lane: "specialist", Tool: "Bash", IdemKey: "k9", GrantID: "g9"}, `{"command":"sudo ls"}`),
+			{Op: fsm.OpApprove, Caller: "operator", ReviewID: fsm.ReviewID("g9"), TTL: int64(time.Minute)},
+			{Op: fsm.OpApprove, Caller: "operator", ReviewID: fsm.ReviewID("g4")},
+			call(fsm.Command{Op: fsm.OpRequest, Caller: "w1", Lane: "coordinator", Tool: "vault_read", IdemKey: "k10", GrantID: "g10"}, `{"name":"db"}`),
 		}},
 	}
 }

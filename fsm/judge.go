@@ -34,6 +34,9 @@ func decideJudged(s *State, now int64, e events.Event, c Command, origins []poli
 	switch j.Decision {
 	case grants.Permit:
 	case grants.ApprovalRequired:
+		if pe, ok := s.approvedPermit(now, e, c, &j, bound); ok {
+			return record(pe)
+		}
 		e.Kind = events.KindApprovalRequired
 		e = deny(e, j.Reason, j.Missing, j.Detail)
 		e.Decision = string(grants.ApprovalRequired)

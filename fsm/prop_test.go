@@ -83,6 +83,8 @@ type harness struct {
 	ids    []genGrant // every request proposed
 	minted []genGrant // every grant permitted (from the live events)
 	spent  []genGrant // every grant spent (from the live events)
+	// every review opened (from the live events' approval_required)
+	reviews []string
 }
 
 // step is one applied batch and what it produced in the live state.
@@ -115,7 +117,7 @@ func digestN(tool string, n int) events.Hash {
 // publisher only confirms what was in the outbox when it proposed.
 func (h *harness) drawCommand(seq uint64) fsm.Command {
 	t := h.t
-	switch k := rapid.IntRange(0, 109).Draw(t, "kind"); {
+	switch k := rapid.IntRange(0, 119).Draw(t, "kind"); {
 	case k < 33: // request
 		c := fsm.Command{Op: fsm.OpRequest,
 			Caller: weighted(t, "caller", workers, "", 19),
@@ -200,10 +202,34 @@ func (h *harness) drawCommand(seq uint64) fsm.Command {
 	case k < 96:
 		return fsm.Command{Op: fsm.OpPublished, Caller: "publisher", Seq: rapid.Uint64Range(0, seq).Draw(t, "published")}
 	case k < 100:
-		return fsm.Command{Op: fsm.Op(rapid.SampledFrom([]uint8{0, 9, 200}).Draw(t, "op")), Caller: "w1"}
-	default:
+		return fsm.Command{Op: fsm.Op(rapid.SampledFrom([]uint8{0, 10, 200}).Draw(t, "op")), Caller: "w1"}
+	case k < 110:
 		return drawSource(t)
+	default:
+		return h.drawApprove()
 	}
+}
+
+// drawApprove draws an approval: mostly of a recent review (open, used or
+// aged out), sometimes of an unknown or empty id, with a ttl from none to
+// beyond the cap.
+func (h *harness) drawApprove() fsm.Command {
+	t := h.t
+	c := fsm.Command{Op: fsm.OpApprove, Caller: "operator:root",
+		TTL:  int64(rapid.SampledFrom([]time.Duration{0, 0, time.Second, 30 * time.Second, 10 * time.Minute, 48 * time.Hour}).Draw(t, "approveTTL")),
+		Note: rapid.SampledFrom([]string{"", "ok"}).Draw(t, "note")}
+	switch {
+	case len(h.reviews) > 0 && !rare(t, "unknownReview", 9):
+		lo := max(0, len(h.reviews)-8)
+		c.ReviewID = h.reviews[rapid.IntRange(lo, len(h.reviews)-1).Draw(t, "review")]
+	case rapid.Bool().Draw(t, "emptyReview"):
+	default:
+		c.ReviewID = fsm.ReviewID("nope")
+	}
+	if rare(t, "negativeApproveTTL", 29) {
+		c.TTL = -1
+	}
+	return c
 }
 
 // propSourceIDs are the source ids registrations and traces draw from.
@@ -321,6 +347,8 @@ func (h *harness) apply(b fsm.Batch) step {
 			h.minted = append(h.minted, genGrant{e.GrantID, e.Worker, e.Digest, h.argsOf(e.GrantID)})
 		case events.KindAttempt:
 			h.spent = append(h.spent, genGrant{e.GrantID, e.Worker, e.Digest, h.argsOf(e.GrantID)})
+		case events.KindApprovalRequired:
+			h.reviews = append(h.reviews, e.ReviewID)
 		}
 	}
 	if uint64(len(s.evs)) != h.live.Chain().Seq-s.before {

@@ -47,6 +47,10 @@ package fsm_test
 //	effect <worker> <grant> <outcome> [verifier=V]
 //	revoke <scope/id> [by=<caller>]        OpRevoke (caller defaults to operator:root)
 //	reinstate <worker> [by=<caller>]       OpReinstate
+//	approve <review> [ttl=D] [note=N] [by=<caller>]
+//	                               OpApprove (caller defaults to
+//	                               operator:root); <review> is a review id,
+//	                               or @<grant id> for fsm.ReviewID(<grant id>)
 //	published <seq>                OpPublished
 //	op <n> [by=<caller>]           a command with a raw (possibly unknown) op
 //	batch {                        the commands up to the matching line "}" form
@@ -57,6 +61,8 @@ package fsm_test
 //	show usage                     print the effect-ledger, preauthorization
 //	                               and quota-window counts (no entry)
 //	show preauth <id>              print a preauthorization's consumption
+//	show reviews                   print the open reviews and approvals counts
+//	show review <review>           print an open review, or "absent"
 //	show source <id>               print a registered source, or "absent"
 //
 // # Transcript
@@ -328,6 +334,20 @@ func (r *scriptRunner) command(text string, toks []string) fsm.Command {
 			key = pos[0]
 		}
 		return fsm.Command{Op: fsm.OpReinstate, Caller: orDefault(kv["by"], "operator:root"), Key: key}
+	case "approve":
+		known("ttl", "note", "by")
+		c := fsm.Command{Op: fsm.OpApprove, Caller: orDefault(kv["by"], "operator:root"), Note: kv["note"]}
+		if len(pos) > 0 {
+			c.ReviewID = reviewArg(pos[0])
+		}
+		if d, ok := kv["ttl"]; ok {
+			v, err := time.ParseDuration(d)
+			if err != nil {
+				r.fatalf("ttl: %v", err)
+			}
+			c.TTL = int64(v)
+		}
+		return c
 	case "published":
 		n, err := strconv.ParseUint(arg(0), 10, 64)
 		if err != nil {
@@ -570,6 +590,18 @@ func (r *scriptRunner) show(toks []string) {
 		line = append(line, "counters="+fmtCounters(src.Counters))
 		fmt.Fprintf(&r.out, "%s\n", strings.Join(line, " "))
 		fmt.Fprintf(&r.out, "sources %d\n", r.real.Stats().Sources)
+	case "reviews":
+		st := r.real.Stats()
+		fmt.Fprintf(&r.out, "reviews open=%d approvals=%d\n", st.Reviews, st.Approvals)
+	case "review":
+		r.need(toks, 3)
+		rv, ok := r.real.Review(reviewArg(toks[2]))
+		if !ok {
+			fmt.Fprintf(&r.out, "review %s absent\n", reviewArg(toks[2]))
+			return
+		}
+		fmt.Fprintf(&r.out, "review %s worker=%s lane=%s tool=%s digest=%s reason=%s seq=%d until=%s\n",
+			rv.ID, rv.Worker, rv.Lane, rv.Tool, rv.Digest.String()[:8], rv.Reason, rv.Seq, fmtTime(rv.Until))
 	case "preauth":
 		r.need(toks, 3)
 		uses, amount := r.real.PreauthUsed(toks[2], r.real.Clock())
@@ -801,6 +833,15 @@ func splitArgs(toks []string) (pos []string, kv map[string]string) {
 		kv[k] = v
 	}
 	return pos, kv
+}
+
+// reviewArg reads a review argument: @<grant id> names the review of that
+// grant's request.
+func reviewArg(s string) string {
+	if g, ok := strings.CutPrefix(s, "@"); ok {
+		return fsm.ReviewID(g)
+	}
+	return s
 }
 
 func orDefault(v, d string) string {

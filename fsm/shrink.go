@@ -16,7 +16,7 @@ package fsm
 // peaks are the largest sizes the state's top-level maps reached since
 // each was last built. Memory only: not state, not in snapshots.
 type peaks struct {
-	grants, byWorker, idem, ledger, preauth, quota, sources, srcByOwner int
+	grants, byWorker, idem, ledger, preauth, quota, sources, srcByOwner, reviews, approvals int
 }
 
 // notePeak raises *peak to m's size.
@@ -53,6 +53,8 @@ func (s *State) notePeaks() {
 	notePeak(s.quota, &p.quota)
 	notePeak(s.sources, &p.sources)
 	notePeak(s.srcByOwner, &p.srcByOwner)
+	notePeak(s.reviews, &p.reviews)
+	notePeak(s.approvals, &p.approvals)
 }
 
 // shrinkMaps rebuilds the top-level maps that fell below a quarter of
@@ -67,6 +69,8 @@ func (s *State) shrinkMaps() {
 	s.quota = shrunk(s.quota, &p.quota)
 	s.sources = shrunk(s.sources, &p.sources)
 	s.srcByOwner = shrunk(s.srcByOwner, &p.srcByOwner)
+	s.reviews = shrunk(s.reviews, &p.reviews)
+	s.approvals = shrunk(s.approvals, &p.approvals)
 }
 
 // idSet is a set of ids (a worker's grants, an owner's sources) that gives

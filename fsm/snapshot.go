@@ -32,6 +32,8 @@ const (
 	stPreauth   = 11 // preauthorization consumption, by id
 	stQuota     = 12 // quota windows, by key
 	stSource    = 13 // the source registry, by id
+	stReview    = 14 // open reviews, by id
+	stApproval  = 15 // approvals, by the call they cover
 	stPublished = 20
 	stOutbox    = 21
 )
@@ -189,6 +191,7 @@ func (s *State) authority(w *events.Writer) {
 		scratch = encodeSource(scratch[:0], s.sources[id])
 		writeRecord(w, stSource, scratch)
 	}
+	s.writeReviews(w, scratch)
 }
 
 func encodeGrant(buf []byte, g *grants.Grant) []byte {
@@ -257,7 +260,8 @@ func encodeIdem(buf []byte, k idemID, r *idemRecord) []byte {
 // buffer once (grant records run 250-400 bytes, idempotency records
 // about 100).
 func (s *State) encodedSize() int {
-	return 4096 + 320*len(s.grants) + 128*len(s.idem) + 64*(len(s.ledger)+len(s.preauth)+len(s.quota)) + 256*len(s.sources)
+	return 4096 + 320*len(s.grants) + 128*len(s.idem) + 64*(len(s.ledger)+len(s.preauth)+len(s.quota)) + 256*len(s.sources) +
+		160*(len(s.reviews)+len(s.approvals))
 }
 
 // Snapshot returns the canonical encoding of the whole state.
@@ -284,7 +288,8 @@ func (s *State) Snapshot() []byte {
 
 // Digest is SHA-256 over the authority part of the state (clock, epoch,
 // policy, counters, bars, grants, idempotency records, chain head, effect
-// ledger, preauthorization consumption, quota windows, source registry). It
+// ledger, preauthorization consumption, quota windows, source registry,
+// open reviews and approvals). It
 // excludes the outbox, so an issuer and an auditor that rebuilt state from
 // the receipt stream agree on it.
 func (s *State) Digest() events.Hash {
@@ -319,7 +324,8 @@ func restore(data []byte) (*State, error) {
 	r := events.NewReader(data)
 	var f events.Field
 	var err error
-	var lastCounter string
+	var lastCounter, lastReview string
+	var lastApproval *approvalKey
 	lastUsage := map[uint32]string{}
 	for err == nil && r.Next(&f) {
 		switch f.Tag {
@@ -434,6 +440,14 @@ func restore(data []byte) (*State, error) {
 			}
 			lastUsage[stSource] = src.ID
 			s.addSource(src)
+		case stReview:
+			if err = want(&f, events.WireBytes); err == nil {
+				err = s.restoreReview(f.Data, &lastReview)
+			}
+		case stApproval:
+			if err = want(&f, events.WireBytes); err == nil {
+				err = s.restoreApproval(f.Data, &lastApproval)
+			}
 		case stPublished:
 			if err = want(&f, events.WireVarint); err == nil {
 				s.published = f.Uint
@@ -506,8 +520,10 @@ func sizedFor(data []byte) *State {
 	s.preauth = make(map[string]*preauthUse, n[stPreauth])
 	s.quota = make(map[string]*quotaWindow, n[stQuota])
 	s.sources = make(map[string]*source, n[stSource])
+	s.reviews = make(map[string]*review, n[stReview])
+	s.approvals = make(map[approvalKey]*approval, n[stApproval])
 	// Idempotency records answered by a grant share its item.
-	s.expiry = make(expiryHeap, 0, n[stGrant]+n[stLedger]+n[stPreauth]+n[stQuota]+n[stSource])
+	s.expiry = make(expiryHeap, 0, n[stGrant]+n[stLedger]+n[stPreauth]+n[stQuota]+n[stSource]+n[stReview]+n[stApproval])
 	s.outbox = make([]Pending, 0, n[stOutbox])
 	return s
 }

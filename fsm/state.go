@@ -45,7 +45,8 @@ type idemRecord struct {
 
 // idemAnswer is the rest of a recorded answer: the refusal (reason,
 // missing fact, detail, rules), an approval_required decision with its
-// ReviewID, and the provenance grounds (see events.Event.Grounds) of a
+// ReviewID (or, for a permit, the ReviewID of the approval that covered
+// it), and the provenance grounds (see events.Event.Grounds) of a
 // permit or a refusal. A record whose answer has none of these has a nil
 // Answer.
 type idemAnswer struct {
@@ -88,6 +89,8 @@ type State struct {
 	sources   map[string]*source      // the source registry, by id
 	// srcByOwner indexes sources by the worker that registered them.
 	srcByOwner map[string]*idSet
+	reviews    map[string]*review        // open reviews, by review id
+	approvals  map[approvalKey]*approval // live approvals, by the call they cover
 	expiry     expiryHeap
 	chain      events.Chain
 
@@ -122,6 +125,8 @@ func New() *State {
 		sources:  map[string]*source{},
 
 		srcByOwner: map[string]*idSet{},
+		reviews:    map[string]*review{},
+		approvals:  map[approvalKey]*approval{},
 	}
 }
 
@@ -184,6 +189,8 @@ type Stats struct {
 	Preauths  int    `json:"preauthorizations_used"`
 	Quotas    int    `json:"quota_windows"`
 	Sources   int    `json:"sources"`
+	Reviews   int    `json:"open_reviews"`
+	Approvals int    `json:"approvals"`
 }
 
 // Stats counts what the state holds.
@@ -193,7 +200,7 @@ func (s *State) Stats() Stats {
 		Counters: s.counters.Len(), Barred: len(s.barred), Seq: s.chain.Seq,
 		Head: s.chain.Head.String(), Published: s.published, Outbox: len(s.outbox),
 		Ledger: len(s.ledger), Preauths: len(s.preauth), Quotas: len(s.quota),
-		Sources: len(s.sources),
+		Sources: len(s.sources), Reviews: len(s.reviews), Approvals: len(s.approvals),
 	}
 	for _, g := range s.grants {
 		switch g.Status {

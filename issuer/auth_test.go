@@ -61,7 +61,7 @@ func TestIdentityComesFromTheTransport(t *testing.T) {
 
 	// w2 publishing under w1's prefix or an operator subject: the NATS
 	// server refuses the publish, so no issuer ever sees it.
-	for _, subj := range []string{api.WorkerSubject("w1", api.OpSpend), api.SubjectRevoke} {
+	for _, subj := range []string{api.WorkerSubject("w1", api.OpSpend), api.SubjectRevoke, api.SubjectApprove} {
 		_, err := w2.Request(subj, []byte(`{"v":1}`), 500*time.Millisecond)
 		if err == nil {
 			t.Fatalf("w2 publishing on %s got an answer", subj)

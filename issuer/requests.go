@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -94,6 +95,8 @@ func bodyVersion(v any) (version *int, ok bool) {
 	case *api.PolicyRequest:
 		return &r.V, true
 	case *api.PolicyShowRequest:
+		return &r.V, true
+	case *api.ApproveRequest:
 		return &r.V, true
 	}
 	return nil, false
@@ -487,4 +490,63 @@ func policyCommand(operator string, data []byte) (fsm.Command, *requestError) {
 		return fsm.Command{}, invalid("policy", "canonical form does not validate: %v", err)
 	}
 	return fsm.Command{Op: fsm.OpSetPolicy, Caller: operator, Policy: canon}, nil
+}
+
+// reviewIDLen is the length of a review id as fsm.ReviewID makes it: "rv-"
+// and 20 lowercase hex digits.
+const reviewIDLen = 3 + 20
+
+// checkReviewID checks a review id's shape (fsm.ReviewID's).
+func checkReviewID(v string) *requestError {
+	if v == "" {
+		return invalid("review_id", "required (the rv-... id an approval_required answer names)")
+	}
+	hex, ok := strings.CutPrefix(v, "rv-")
+	if !ok || len(v) != reviewIDLen {
+		return invalid("review_id", "want rv- and 20 lowercase hex digits, as approval_required answers name it")
+	}
+	for _, c := range []byte(hex) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return invalid("review_id", "want rv- and 20 lowercase hex digits, as approval_required answers name it")
+		}
+	}
+	return nil
+}
+
+// approveCommand builds an OpApprove from an operator's approval: a
+// review id of the shape fsm.ReviewID makes, a lifetime within
+// api.MaxApprovalTTLMillis (0: the default, api.DefaultApprovalTTLMillis)
+// and a note of at most api.MaxApprovalNote bytes of valid UTF-8 without
+// control characters other than newlines and tabs.
+func approveCommand(operator string, data []byte) (fsm.Command, *requestError) {
+	var r api.ApproveRequest
+	if err := decodeStrict(data, &r); err != nil {
+		return fsm.Command{}, err
+	}
+	if e := checkReviewID(r.ReviewID); e != nil {
+		return fsm.Command{}, e
+	}
+	if r.TTLMillis < 0 || r.TTLMillis > api.MaxApprovalTTLMillis {
+		return fsm.Command{}, invalid("ttl_ms", "must be between 0 (the default, %d) and %d", api.DefaultApprovalTTLMillis, api.MaxApprovalTTLMillis)
+	}
+	if len(r.Note) > api.MaxApprovalNote {
+		return fsm.Command{}, invalid("note", "longer than %d bytes", api.MaxApprovalNote)
+	}
+	// encoding/json replaces invalid UTF-8 with U+FFFD; refuse it instead.
+	// Past the review id's check, the note is the only text the body can
+	// carry (unknown fields are refused).
+	if !utf8.Valid(data) || !utf8.ValidString(r.Note) {
+		return fsm.Command{}, invalid("note", "not valid UTF-8")
+	}
+	for _, c := range r.Note {
+		if (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f {
+			return fsm.Command{}, invalid("note", "contains control characters")
+		}
+	}
+	ttl := r.TTLMillis
+	if ttl == 0 {
+		ttl = api.DefaultApprovalTTLMillis
+	}
+	return fsm.Command{Op: fsm.OpApprove, Caller: operator, ReviewID: r.ReviewID,
+		TTL: ttl * int64(time.Millisecond), Note: r.Note}, nil
 }

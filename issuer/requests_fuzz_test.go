@@ -435,6 +435,41 @@ func FuzzPolicyCommand(f *testing.F) {
 	})
 }
 
+func FuzzApproveCommand(f *testing.F) {
+	rv := fsm.ReviewID("g1")
+	addSeeds(f, "operator",
+		`{"v":1,"review_id":"`+rv+`"}`, `{"v":1,"review_id":"`+rv+`","ttl_ms":60000,"note":"ok"}`,
+		`{"v":1,"review_id":"`+rv+`","ttl_ms":86400001}`, `{"v":1,"review_id":"`+rv+`","ttl_ms":-5}`,
+		`{"v":1,"review_id":"rv-"}`, `{"v":1,"review_id":"RV-0123456789abcdef0123"}`, `{"v":1}`,
+		`{"v":1,"review_id":"`+rv+`","note":"line\nnext\ttab"}`, `{"v":1,"review_id":"`+rv+`","note":"\u0007"}`,
+		"{\"v\":1,\"review_id\":\""+rv+"\",\"note\":\"\xc3\"}",
+	)
+	f.Fuzz(func(t *testing.T, operator string, body []byte) {
+		c, e := approveCommand(operator, body)
+		if e != nil {
+			checkRefusal(t, body, e)
+			return
+		}
+		if c.Op != fsm.OpApprove || c.Caller != operator {
+			t.Fatalf("body %q: op %s caller %q; want approve by %q", body, c.Op, c.Caller, operator)
+		}
+		if len(c.ReviewID) != 23 || !strings.HasPrefix(c.ReviewID, "rv-") || strings.Trim(c.ReviewID[3:], "0123456789abcdef") != "" {
+			t.Fatalf("body %q: review id %q", body, c.ReviewID)
+		}
+		if c.TTL <= 0 || c.TTL > fsm.MaxApprovalTTL {
+			t.Fatalf("body %q: ttl %d", body, c.TTL)
+		}
+		if len(c.Note) > api.MaxApprovalNote || !utf8.ValidString(c.Note) {
+			t.Fatalf("body %q: note %q", body, c.Note)
+		}
+		for _, r := range c.Note {
+			if (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f {
+				t.Fatalf("body %q: note %q has a control character", body, c.Note)
+			}
+		}
+	})
+}
+
 // FuzzDecodeStrict checks the single-pass decode against the two-pass
 // reference (version probe, then strict decode): for every body and every
 // request type, the same refusal with the same message, or the same
@@ -470,6 +505,7 @@ func FuzzDecodeStrict(f *testing.F) {
 		func() any { return new(api.EffectRequest) }, func() any { return new(api.SourceRequest) },
 		func() any { return new(api.RevokeRequest) }, func() any { return new(api.ReinstateRequest) },
 		func() any { return new(api.PolicyRequest) }, func() any { return new(api.PolicyShowRequest) },
+		func() any { return new(api.ApproveRequest) },
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, mk := range types {
@@ -497,6 +533,7 @@ func TestDecodersRefuseOversizeBodies(t *testing.T) {
 		"reinstate": func(b []byte) *requestError { _, e := reinstateCommand("operator:o", b); return e },
 		"policy":    func(b []byte) *requestError { _, e := policyCommand("operator:o", b); return e },
 		"source":    func(b []byte) *requestError { _, e := sourceCommand("w1", b); return e },
+		"approve":   func(b []byte) *requestError { _, e := approveCommand("operator:o", b); return e },
 	}
 	for name, dec := range decoders {
 		e := dec(body)

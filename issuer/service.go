@@ -152,6 +152,7 @@ func (s *Service) lead(ctx context.Context) error {
 		api.SubjectRevoke:                  s.handleOperator,
 		api.SubjectReinstate:               s.handleOperator,
 		api.SubjectPolicy:                  s.handleOperator,
+		api.SubjectApprove:                 s.handleOperator,
 		api.SubjectStatus:                  s.handleStatus,
 		api.OperatorPrefix + "policy.show": s.handlePolicyShow,
 	} {
@@ -272,6 +273,8 @@ func (s *Service) operator(m *nats.Msg) {
 		cmd, rerr = reinstateCommand(who, m.Data)
 	case api.SubjectPolicy:
 		cmd, rerr = policyCommand(who, m.Data)
+	case api.SubjectApprove:
+		cmd, rerr = approveCommand(who, m.Data)
 	default:
 		rerr = invalid("subject", "unknown operator subject %q", m.Subject)
 	}

@@ -128,6 +128,7 @@ hook() {
   esac
   [ "$code" -eq 0 ] || got="exit $code"
   expect "$ev $tool:" "$got" "$want"
+  HOOKOUT=$out
 }
 
 step "8. The operator applies the recommended version 2 policy; the epoch moves and older grants go stale"
@@ -177,7 +178,7 @@ hook 08_pre_mail_outside.json review "mail cart totals to billing-export@quickle
 hook 09_pre_mail_team.json permit "mail dana@example.com: allowance mail-inside covers the coordinator inside example.com"
 hook 10_post_mail_team.json permit "the send finished: effect confirmed by harness:claude-code"
 hook 11_pre_mail_team_again.json review "the model sends the same mail again (a new tool call): the effect ledger answers repeat_effect"
-echo "(issuer approve is the review command the answers name; the review objects themselves are a later issue)"
+echo "(each held answer names its review and 'issuer approve <review_id>'; 9d shows an approval)"
 
 printf '\n\033[1m-- 9d. Provenance: the same refund tool, a payee from the user and a payee from a ticket\033[0m\n'
 echo "(the hook registers the user's prompt and every tool result with the issuer: a descriptor and a"
@@ -190,6 +191,13 @@ hook 14_post_refund_user.json permit "the refund finished: effect confirmed, the
 hook 15_pre_ticket.json permit "read the customer's open ticket"
 hook 16_post_ticket.json permit "the ticket text, with an injected note, registered as a tool_result source (evidence)"
 hook 17_pre_refund_ticket.json review "refund 4000 to cus_4471QZ, as the ticket's note asked: the payee traces only to evidence (authority_review)"
+RV=$(printf '%s' "$HOOKOUT" | grep -o 'rv-[0-9a-f]\{20\}' | head -n 1)
+echo
+echo "(the operator checks cus_4471QZ with the customer and approves the review the answer names: the"
+echo " approval binds that exact call -- the same worker, tool and arguments -- once, within --ttl)"
+run "$BIN/issuer" approve "$RV" --ttl 5m --note "payee confirmed with the customer by phone"
+expect "issuer approve:" "$(printf '%s' "$LAST" | tr -d ' \n' | field kind)" approval
+hook 18_pre_refund_ticket_again.json permit "the model retries the refund (a new tool call, the same arguments): the approval covers it, once"
 
 step "10. The receipts of the Claude Code session, and the auditor's verdict"
 sleep 0.3

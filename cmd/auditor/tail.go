@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -144,6 +145,16 @@ func detail(e events.Event) string {
 		return strings.Join(parts, " ")
 	case events.KindSource:
 		return sourceDetail(e)
+	case events.KindApproval:
+		return approvalDetail(e)
+	case events.KindPermit:
+		if e.ReviewID != "" {
+			return "approved review=" + e.ReviewID
+		}
+	}
+	if e.Reason != "" && e.ReviewID != "" {
+		// An approval_required answer, or an approval of an unknown review.
+		return e.Reason + " review=" + e.ReviewID
 	}
 	if e.Reason != "" {
 		if e.Channel != "" && len(e.Sources) > 0 {
@@ -156,6 +167,17 @@ func detail(e events.Event) string {
 		return e.Reason
 	}
 	return e.Outcome
+}
+
+// approvalDetail describes an operator's approval: the review, the call
+// it covers, until when, who approved and the note.
+func approvalDetail(e events.Event) string {
+	parts := []string{"review=" + e.ReviewID, "tool=" + e.Tool, "digest=" + e.Digest.Short(),
+		"until=" + time.Unix(0, e.ExpiresAt).UTC().Format(time.RFC3339), "by=" + e.Actor}
+	if e.Detail != "" {
+		parts = append(parts, "note="+strconv.Quote(e.Detail))
+	}
+	return strings.Join(parts, " ")
 }
 
 // sourceDetail describes a source registration: id, channel, the

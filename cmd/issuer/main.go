@@ -78,6 +78,7 @@ server with JetStream; the leader answers requests and publishes receipts.
 Start a development issuer:   issuer serve --dev
 Look at it:                   issuer status
 Revoke a worker:              issuer revoke --worker w1
+Approve a held call:          issuer approve rv-58f1175eb5b79f789947
 
 Exit codes: 0 ok, 1 refused, 2 usage, 3 unavailable.`,
 		SilenceUsage:  true,
@@ -92,6 +93,7 @@ Exit codes: 0 ok, 1 refused, 2 usage, 3 unavailable.`,
 		statusCmd(stdout),
 		revokeCmd(stdout),
 		reinstateCmd(stdout),
+		approveCmd(stdout),
 		policyCmd(stdout),
 		snapshotCmd(stdout),
 	)

@@ -130,6 +130,11 @@ func TestUsageErrors(t *testing.T) {
 		{"reinstate with an empty id", []string{"reinstate", "", "--nats-url", url}, []string{"1-64"}},
 		{"reinstate without an id", []string{"reinstate", "--nats-url", url}, []string{"arg"}},
 		{"reinstate with two ids", []string{"reinstate", "w1", "w2", "--nats-url", url}, []string{"arg"}},
+		{"approve without a review id", []string{"approve", "--nats-url", url}, []string{"arg"}},
+		{"approve with a malformed review id", []string{"approve", "rv-XYZ", "--nats-url", url}, []string{"rv-XYZ", "hex"}},
+		{"approve with a negative ttl", []string{"approve", "rv-0123456789abcdef0123", "--ttl", "-1m", "--nats-url", url}, []string{"--ttl"}},
+		{"approve with a ttl over the cap", []string{"approve", "rv-0123456789abcdef0123", "--ttl", "25h", "--nats-url", url}, []string{"--ttl"}},
+		{"approve with a long note", []string{"approve", "rv-0123456789abcdef0123", "--note", strings.Repeat("n", 1025), "--nats-url", url}, []string{"--note"}},
 		{"status with an argument", []string{"status", "x", "--nats-url", url}, []string{"x"}},
 		{"status with a bad timeout", []string{"status", "--timeout", "soon", "--nats-url", url}, []string{"--timeout"}},
 	}
@@ -183,6 +188,7 @@ func TestHelp(t *testing.T) {
 		"status":    {statusCmd(io.Discard), []string{"--json", "--node", "--nats-url", "--timeout"}},
 		"revoke":    {revokeCmd(io.Discard), []string{"--worker", "--source", "--lane", "--nats-url"}},
 		"reinstate": {reinstateCmd(io.Discard), []string{"WORKER", "--nats-url"}},
+		"approve":   {approveCmd(io.Discard), []string{"REVIEW_ID", "--ttl", "--note", "--nats-url"}},
 		"policy":    {policyCmd(io.Discard), []string{"validate", "apply", "show"}},
 	}
 	for name, c := range cmds {
@@ -231,7 +237,7 @@ func TestStatusWithNothingListening(t *testing.T) {
 		t.Errorf("took %s to give up", d)
 	}
 	// The same for the operator commands.
-	for _, args := range [][]string{{"revoke", "--worker", "w1"}, {"reinstate", "w1"}} {
+	for _, args := range [][]string{{"revoke", "--worker", "w1"}, {"reinstate", "w1"}, {"approve", "rv-0123456789abcdef0123"}} {
 		r := runCLI(t, append(args, "--nats-url", url, "--timeout", "2s")...)
 		if r.code != exitUnavailable || !strings.Contains(r.stderr, "issuer serve --dev") {
 			t.Errorf("%v: want exit 3 saying how to start an issuer, got %s", args, r)

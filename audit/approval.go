@@ -1,0 +1,102 @@
+package audit
+
+import (
+	"container/heap"
+
+	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/revocation"
+)
+
+// approvalState is what the Verifier remembers of an approval event until
+// a permit uses it, it expires, or its worker is revoked.
+type approvalState struct {
+	worker, tool string
+	digest       events.Hash
+	expiresAt    int64
+	seq          uint64
+}
+
+// approvalExpiry schedules an approval for forgetting.
+type approvalExpiry struct {
+	at  int64
+	id  string
+	seq uint64
+}
+
+type approvalHeap []approvalExpiry
+
+func (h approvalHeap) Len() int           { return len(h) }
+func (h approvalHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h approvalHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *approvalHeap) Push(x any)        { *h = append(*h, x.(approvalExpiry)) }
+func (h *approvalHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// approval records an approval event: the exact call it covers, until its
+// expiry.
+func (v *Verifier) approval(e *events.Event) {
+	if v.approvals == nil {
+		v.approvals = map[string]approvalState{}
+	}
+	v.approvals[e.ReviewID] = approvalState{worker: e.Worker, tool: e.Tool, digest: e.Digest, expiresAt: e.ExpiresAt, seq: e.Seq}
+	heap.Push(&v.approvalExp, approvalExpiry{at: e.ExpiresAt, id: e.ReviewID, seq: e.Seq})
+}
+
+// forgetApprovals drops approvals whose expiry the control-plane time t
+// has reached, as the issuer does.
+func (v *Verifier) forgetApprovals(t int64) {
+	for len(v.approvalExp) > 0 && v.approvalExp[0].at <= t {
+		x := heap.Pop(&v.approvalExp).(approvalExpiry)
+		if a, ok := v.approvals[x.id]; ok && a.seq == x.seq {
+			delete(v.approvals, x.id)
+		}
+	}
+}
+
+// approvedPermit checks a permit that names a review: an approval event
+// for that review came before it, for the same worker, tool and request
+// digest, is not expired and was not used by an earlier permit. The
+// permit uses it up.
+func (v *Verifier) approvedPermit(e *events.Event) *Violation {
+	a, ok := v.approvals[e.ReviewID]
+	if !ok {
+		if v.partial {
+			v.unchecked++
+			return nil
+		}
+		return violation(e.Seq, CodePermitWithoutApproval,
+			"permit of grant %s names review %s, which no live approval covers (never approved, used, expired or its worker revoked)", e.GrantID, e.ReviewID)
+	}
+	if a.worker != e.Worker || a.tool != e.Tool || a.digest != e.Digest {
+		return violation(e.Seq, CodePermitWithoutApproval,
+			"permit of grant %s names review %s, approved at seq %d for another call (%s %s %s)", e.GrantID, e.ReviewID, a.seq, a.worker, a.tool, a.digest.Short())
+	}
+	if e.Time >= a.expiresAt || e.ExpiresAt > a.expiresAt {
+		return violation(e.Seq, CodePermitWithoutApproval,
+			"permit of grant %s (at %s, expiring %s) outlives the approval of review %s, which expires %s", e.GrantID, ts(e.Time), ts(e.ExpiresAt), e.ReviewID, ts(a.expiresAt))
+	}
+	delete(v.approvals, e.ReviewID)
+	return nil
+}
+
+// revokeApprovals forgets the approvals of the workers a revoke bars.
+func (v *Verifier) revokeApprovals(e *events.Event) {
+	if len(v.approvals) == 0 {
+		return
+	}
+	for _, c := range e.Counters {
+		scope, id, err := revocation.ParseKey(c.Key)
+		if err != nil || scope != revocation.ScopeWorker {
+			continue
+		}
+		for rv, a := range v.approvals {
+			if a.worker == id {
+				delete(v.approvals, rv)
+			}
+		}
+	}
+}

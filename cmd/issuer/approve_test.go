@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/internal/testenv"
+)
+
+// reviewPolicy holds every vault_read call for an operator's review.
+const reviewPolicy = `{"version":2,"default_ttl":"1m",
+ "lanes":{"coordinator":{"surfaces":["*"],"consequences":["*"]}},
+ "surfaces":[{"id":"vault","tools":["vault_read"],"operation":"read","consequence":"credential_use","target":{"field":"name","canon":"digest"}}],
+ "review":{"classes":["credential_use"]}}`
+
+// TestApproveAgainstIssuer: `issuer approve` approves the review a held
+// request names (exit 0, the approval receipt printed), the worker's next
+// request for the same call is permitted, and approving the used review
+// again is refused unknown_review (exit 1).
+func TestApproveAgainstIssuer(t *testing.T) {
+	cleanEnv(t)
+	env := testenv.StartSingle(t, t.TempDir(), nil)
+	nc, err := nats.Connect(env.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if e, err := api.NewClient(nc, "").SetPolicy(ctx, json.RawMessage(reviewPolicy)); err != nil || e.Decision != grants.Permit {
+		t.Fatalf("set policy: %+v %v", e, err)
+	}
+	w := api.NewClient(nc, "w1")
+	req := api.GrantRequest{Lane: "coordinator", Tool: "vault_read", Args: json.RawMessage(`{"name":"db"}`)}
+	held, err := w.Grant(ctx, req)
+	if err != nil || held.Decision != grants.ApprovalRequired || held.ReviewID == "" {
+		t.Fatalf("request: %+v %v", held, err)
+	}
+
+	r := runCLI(t, "approve", held.ReviewID, "--ttl", "2m", "--note", "checked with the owner", "--nats-url", env.URL)
+	if r.code != exitOK {
+		t.Fatalf("approve: %s", r)
+	}
+	var got grants.Envelope
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("approve printed %q: %v", r.stdout, err)
+	}
+	if got.Kind != events.KindApproval || got.ReviewID != held.ReviewID || got.Detail != "checked with the owner" || got.ExpiresAt == 0 {
+		t.Fatalf("approval envelope %+v", got)
+	}
+	permit, err := w.Grant(ctx, req)
+	if err != nil || permit.Decision != grants.Permit || permit.ReviewID != held.ReviewID || permit.ExpiresAt > got.ExpiresAt {
+		t.Fatalf("request after the approval: %+v %v", permit, err)
+	}
+
+	r = runCLI(t, "approve", held.ReviewID, "--nats-url", env.URL)
+	if r.code != exitRefused || !strings.Contains(r.stderr, "unknown_review") {
+		t.Fatalf("approving a used review: want exit %d naming unknown_review, got %s", exitRefused, r)
+	}
+}

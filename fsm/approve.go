@@ -1,0 +1,246 @@
+package fsm
+
+import (
+	"bytes"
+	"strings"
+	"time"
+
+	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/policy"
+)
+
+// Operator approvals. An approval_required answer opens a review (its id
+// is ReviewID of the request's grant id); the review stays open as long as
+// the request's idempotency record would (RetainMargin after the answer).
+// OpApprove closes an open review with an approval event, which records an
+// approval instrument for the exact call the review held: the worker, the
+// tool and the request digest. The worker's next request for that call
+// that the policy judges approval_required is permitted instead, once,
+// until the approval expires on the control-plane clock. A denial is never
+// turned into a permit, and a quota still refuses.
+
+// Approval lifetimes and the note bound: api's DefaultApprovalTTLMillis,
+// MaxApprovalTTLMillis and MaxApprovalNote (the state machine cannot
+// import api; a test in issuer keeps them equal).
+const (
+	DefaultApprovalTTL = int64(10 * time.Minute)
+	MaxApprovalTTL     = int64(24 * time.Hour)
+	MaxApprovalNote    = 1024
+)
+
+// RuleApproved prefixes the rule a permit names when an approval covered
+// it: "approved:<review id>".
+const RuleApproved = "approved:"
+
+// review is one open review: the call an approval_required answer held.
+type review struct {
+	ID      string
+	Worker  string
+	Lane    string
+	Session string
+	Tool    string
+	Digest  events.Hash
+	Reason  string
+	Seq     uint64 // the approval_required event that opened it
+	Until   int64  // closed unapproved when the clock reaches this
+}
+
+// approvalKey is the exact call an approval covers.
+type approvalKey struct {
+	Worker string
+	Tool   string
+	Digest events.Hash
+}
+
+// approval is a live approval instrument: one permit of the exact call
+// before ExpiresAt. At most one per call: approving another review of the
+// same call replaces it.
+type approval struct {
+	Key       approvalKey
+	ReviewID  string
+	Lane      string
+	ExpiresAt int64
+	Seq       uint64 // the approval event
+}
+
+func compareApprovalKeys(a, b approvalKey) int {
+	if c := strings.Compare(a.Worker, b.Worker); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Tool, b.Tool); c != 0 {
+		return c
+	}
+	return bytes.Compare(a.Digest[:], b.Digest[:])
+}
+
+// liveReview returns the open review id names at control-plane time now.
+func (s *State) liveReview(id string, now int64) (*review, bool) {
+	r, ok := s.reviews[id]
+	if !ok || now >= r.Until {
+		return nil, false
+	}
+	return r, true
+}
+
+// liveApproval returns the approval covering the exact call at now.
+func (s *State) liveApproval(k approvalKey, now int64) (*approval, bool) {
+	a, ok := s.approvals[k]
+	if !ok || now >= a.ExpiresAt {
+		return nil, false
+	}
+	return a, true
+}
+
+func (s *State) addReview(r *review) {
+	s.reviews[r.ID] = r
+	s.schedule(r.Until, r.Seq, expireReview, r)
+}
+
+func (s *State) addApproval(a *approval) {
+	s.approvals[a.Key] = a
+	s.schedule(a.ExpiresAt, a.Seq, expireApproval, a)
+}
+
+// ReviewInfo describes an open review.
+type ReviewInfo struct {
+	ID, Worker, Lane, Session, Tool, Reason string
+	Digest                                  events.Hash
+	Seq                                     uint64
+	Until                                   int64
+}
+
+// Review returns the open review id names, if the state holds it.
+func (s *State) Review(id string) (ReviewInfo, bool) {
+	r, ok := s.reviews[id]
+	if !ok {
+		return ReviewInfo{}, false
+	}
+	return ReviewInfo{ID: r.ID, Worker: r.Worker, Lane: r.Lane, Session: r.Session, Tool: r.Tool,
+		Reason: r.Reason, Digest: r.Digest, Seq: r.Seq, Until: r.Until}, true
+}
+
+// decideApprove judges an operator's approval of a review.
+func decideApprove(s *State, now int64, node string, c Command) Outcome {
+	switch {
+	case c.ReviewID == "":
+		return reply(grants.Refuse(grants.ReasonInvalidRequest, "review_id", "review id is required"))
+	case c.TTL < 0:
+		return reply(grants.Refuse(grants.ReasonInvalidRequest, "ttl", "ttl must not be negative"))
+	case len(c.Note) > MaxApprovalNote:
+		return reply(grants.Refuse(grants.ReasonInvalidRequest, "note", "note is longer than the limit"))
+	}
+	e := base(events.KindDeny, now, node, c)
+	e.ReviewID = c.ReviewID
+	rv, ok := s.liveReview(c.ReviewID, now)
+	if !ok {
+		return record(deny(e, grants.ReasonUnknownReview, "open review",
+			"no open review "+c.ReviewID+" (never opened, already approved, or aged out with its request)"))
+	}
+	ttl := c.TTL
+	if ttl == 0 {
+		ttl = DefaultApprovalTTL
+	}
+	ttl = min(ttl, MaxApprovalTTL)
+	e.Kind = events.KindApproval
+	e.Decision = string(grants.Permit)
+	e.Worker, e.Lane, e.Session, e.Tool, e.Digest = rv.Worker, rv.Lane, rv.Session, rv.Tool, rv.Digest
+	e.RefSeq = rv.Seq
+	e.ExpiresAt = addSat(now, ttl)
+	e.Detail = c.Note
+	return record(e)
+}
+
+// evolveApproval closes the review and records the approval instrument.
+func (s *State) evolveApproval(e events.Event) {
+	delete(s.reviews, e.ReviewID)
+	s.addApproval(&approval{
+		Key:      approvalKey{Worker: s.intern.str(e.Worker), Tool: s.intern.str(e.Tool), Digest: e.Digest},
+		ReviewID: e.ReviewID, Lane: s.intern.str(e.Lane), ExpiresAt: e.ExpiresAt, Seq: e.Seq,
+	})
+}
+
+// dropReviewsOf forgets a revoked worker's open reviews and approvals: a
+// revocation ends what the worker held, and reinstating it later starts
+// clean (the operator approves again if the call is still wanted). Only
+// deletions, so the map order does not matter.
+func (s *State) dropReviewsOf(worker string) {
+	for id, r := range s.reviews {
+		if r.Worker == worker {
+			delete(s.reviews, id)
+		}
+	}
+	for k := range s.approvals {
+		if k.Worker == worker {
+			delete(s.approvals, k)
+		}
+	}
+}
+
+// consumeApproval uses up the approval a permit names.
+func (s *State) consumeApproval(e events.Event) {
+	k := approvalKey{Worker: e.Worker, Tool: e.Tool, Digest: e.Digest}
+	if a, ok := s.approvals[k]; ok && a.ReviewID == e.ReviewID {
+		delete(s.approvals, k)
+	}
+}
+
+// approvedPermit turns an approval_required judgement into a permit when a
+// live approval covers the exact call (the caller, tool and digest). It
+// returns ok false when none does. The lane's lifetime applies as for any
+// permit, capped by the approval's expiry, and the policy's quotas are
+// still checked (a quota refusal is a deny, which no approval overrides).
+func (s *State) approvedPermit(now int64, e events.Event, c Command, j *policy.Judgement, bound []events.Counter) (events.Event, bool) {
+	a, ok := s.liveApproval(approvalKey{Worker: c.Caller, Tool: c.Tool, Digest: c.Digest}, now)
+	if !ok {
+		return e, false
+	}
+	p := s.policy
+	rules := append([]string(nil), j.Rules...)
+	for _, q := range p.QuotaCharges(c.Caller, c.Lane, now) {
+		id, _, _ := strings.Cut(q.Key, "/")
+		var limit *policy.Quota
+		for i := range p.Quotas {
+			if p.Quotas[i].ID == id {
+				limit = &p.Quotas[i]
+			}
+		}
+		if limit == nil {
+			continue
+		}
+		reqs, amt, byt := s.QuotaUsed(q.Key, q.Start, now)
+		field := ""
+		switch {
+		case limit.Requests != nil && reqs >= *limit.Requests:
+			field = "requests"
+		case limit.Amount != nil && (amt+j.Amount < amt || amt+j.Amount > *limit.Amount):
+			field = "amount"
+		case limit.Bytes != nil && (byt+j.Bytes < byt || byt+j.Bytes > *limit.Bytes):
+			field = "bytes"
+		}
+		if field != "" {
+			e.Rules = append(rules, "quota:"+id)
+			e.Reason, e.Missing, e.Detail = "", "", ""
+			return deny(e, grants.ReasonQuotaExhausted, "quotas."+id+"."+field,
+				"window resets at "+policy.Timestamp(addSat(q.Start, q.Window)).String()), true
+		}
+		rules = append(rules, "quota:"+id)
+	}
+	ttl := int64(p.DefaultTTL)
+	if l, ok := p.Lanes[c.Lane]; ok && l.TTL > 0 {
+		ttl = int64(l.TTL)
+	}
+	if c.TTL > 0 && c.TTL < ttl {
+		ttl = c.TTL
+	}
+	ttl = max(ttl, int64(policy.MinTTL))
+	e.Kind = events.KindPermit
+	e.Decision = string(grants.Permit)
+	e.GrantID = c.GrantID
+	e.IssuedAt = now
+	e.ExpiresAt = min(addSat(now, ttl), a.ExpiresAt)
+	e.Rules = append(rules, RuleApproved+a.ReviewID)
+	e.ReviewID = a.ReviewID
+	e.Counters = bound
+	return e, true
+}
