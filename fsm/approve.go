@@ -12,7 +12,8 @@ import (
 
 // Operator approvals. An approval_required answer opens a review (its id
 // is ReviewID of the request's grant id); the review stays open as long as
-// the request's idempotency record would (RetainMargin after the answer).
+// ReviewRetention (an hour) after the answer, longer than the request's
+// idempotency record, so that a person can be reached.
 // OpApprove closes an open review with an approval event, which records an
 // approval instrument for the exact call the review held: the worker, the
 // tool and the request digest. The worker's next request for that call
@@ -135,7 +136,7 @@ func decideApprove(s *State, now int64, node string, c Command) Outcome {
 	rv, ok := s.liveReview(c.ReviewID, now)
 	if !ok {
 		return record(deny(e, grants.ReasonUnknownReview, "open review",
-			"no open review "+c.ReviewID+" (never opened, already approved, or aged out with its request)"))
+			"no open review "+c.ReviewID+" (never opened, already approved, or older than the hour a review stays open)"))
 	}
 	ttl := c.TTL
 	if ttl == 0 {

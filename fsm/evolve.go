@@ -94,7 +94,7 @@ func Evolve(s *State, e events.Event) error {
 			s.addReview(&review{
 				ID: e.ReviewID, Worker: s.intern.str(e.Worker), Lane: s.intern.str(e.Lane),
 				Session: s.intern.str(e.Session), Tool: s.intern.str(e.Tool), Digest: e.Digest,
-				Reason: s.intern.str(e.Reason), Seq: e.Seq, Until: addSat(e.Time, RetainMargin),
+				Reason: s.intern.str(e.Reason), Seq: e.Seq, Until: addSat(e.Time, ReviewRetention),
 			})
 		}
 	case events.KindApproval:

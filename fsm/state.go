@@ -23,6 +23,11 @@ import (
 // kept for RetainMargin after the refusal.
 const RetainMargin = int64(5 * time.Minute)
 
+// ReviewRetention is how long a review stays open for an operator's
+// approval after the approval_required answer that opened it: long enough
+// for a person to be reached, on the control-plane clock.
+const ReviewRetention = int64(time.Hour)
+
 // idemID identifies a grant request's idempotency record.
 type idemID struct {
 	Worker string

@@ -122,7 +122,7 @@ var Reasons = []ReasonInfo{
 	{ReasonProtectedTransfer, RecoverNone, "content from a protected or secret-bearing source would leave the declared domains through a sink field"},
 	{ReasonMemoryWrite, RecoverRefreshApproval, "a write to a protected memory or instruction path is recorded as a draft for the owner (approval_required)"},
 	{ReasonSourceConflict, RecoverFixRequest, "a source id was registered before with a different descriptor"},
-	{ReasonUnknownReview, RecoverNone, "no open review has this id (never opened, already approved, or aged out with its request)"},
+	{ReasonUnknownReview, RecoverNone, "no open review has this id (never opened, already approved, or older than the hour a review stays open)"},
 }
 
 // RecoveryFor returns the recovery class of a reason (RecoverNone for

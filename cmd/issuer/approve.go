@@ -31,8 +31,8 @@ request: an approval turns an approval_required answer into a permit,
 never a deny, and a revoked worker, source or epoch still refuses. The
 approval receipt (writ.evt.approval) records who approved and --note.
 
-A review is open from its approval_required receipt for as long as the
-request's idempotency record lives (five minutes), until it is approved,
+A review is open for an hour after its approval_required receipt (on the
+issuer's clock), until it is approved,
 or until its worker is revoked (revoking a worker also drops its unused
 approvals); an unknown, used or aged-out review id is refused
 (unknown_review). The approval itself is single use: the request after the
