@@ -305,6 +305,8 @@ type Status struct {
 	Counters      int    `json:"counters"`
 	BarredWorkers int    `json:"barred_workers"`
 	Sources       int    `json:"sources"`
+	OpenReviews   int    `json:"open_reviews"` // approval_required answers an operator may still approve
+	Approvals     int    `json:"approvals"`    // approvals waiting for the worker's retry
 	Seq           uint64 `json:"seq"`
 	Head          string `json:"head"`
 	Published     uint64 `json:"published"`

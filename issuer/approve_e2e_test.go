@@ -49,11 +49,17 @@ func TestApprovalThroughTheAPI(t *testing.T) {
 	if err != nil || held.Decision != grants.ApprovalRequired || held.Reason != grants.ReasonReviewRequired || !strings.HasPrefix(held.ReviewID, "rv-") {
 		t.Fatalf("first request: %+v %v", held, err)
 	}
+	if st := env.Service.Status(); st.OpenReviews != 1 || st.Approvals != 0 {
+		t.Fatalf("status after the held answer: %d open reviews, %d approvals; want 1, 0", st.OpenReviews, st.Approvals)
+	}
 
 	approved, err := op.Approve(ctx, api.ApproveRequest{ReviewID: held.ReviewID, TTLMillis: 60_000, Note: "rotating it"})
 	if err != nil || approved.Decision != grants.Permit || approved.Kind != events.KindApproval || approved.ReviewID != held.ReviewID ||
 		approved.ExpiresAt == 0 || approved.Detail != "rotating it" {
 		t.Fatalf("approve: %+v %v", approved, err)
+	}
+	if st := env.Service.Status(); st.OpenReviews != 0 || st.Approvals != 1 {
+		t.Fatalf("status after the approval: %d open reviews, %d approvals; want 0, 1", st.OpenReviews, st.Approvals)
 	}
 	// Another call is not covered.
 	other, err := w.Grant(ctx, api.GrantRequest{Lane: "coordinator", Tool: "vault_read", Args: json.RawMessage(`{"name":"other"}`)})

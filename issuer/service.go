@@ -343,7 +343,7 @@ func (s *Service) Status() api.Status {
 		st.Grants, st.Permitted, st.Spent, st.Closed, st.Revoked = x.Grants, x.Permitted, x.Spent, x.Closed, x.Revoked
 		st.Idempotency, st.Counters, st.BarredWorkers = x.Idem, x.Counters, x.Barred
 		st.Seq, st.Head, st.Published, st.Outbox = x.Seq, x.Head, x.Published, x.Outbox
-		st.Sources = x.Sources
+		st.Sources, st.OpenReviews, st.Approvals = x.Sources, x.Reviews, x.Approvals
 	})
 	s.mu.Lock()
 	st.StreamLastSeq = s.streamSeq

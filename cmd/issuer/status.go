@@ -80,6 +80,7 @@ with WRIT_NODE_ID set to the node's id (the default of --node).`,
 				{"epoch", fmt.Sprint(st.Epoch)}, {"clock", clock},
 				{"grants", fmt.Sprintf("%d (permitted %d, spent %d, closed %d, revoked %d)", st.Grants, st.Permitted, st.Spent, st.Closed, st.Revoked)},
 				{"sources", fmt.Sprint(st.Sources)},
+				{"reviews", fmt.Sprintf("%d open, %d approvals waiting", st.OpenReviews, st.Approvals)},
 				{"receipts", fmt.Sprintf("seq %d, published %d, stream %d, outbox %d", st.Seq, st.Published, st.StreamLastSeq, st.Outbox)},
 				{"state digest", st.StateDigest},
 			}
