@@ -569,6 +569,15 @@ type fieldDecoder struct {
 	err error
 }
 
+// done is the record's decoding error: the first field's, else the
+// reader's.
+func (d *fieldDecoder) done(r *events.Reader) error {
+	if d.err != nil {
+		return d.err
+	}
+	return r.Err()
+}
+
 func (d *fieldDecoder) str(dst *string) {
 	if d.err = want(&d.f, events.WireBytes); d.err == nil {
 		*dst = string(d.f.Data)
@@ -706,10 +715,7 @@ func decodeGrant(b []byte, in *interner) (*grants.Grant, error) {
 			d.err = fmt.Errorf("unknown grant tag %d", f.Tag)
 		}
 	}
-	err := d.err
-	if err == nil {
-		err = r.Err()
-	}
+	err := d.done(r)
 	if err == nil && (g.ID == "" || status == 0 || status > uint64(grants.StatusRevoked)) {
 		err = fmt.Errorf("grant %q has no id or a bad status %d", g.ID, status)
 	}
@@ -783,10 +789,7 @@ func decodeIdem(b []byte, s *State) (idemID, *idemRecord, error) {
 			d.err = fmt.Errorf("unknown idempotency record tag %d", f.Tag)
 		}
 	}
-	err := d.err
-	if err == nil {
-		err = r.Err()
-	}
+	err := d.done(r)
 	if err == nil && len(key) == 0 {
 		err = fmt.Errorf("idempotency record without a key")
 	}
@@ -830,10 +833,7 @@ func decodePending(b []byte) (Pending, error) {
 			d.err = fmt.Errorf("unknown outbox tag %d", f.Tag)
 		}
 	}
-	err := d.err
-	if err == nil {
-		err = r.Err()
-	}
+	err := d.done(r)
 	if err == nil && (p.Seq == 0 || len(p.Data) == 0) {
 		err = fmt.Errorf("outbox entry without a sequence or data")
 	}

@@ -117,10 +117,7 @@ func (s *State) restoreReview(b []byte, last *string) error {
 			d.err = fmt.Errorf("unknown review record tag %d", f.Tag)
 		}
 	}
-	err := d.err
-	if err == nil {
-		err = rd.Err()
-	}
+	err := d.done(rd)
 	switch {
 	case err != nil:
 		return err
@@ -163,10 +160,7 @@ func (s *State) restoreApproval(b []byte, last **approvalKey) error {
 			d.err = fmt.Errorf("unknown approval record tag %d", f.Tag)
 		}
 	}
-	err := d.err
-	if err == nil {
-		err = rd.Err()
-	}
+	err := d.done(rd)
 	switch {
 	case err != nil:
 		return err

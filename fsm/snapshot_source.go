@@ -107,10 +107,7 @@ func decodeSource(b []byte) (*source, error) {
 			d.err = fmt.Errorf("unknown source record tag %d", f.Tag)
 		}
 	}
-	err := d.err
-	if err == nil {
-		err = rd.Err()
-	}
+	err := d.done(rd)
 	switch {
 	case err != nil:
 	case r.ID == "" || r.Owner == "" || r.Seq == 0:

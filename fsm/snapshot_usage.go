@@ -65,10 +65,7 @@ func decodeUsage(b []byte) (usageRecord, error) {
 			d.err = fmt.Errorf("unknown usage record tag %d", f.Tag)
 		}
 	}
-	err := d.err
-	if err == nil {
-		err = r.Err()
-	}
+	err := d.done(r)
 	if err == nil && (u.key == "" || u.count == 0) {
 		err = fmt.Errorf("usage record without a key or a count")
 	}
