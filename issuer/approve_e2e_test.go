@@ -7,14 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/writ-dev/writ/api"
-	"github.com/writ-dev/writ/audit"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testenv"
-	"github.com/writ-dev/writ/natsbus"
 )
 
 // approvalPolicy is a version 2 policy whose vault_read calls are a review
@@ -89,37 +85,7 @@ func TestApprovalThroughTheAPI(t *testing.T) {
 	}
 
 	// The auditor's replay reaches the issuer's digest.
-	st := env.Service.Status()
-	js, _ := jetstream.New(nc)
-	testenv.WaitFor(t, 10*time.Second, "every receipt in the stream", func() bool {
-		s, err := js.Stream(ctx, natsbus.StreamName)
-		if err != nil {
-			return false
-		}
-		info, err := s.Info(ctx)
-		return err == nil && info.State.LastSeq >= st.Seq
-	})
-	stream, err := js.Stream(ctx, natsbus.StreamName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := audit.NewVerifier(audit.Options{})
-	for seq := uint64(1); seq <= st.Seq; seq++ {
-		m, err := stream.GetMsg(ctx, seq)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := v.Add(m.Data, seq); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := events.ParseHash(st.StateDigest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := v.CheckDigest(want); err != nil {
-		t.Fatal(err)
-	}
+	v := replayToDigest(ctx, t, nc, env.Service.Status())
 	if n := v.Summary().Kinds["approval"]; n != 1 {
 		t.Fatalf("the auditor saw %d approval receipts, want 1", n)
 	}
