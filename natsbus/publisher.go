@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -43,6 +44,16 @@ type Publisher struct {
 	js      jetstream.JetStream
 	timeout time.Duration
 	window  int
+
+	// mu guards the position remembered from the last Publish that ended
+	// without error: the stream handle and the last sequence it
+	// acknowledged. A batch that starts right after it skips the stream
+	// info round trip: its first message goes alone, and the stream's
+	// expected-last-sequence and duplicate checks on it tell whether the
+	// guess still holds; if not, Publish re-reads the stream.
+	mu     sync.Mutex
+	cached jetstream.Stream
+	tail   uint64
 }
 
 // PublisherOption tunes a Publisher.
@@ -105,18 +116,29 @@ func (p *Publisher) LastSeq(ctx context.Context) (uint64, error) {
 // Other failures (a timeout, no stream leader during a fail-over, a closed
 // connection) are returned as they are. Publish is idempotent: retry the
 // same batch. Each round trip is bounded by the request timeout and ctx.
-func (p *Publisher) Publish(ctx context.Context, msgs []Message) (uint64, error) {
+func (p *Publisher) Publish(ctx context.Context, msgs []Message) (_ uint64, err error) {
 	if p == nil || p.js == nil {
 		return 0, ErrNilJetStream
 	}
 	if err := checkBatch(msgs); err != nil {
 		return 0, err
 	}
-	st, last, err := p.stream(ctx)
-	if err != nil {
-		return 0, err
+	var (
+		st   jetstream.Stream
+		last uint64
+		ok   bool
+	)
+	if len(msgs) > 0 {
+		st, last, ok = p.position(msgs[0].Seq)
+	}
+	if !ok {
+		var err error
+		if st, last, err = p.stream(ctx); err != nil {
+			return 0, err
+		}
 	}
 	known, stalls := last, 0
+	defer func() { p.remember(st, known, err) }()
 	for i := 0; i < len(msgs); {
 		for ; i < len(msgs) && msgs[i].Seq <= last; i++ {
 			if err := p.verify(ctx, st, msgs[i]); err != nil {
@@ -132,6 +154,13 @@ func (p *Publisher) Publish(ctx context.Context, msgs []Message) (uint64, error)
 				ErrStreamGap, last, msgs[i].Seq)
 		}
 		end := min(i+p.window, len(msgs))
+		if ok {
+			// The position is remembered, not read: send one message
+			// alone first. Were its sequence taken meanwhile by a message
+			// with the same id, the duplicate ack is checked before
+			// anything is appended after it.
+			end, ok = i+1, false
+		}
 		n, pubErr := p.publishWindow(ctx, st, msgs[i:end])
 		if n > 0 {
 			i += n
@@ -238,6 +267,30 @@ func (p *Publisher) verify(ctx context.Context, st jetstream.Stream, m Message) 
 			ErrStreamDiverged, m.Seq, len(raw.Data), len(m.Data))
 	}
 	return nil
+}
+
+// position returns the remembered stream handle and last sequence when a
+// batch starting at first continues exactly where the last clean Publish
+// ended.
+func (p *Publisher) position(first uint64) (jetstream.Stream, uint64, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cached == nil || first != p.tail+1 {
+		return nil, 0, false
+	}
+	return p.cached, p.tail, true
+}
+
+// remember records where a Publish left the stream; any error forgets it,
+// so the next call reads the stream again.
+func (p *Publisher) remember(st jetstream.Stream, last uint64, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil || st == nil {
+		p.cached, p.tail = nil, 0
+		return
+	}
+	p.cached, p.tail = st, last
 }
 
 // stream reads the receipt stream's info.

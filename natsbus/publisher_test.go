@@ -275,3 +275,64 @@ func TestEnsureStreamRepairsExisting(t *testing.T) {
 		t.Fatalf("EnsureStream retried a permanent error for %v: %v", time.Since(start), err)
 	}
 }
+
+// TestPublisherRemembersPosition checks that consecutive batches skip the
+// stream info round trip, and that the remembered position never lets a
+// publisher skip past what another publisher wrote meanwhile.
+func TestPublisherRemembersPosition(t *testing.T) {
+	s := startServer(t, testConfig(t, "position"))
+	ctx := testCtx(t, 30*time.Second)
+	nc, js1 := connect(t, ClientURL(s))
+	_, js2 := connect(t, ClientURL(s))
+	if _, err := EnsureStream(ctx, js1, 1); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	n := 0
+	sub, err := nc.Subscribe("$JS.API.STREAM.INFO."+StreamName, func(*nats.Msg) { mu.Lock(); n++; mu.Unlock() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	infoReads := func() int {
+		_ = nc.Flush()
+		mu.Lock()
+		defer mu.Unlock()
+		return n
+	}
+
+	p1, p2 := NewPublisher(js1, WithWindow(4)), NewPublisher(js2, WithWindow(4))
+	for from := uint64(1); from <= 30; from += 10 {
+		if got, err := p1.Publish(ctx, events(from, from+9)); err != nil || got != from+9 {
+			t.Fatalf("Publish %d..%d = %d, %v", from, from+9, got, err)
+		}
+	}
+	if got := infoReads(); got != 1 {
+		t.Fatalf("three consecutive batches read the stream info %d times, want once", got)
+	}
+
+	// Another publisher appends 31..35; p1 still believes the stream ends
+	// at 30 and must find out, verify 31..35 and go on.
+	if _, err := p2.Publish(ctx, events(31, 35)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := p1.Publish(ctx, events(31, 40)); err != nil || got != 40 {
+		t.Fatalf("Publish 31..40 after another publisher wrote 31..35 = %d, %v", got, err)
+	}
+	// A different message at 41 written by someone else is found, not
+	// skipped over, even though p1 remembers the stream ending at 40.
+	forged := events(41, 41)
+	forged[0].Data = []byte("forged")
+	if _, err := p2.Publish(ctx, forged); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p1.Publish(ctx, events(41, 45)); !errors.Is(err, ErrStreamDiverged) {
+		t.Fatalf("Publish 41..45 over a forged 41 = %v; want ErrStreamDiverged", err)
+	}
+	if msgs, last := streamMsgs(t, ctx, js1); msgs != 41 || last != 41 {
+		t.Fatalf("stream holds %d messages up to %d, want 41", msgs, last)
+	}
+}

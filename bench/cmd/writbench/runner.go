@@ -218,10 +218,16 @@ func (r *Runner) measure(ctx context.Context, sys systems.System, c int) {
 			_ = pprof.StartCPUProfile(prof)
 		}
 	}
+	if prof != nil {
+		writeHeap(filepath.Join(r.ProfDir, fmt.Sprintf("writ-spend-c%d.before.heap.pprof", c)))
+	}
 	run := r.spendRun(ctx, sys, c)
 	if prof != nil {
 		pprof.StopCPUProfile()
 		prof.Close()
+		// alloc_space of after minus before is what this level allocated:
+		// go tool pprof -sample_index=alloc_space -base before after
+		writeHeap(filepath.Join(r.ProfDir, fmt.Sprintf("writ-spend-c%d.after.heap.pprof", c)))
 	}
 	if w != nil {
 		td := time.Now()
@@ -376,4 +382,15 @@ func sortedKeys(m map[string]int) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// writeHeap writes a heap profile (allocation counts since start included)
+// to path; a failure only loses the profile.
+func writeHeap(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_ = pprof.Lookup("heap").WriteTo(f, 0)
 }
