@@ -431,9 +431,13 @@ func (b *Batch) Encode() []byte {
 	var scratch []byte
 	for i := range b.Commands {
 		scratch = b.Commands[i].AppendEncode(scratch[:0])
-		// An all-zero command would encode empty; Raw would drop it, so
-		// write it through Strings, which keeps empty elements.
-		w.Strings(btCommand, []string{string(scratch)})
+		if len(scratch) == 0 {
+			// An all-zero command encodes empty; Raw would drop it,
+			// Strings keeps empty elements.
+			w.Strings(btCommand, []string{""})
+			continue
+		}
+		w.Raw(btCommand, scratch)
 	}
 	return w.Bytes()
 }
@@ -448,8 +452,19 @@ func DecodeBatch(data []byte) (Batch, error) {
 	if data[0] != batchVersion {
 		return b, fmt.Errorf("%w: batch version %d (this build reads %d)", ErrBadEntry, data[0], batchVersion)
 	}
-	r := events.NewReader(data[1:])
+	// Count the commands first so the slice is allocated once: Command
+	// is large, and growing by doubling copies it several times.
+	n, r := 0, events.NewReader(data[1:])
 	var f events.Field
+	for r.Next(&f) {
+		if f.Tag == btCommand {
+			n++
+		}
+	}
+	if n > 0 {
+		b.Commands = make([]Command, 0, min(n, MaxBatchCommands))
+	}
+	r = events.NewReader(data[1:])
 	for r.Next(&f) {
 		switch f.Tag {
 		case btTime:
