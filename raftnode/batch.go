@@ -49,6 +49,12 @@ func (n *Node) batchLoop() {
 	// is signalled (coalescing) whenever one is answered.
 	var inflight atomic.Int64
 	freed := make(chan struct{}, 1)
+	// batch and cmds are reused from entry to entry: submit keeps only
+	// the proposals' answer channels.
+	var (
+		batch []proposal
+		cmds  []fsm.Command
+	)
 	for {
 		var first proposal
 		select {
@@ -57,7 +63,7 @@ func (n *Node) batchLoop() {
 			n.drain()
 			return
 		}
-		batch := []proposal{first}
+		batch = append(batch[:0], first)
 		timerSet := false
 	gather:
 		for len(batch) < n.cfg.BatchMax {
@@ -109,23 +115,29 @@ func (n *Node) batchLoop() {
 			}
 		}
 		inflight.Add(1)
-		n.submit(batch, func() {
+		cmds = n.submit(batch, cmds, func() {
 			inflight.Add(-1)
 			select {
 			case freed <- struct{}{}:
 			default:
 			}
 		})
+		clear(batch)
+		clear(cmds)
 	}
 }
 
-// submit hands batch to raft; answered is called once raft has answered
-// for it (committed and applied, or failed).
-func (n *Node) submit(batch []proposal, answered func()) {
-	b := fsm.Batch{Time: n.stamp(), Node: n.cfg.NodeID, Commands: make([]fsm.Command, len(batch))}
+// submit hands batch to raft, encoding it through cmds (returned for
+// reuse); answered is called once raft has answered for it (committed and
+// applied, or failed). Only the answer channels outlive the call.
+func (n *Node) submit(batch []proposal, cmds []fsm.Command, answered func()) []fsm.Command {
+	dones := make([]chan proposalResult, len(batch))
+	cmds = cmds[:0]
 	for i, p := range batch {
-		b.Commands[i] = p.cmd
+		cmds = append(cmds, p.cmd)
+		dones[i] = p.done
 	}
+	b := fsm.Batch{Time: n.stamp(), Node: n.cfg.NodeID, Commands: cmds}
 	f := n.raft.Apply(b.Encode(), n.cfg.ApplyTimeout)
 	n.inflight.Add(1)
 	go func() {
@@ -134,23 +146,24 @@ func (n *Node) submit(batch []proposal, answered func()) {
 		answered()
 		if err != nil {
 			err = mapRaftErr(err)
-			for _, p := range batch {
-				p.done <- proposalResult{err: err}
+			for _, done := range dones {
+				done <- proposalResult{err: err}
 			}
 			return
 		}
 		res, _ := f.Response().(applyResult)
-		for i, p := range batch {
+		for i, done := range dones {
 			switch {
 			case res.err != nil:
-				p.done <- proposalResult{err: res.err}
+				done <- proposalResult{err: res.err}
 			case i < len(res.envs):
-				p.done <- proposalResult{env: res.envs[i]}
+				done <- proposalResult{env: res.envs[i]}
 			default:
-				p.done <- proposalResult{err: fmt.Errorf("raftnode: state machine returned %d answers for %d commands", len(res.envs), len(batch))}
+				done <- proposalResult{err: fmt.Errorf("raftnode: state machine returned %d answers for %d commands", len(res.envs), len(dones))}
 			}
 		}
 	}()
+	return cmds
 }
 
 func (n *Node) drain() {
