@@ -122,12 +122,13 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 }
 
 func (c *Client) envelope(ctx context.Context, subj string, body any) (grants.Envelope, error) {
-	var env grants.Envelope
 	data, err := c.call(ctx, subj, body)
 	if err != nil {
-		return env, err
+		return grants.Envelope{}, err
 	}
-	if err := json.Unmarshal(data, &env); err != nil {
+	// DecodeEnvelope gives what json.Unmarshal gives, value and error alike.
+	env, err := grants.DecodeEnvelope(data)
+	if err != nil {
 		return env, fmt.Errorf("api: decoding answer: %w", err)
 	}
 	return env, nil
@@ -176,6 +177,12 @@ func (c *Client) call(ctx context.Context, subj string, body any) ([]byte, error
 }
 
 func unavailable(data []byte) bool {
+	// Whenever DecodeEnvelope succeeds the probe below succeeds too and
+	// reads the same reason (json.Unmarshal matches the "reason" key alike
+	// in both), so this is the probe's answer without reflection.
+	if env, err := grants.DecodeEnvelope(data); err == nil {
+		return env.Reason == grants.ReasonIssuerUnavail
+	}
 	var probe struct {
 		Reason grants.Reason `json:"reason"`
 	}
