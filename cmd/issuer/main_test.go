@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -23,45 +22,25 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/internal/gobuild"
 	"github.com/writ-dev/writ/internal/testenv"
 )
 
-// The real-process test needs an issuer binary. It is built once, on
-// first use (so `go test -run Usage` does not pay for it), into a
-// directory TestMain removes.
-var (
-	binDir   string
-	binOnce  sync.Once
-	binPath  string
-	binError error
-)
+// The real-process test needs an issuer binary, built once on first use
+// (so `go test -run Usage` does not pay for it) and removed by TestMain.
+var bins gobuild.Cache
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "writ-issuer-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { bins.Remove() }))
 }
 
 func issuerBinary(t *testing.T) string {
 	t.Helper()
-	binOnce.Do(func() {
-		binPath = filepath.Join(binDir, "issuer")
-		if runtime.GOOS == "windows" {
-			binPath += ".exe"
-		}
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			binError = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binError != nil {
-		t.Fatal(binError)
+	p, err := bins.Path("github.com/writ-dev/writ/cmd/issuer")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return binPath
+	return p
 }
 
 // result is what one in-process run produced.

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -20,47 +19,23 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/internal/gobuild"
 	"github.com/writ-dev/writ/internal/testenv"
 	"github.com/writ-dev/writ/natsbus"
 )
 
 // The end-to-end tests run the worker-agent binary itself, built once per
 // test run into a temporary directory, the way a harness runs it.
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildBin  string
-	buildErr  error
-)
+var bins gobuild.Cache
 
 // builtBinary returns the path of the built worker-agent.
 func builtBinary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "worker-agent-test-")
-		if buildErr != nil {
-			return
-		}
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-		}
-		buildBin = filepath.Join(buildDir, "worker-agent")
-		out, err := exec.Command(goTool, "build", "-o", buildBin, ".").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New("go build: " + err.Error() + "\n" + string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	p, err := bins.Path("github.com/writ-dev/writ/cmd/worker-agent")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return buildBin
-}
-
-func removeBuiltBinary() {
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
+	return p
 }
 
 // binEnv is the environment of a built-binary run: no WRIT_* variables

@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 	}
-	removeBuiltBinary()
+	bins.Remove()
 	os.Exit(code)
 }
 

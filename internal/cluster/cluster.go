@@ -27,7 +27,6 @@ package cluster
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,6 +49,7 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/internal/faultproxy"
+	"github.com/writ-dev/writ/internal/gobuild"
 	"github.com/writ-dev/writ/natsbus"
 )
 
@@ -79,43 +79,24 @@ const (
 // ---------------------------------------------------------------------
 // The issuer binary.
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	binDir    string
-	binErr    error
-)
+// bins holds the issuer binary this process built for its clusters.
+var bins gobuild.Cache
 
 // Binary returns the path of the issuer binary, building ./cmd/issuer with
 // `go build` on the first call (or using $WRIT_ISSUER_BIN).
 func Binary() (string, error) {
-	buildOnce.Do(func() {
-		if p := os.Getenv("WRIT_ISSUER_BIN"); p != "" {
-			binPath = p
-			return
-		}
-		dir, err := os.MkdirTemp("", "writ-cluster-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binDir = dir
-		out := filepath.Join(dir, "issuer")
-		args := []string{"build", "-o", out}
-		if os.Getenv("WRIT_CLUSTER_RACE") == "1" {
-			args = append(args, "-race")
-		}
-		args = append(args, "github.com/writ-dev/writ/cmd/issuer")
-		cmd := exec.Command("go", args...)
-		var buf bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &buf, &buf
-		if err := cmd.Run(); err != nil {
-			binErr = fmt.Errorf("cluster: go %s: %v\n%s", strings.Join(args, " "), err, buf.String())
-			return
-		}
-		binPath = out
-	})
-	return binPath, binErr
+	if p := os.Getenv("WRIT_ISSUER_BIN"); p != "" {
+		return p, nil
+	}
+	var flags []string
+	if os.Getenv("WRIT_CLUSTER_RACE") == "1" {
+		flags = append(flags, "-race")
+	}
+	p, err := bins.Path("github.com/writ-dev/writ/cmd/issuer", flags...)
+	if err != nil {
+		return "", fmt.Errorf("cluster: %w", err)
+	}
+	return p, nil
 }
 
 // Main runs the tests of a package that uses the harness, removes the
@@ -123,9 +104,7 @@ func Binary() (string, error) {
 // not return.
 func Main(m *testing.M, opts ...goleak.Option) {
 	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
+	bins.Remove()
 	if code == 0 {
 		opts = append(opts, goleak.IgnoreAnyFunction("github.com/writ-dev/writ/internal/cluster.spawnLoop"))
 		if err := goleak.Find(opts...); err != nil {

@@ -17,19 +17,22 @@ import (
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/internal/cluster"
+	"github.com/writ-dev/writ/internal/gobuild"
 	"github.com/writ-dev/writ/internal/testenv"
 	"github.com/writ-dev/writ/natsbus"
 )
 
-// buildAuditor builds cmd/auditor into a temporary directory.
+// buildAuditor builds cmd/auditor for this test; the binary is removed
+// when the test ends.
 func buildAuditor(t *testing.T) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "auditor")
-	cmd := exec.Command("go", "build", "-o", out, "github.com/writ-dev/writ/cmd/auditor")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the auditor: %v\n%s", err, b)
+	var bins gobuild.Cache
+	t.Cleanup(bins.Remove)
+	p, err := bins.Path("github.com/writ-dev/writ/cmd/auditor")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return p
 }
 
 type verifyResult struct {

@@ -30,9 +30,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -43,6 +41,7 @@ import (
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
+	"github.com/writ-dev/writ/internal/gobuild"
 	"github.com/writ-dev/writ/internal/testenv"
 	"github.com/writ-dev/writ/natsbus"
 	"github.com/writ-dev/writ/policy/policyfile"
@@ -55,42 +54,22 @@ const (
 	stepTimeout = 20 * time.Second
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// bins holds the worker-agent binary the scenarios run, built once.
+var bins gobuild.Cache
 
 // workerAgent builds cmd/worker-agent once per test binary run.
 func workerAgent(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "writ-injection-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-		}
-		binPath = filepath.Join(dir, "worker-agent")
-		cmd := exec.Command(goTool, "build", "-o", binPath, "github.com/writ-dev/writ/cmd/worker-agent")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	p, err := bins.Path("github.com/writ-dev/writ/cmd/worker-agent")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return binPath
+	return p
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
-	}
+	bins.Remove()
 	os.Exit(code)
 }
 
