@@ -1,0 +1,31 @@
+package issuer
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigValidateNamesTheField(t *testing.T) {
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatalf("DefaultConfig does not validate: %v", err)
+	}
+	for _, tc := range []struct {
+		field string
+		edit  func(*Config)
+	}{
+		{"CommitTimeout", func(c *Config) { c.CommitTimeout = 0 }},
+		{"MaxInFlight", func(c *Config) { c.MaxInFlight = 0 }},
+		{"StreamReplicas", func(c *Config) { c.StreamReplicas = 2 }},
+		{"PublishBatch", func(c *Config) { c.PublishBatch = 0 }},
+		{"ConfirmEvery", func(c *Config) { c.ConfirmEvery = -time.Second }},
+	} {
+		c := DefaultConfig()
+		tc.edit(&c)
+		err := c.Validate()
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: Validate() = %v; want ErrConfig naming %s", tc.field, err, tc.field)
+		}
+	}
+}
