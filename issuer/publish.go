@@ -92,7 +92,6 @@ func (s *Service) publishLoop(ctx context.Context) error {
 		if len(batch) == s.cfg.PublishBatch {
 			continue
 		}
-
 		wait := s.cfg.ConfirmEvery
 		if last > confirmed {
 			wait = max(s.cfg.ConfirmEvery-time.Since(lastConfirm), time.Millisecond)
