@@ -44,7 +44,11 @@ func (c *Client) Grant(ctx context.Context, r GrantRequest) (grants.Envelope, er
 	if r.IdempotencyKey == "" {
 		r.IdempotencyKey = NewKey()
 	}
-	return c.envelope(ctx, WorkerSubject(c.Worker, OpGrant), r)
+	payload, err := r.AppendJSON(make([]byte, 0, r.sizeHint()))
+	if err != nil {
+		return grants.Envelope{}, encodeError(err)
+	}
+	return c.envelopeFor(ctx, WorkerSubject(c.Worker, OpGrant), payload)
 }
 
 // Spend spends a grant. An empty IdempotencyKey is filled in.
@@ -53,13 +57,17 @@ func (c *Client) Spend(ctx context.Context, r SpendRequest) (grants.Envelope, er
 	if r.IdempotencyKey == "" {
 		r.IdempotencyKey = NewKey()
 	}
-	return c.envelope(ctx, WorkerSubject(c.Worker, OpSpend), r)
+	payload, err := r.AppendJSON(make([]byte, 0, r.sizeHint()))
+	if err != nil {
+		return grants.Envelope{}, encodeError(err)
+	}
+	return c.envelopeFor(ctx, WorkerSubject(c.Worker, OpSpend), payload)
 }
 
 // Effect reports an outcome.
 func (c *Client) Effect(ctx context.Context, r EffectRequest) (grants.Envelope, error) {
 	r.V = Version
-	return c.envelope(ctx, WorkerSubject(c.Worker, OpEffect), r)
+	return c.envelopeFor(ctx, WorkerSubject(c.Worker, OpEffect), r.AppendJSON(make([]byte, 0, r.sizeHint())))
 }
 
 // RegisterSource registers a content source's descriptor. The answer is
@@ -121,8 +129,18 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	return st, nil
 }
 
+// envelope sends body, encoded by json.Marshal, and decodes the answer.
 func (c *Client) envelope(ctx context.Context, subj string, body any) (grants.Envelope, error) {
-	data, err := c.call(ctx, subj, body)
+	payload, err := json.Marshal(body)
+	if err != nil {
+		return grants.Envelope{}, encodeError(err)
+	}
+	return c.envelopeFor(ctx, subj, payload)
+}
+
+// envelopeFor sends an encoded body and decodes the answer.
+func (c *Client) envelopeFor(ctx context.Context, subj string, payload []byte) (grants.Envelope, error) {
+	data, err := c.send(ctx, subj, payload)
 	if err != nil {
 		return grants.Envelope{}, err
 	}
@@ -134,13 +152,23 @@ func (c *Client) envelope(ctx context.Context, subj string, body any) (grants.En
 	return env, nil
 }
 
-// call sends body and retries on timeouts, "no responders" and
-// issuer_unavailable answers until ctx ends.
+// encodeError wraps a request body's encoding error.
+func encodeError(err error) error { return fmt.Errorf("api: encoding request: %w", err) }
+
+// call sends body, encoded by json.Marshal, as send does.
 func (c *Client) call(ctx context.Context, subj string, body any) ([]byte, error) {
 	payload, err := json.Marshal(body)
 	if err != nil {
-		return nil, fmt.Errorf("api: encoding request: %w", err)
+		return nil, encodeError(err)
 	}
+	return c.send(ctx, subj, payload)
+}
+
+// send sends payload and retries on timeouts, "no responders" and
+// issuer_unavailable answers until ctx ends. Grant, spend and effect
+// bodies are encoded by their AppendJSON methods (the bytes json.Marshal
+// writes, without reflection), every other body by json.Marshal.
+func (c *Client) send(ctx context.Context, subj string, payload []byte) ([]byte, error) {
 	attempt := c.Attempt
 	if attempt <= 0 {
 		attempt = 2 * time.Second

@@ -168,12 +168,26 @@ func checkText(field, v string, max int, required bool) *requestError {
 }
 
 // grantCommand builds an OpRequest from a worker's body. The worker id comes
-// from the subject; the grant id is chosen here, by the leader.
+// from the subject; the grant id is chosen here, by the leader. The body is
+// decoded by decodeGrantFast when it has the shape api.Client sends, and
+// by decodeStrict otherwise (and for every refusal).
 func grantCommand(worker string, data []byte) (fsm.Command, *requestError) {
 	var r api.GrantRequest
-	if err := decodeStrict(data, &r); err != nil {
-		return fsm.Command{}, err
+	if !decodeGrantFast(data, &r) {
+		// A second variable: &slow escapes to the heap, but only on this
+		// path.
+		var slow api.GrantRequest
+		if err := decodeStrict(data, &slow); err != nil {
+			return fsm.Command{}, err
+		}
+		r = slow
 	}
+	return grantRequestCommand(worker, &r)
+}
+
+// grantRequestCommand checks a decoded grant request and builds its
+// command.
+func grantRequestCommand(worker string, r *api.GrantRequest) (fsm.Command, *requestError) {
 	for _, e := range []*requestError{
 		checkID("lane", r.Lane, true),
 		checkText("session", r.Session, maxSessionLen, false),
@@ -364,9 +378,21 @@ func checkPath(field, v string) *requestError {
 // from the grant it has applied (see Service.resolveDigest).
 func spendCommand(worker string, data []byte) (fsm.Command, []byte, *requestError) {
 	var r api.SpendRequest
-	if err := decodeStrict(data, &r); err != nil {
-		return fsm.Command{}, nil, err
+	if !decodeSpendFast(data, &r) {
+		// A second variable: &slow escapes to the heap, but only on this
+		// path.
+		var slow api.SpendRequest
+		if err := decodeStrict(data, &slow); err != nil {
+			return fsm.Command{}, nil, err
+		}
+		r = slow
 	}
+	return spendRequestCommand(worker, &r)
+}
+
+// spendRequestCommand checks a decoded spend request and builds its
+// command, as spendCommand describes.
+func spendRequestCommand(worker string, r *api.SpendRequest) (fsm.Command, []byte, *requestError) {
 	if e := checkText("grant_id", r.GrantID, 64, true); e != nil {
 		return fsm.Command{}, nil, e
 	}
@@ -408,11 +434,25 @@ func spendCommand(worker string, data []byte) (fsm.Command, []byte, *requestErro
 	return c, nil, invalid("args", "give the call's args (or their digest) so the spend binds the exact request")
 }
 
+// effectCommand builds an OpEffect from a worker's report of what a spend
+// did.
 func effectCommand(worker string, data []byte) (fsm.Command, *requestError) {
 	var r api.EffectRequest
-	if err := decodeStrict(data, &r); err != nil {
-		return fsm.Command{}, err
+	if !decodeEffectFast(data, &r) {
+		// A second variable: &slow escapes to the heap, but only on this
+		// path.
+		var slow api.EffectRequest
+		if err := decodeStrict(data, &slow); err != nil {
+			return fsm.Command{}, err
+		}
+		r = slow
 	}
+	return effectRequestCommand(worker, &r)
+}
+
+// effectRequestCommand checks a decoded effect request and builds its
+// command.
+func effectRequestCommand(worker string, r *api.EffectRequest) (fsm.Command, *requestError) {
 	if e := checkText("grant_id", r.GrantID, 64, true); e != nil {
 		return fsm.Command{}, e
 	}

@@ -12,6 +12,8 @@ import (
 const (
 	benchGrantBody = `{"v":1,"lane":"coordinator","session":"s-1","tool":"Bash","args":ARGS,"idempotency_key":"0b5b2a8e-7c1f-4a0e-9f0a-1b2c3d4e5f60","sources":["web"]}`
 	benchSpendBody = `{"v":1,"grant_id":"0b5b2a8e-7c1f-4a0e-9f0a-1b2c3d4e5f61","args":ARGS,"idempotency_key":"0b5b2a8e-7c1f-4a0e-9f0a-1b2c3d4e5f62"}`
+	// benchEffectBody reports the outcome of the spend above.
+	benchEffectBody = `{"v":1,"grant_id":"0b5b2a8e-7c1f-4a0e-9f0a-1b2c3d4e5f61","outcome":"confirmed","verifier":"exit-code"}`
 )
 
 var benchArgs = map[string]string{
@@ -44,5 +46,15 @@ func BenchmarkSpendCommand(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+func BenchmarkEffectCommand(b *testing.B) {
+	body := []byte(benchEffectBody)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, e := effectCommand("w1", body); e != nil {
+			b.Fatal(e)
+		}
 	}
 }
