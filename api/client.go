@@ -140,16 +140,9 @@ func (c *Client) envelope(ctx context.Context, subj string, body any) (grants.En
 
 // envelopeFor sends an encoded body and decodes the answer.
 func (c *Client) envelopeFor(ctx context.Context, subj string, payload []byte) (grants.Envelope, error) {
-	data, err := c.send(ctx, subj, payload)
-	if err != nil {
-		return grants.Envelope{}, err
-	}
-	// DecodeEnvelope gives what json.Unmarshal gives, value and error alike.
-	env, err := grants.DecodeEnvelope(data)
-	if err != nil {
-		return env, fmt.Errorf("api: decoding answer: %w", err)
-	}
-	return env, nil
+	var env grants.Envelope
+	_, err := c.send(ctx, subj, payload, &env)
+	return env, err
 }
 
 // encodeError wraps a request body's encoding error.
@@ -161,14 +154,16 @@ func (c *Client) call(ctx context.Context, subj string, body any) ([]byte, error
 	if err != nil {
 		return nil, encodeError(err)
 	}
-	return c.send(ctx, subj, payload)
+	return c.send(ctx, subj, payload, nil)
 }
 
 // send sends payload and retries on timeouts, "no responders" and
 // issuer_unavailable answers until ctx ends. Grant, spend and effect
 // bodies are encoded by their AppendJSON methods (the bytes json.Marshal
-// writes, without reflection), every other body by json.Marshal.
-func (c *Client) send(ctx context.Context, subj string, payload []byte) ([]byte, error) {
+// writes, without reflection), every other body by json.Marshal. With env
+// set, the answer is decoded into it once, for the retry decision and the
+// caller alike.
+func (c *Client) send(ctx context.Context, subj string, payload []byte, env *grants.Envelope) ([]byte, error) {
 	attempt := c.Attempt
 	if attempt <= 0 {
 		attempt = 2 * time.Second
@@ -180,8 +175,9 @@ func (c *Client) send(ctx context.Context, subj string, payload []byte) ([]byte,
 		msg, err := c.NC.RequestWithContext(actx, subj, payload)
 		cancel()
 		if err == nil {
-			if !unavailable(msg.Data) {
-				return msg.Data, nil
+			retry, derr := unavailable(msg.Data, env)
+			if !retry {
+				return msg.Data, derr
 			}
 			last = errors.New("issuer answered issuer_unavailable")
 		} else {
@@ -204,13 +200,34 @@ func (c *Client) send(ctx context.Context, subj string, payload []byte) ([]byte,
 	}
 }
 
-func unavailable(data []byte) bool {
-	// Whenever DecodeEnvelope succeeds the probe below succeeds too and
-	// reads the same reason (json.Unmarshal matches the "reason" key alike
-	// in both), so this is the probe's answer without reflection.
-	if env, err := grants.DecodeEnvelope(data); err == nil {
-		return env.Reason == grants.ReasonIssuerUnavail
+// unavailable reports an issuer_unavailable answer, which is retried. With
+// env set it decodes the answer into env (DecodeEnvelope gives what
+// json.Unmarshal gives, value and error alike) and returns the decoding
+// error of an answer that is not retried.
+func unavailable(data []byte, env *grants.Envelope) (bool, error) {
+	if env != nil {
+		e, err := grants.DecodeEnvelope(data)
+		if err == nil {
+			*env = e
+			return e.Reason == grants.ReasonIssuerUnavail, nil
+		}
+		if !probeUnavailable(data) {
+			return false, fmt.Errorf("api: decoding answer: %w", err)
+		}
+		return true, nil
 	}
+	// Whenever DecodeEnvelope succeeds the probe succeeds too and reads the
+	// same reason (json.Unmarshal matches the "reason" key alike in both),
+	// so this is the probe's answer without reflection.
+	if e, err := grants.DecodeEnvelope(data); err == nil {
+		return e.Reason == grants.ReasonIssuerUnavail, nil
+	}
+	return probeUnavailable(data), nil
+}
+
+// probeUnavailable reads only the reason of an answer that is not a whole
+// envelope.
+func probeUnavailable(data []byte) bool {
 	var probe struct {
 		Reason grants.Reason `json:"reason"`
 	}
