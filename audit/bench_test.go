@@ -81,6 +81,32 @@ func BenchmarkVerify(b *testing.B) {
 	b.Run("checks", func(b *testing.B) { run(b, Options{NoProjection: true}, false) })
 	b.Run("checks+projection", func(b *testing.B) { run(b, Options{}, false) })
 	b.Run("decode+checks+projection", func(b *testing.B) { run(b, Options{}, true) })
+	// The same through Verifier.Pipeline: decode and hash on GOMAXPROCS
+	// goroutines, checks and projection in order on one more.
+	b.Run("pipelined", func(b *testing.B) {
+		v := NewVerifier(Options{})
+		p := v.Pipeline(0)
+		j := 0
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			if j == len(s.raw) {
+				if err := p.Close(); err != nil {
+					b.Fatal(err)
+				}
+				v, j = NewVerifier(Options{}), 0
+				p = v.Pipeline(0)
+			}
+			if err := p.Add(s.raw[j], uint64(j+1)); err != nil {
+				b.Fatal(err)
+			}
+			j++
+		}
+		if err := p.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	})
 }
 
 // TestBenchStreamIsValid keeps the benchmark honest: its stream must pass.

@@ -34,6 +34,12 @@
 // after a revocation that moved one is attempt_after_revocation like any
 // other bound counter.
 //
+// Verifier.Pipeline checks a stream read in bulk with the same result as
+// Add: it decodes and hash-checks messages on a pool of goroutines and
+// runs the checks and the fold above in order on one more, stopping at the
+// first violation (by position) with nothing after it folded. NewPipeline
+// does the same for any sequential fold, such as a bare fsm replay.
+//
 // The first violation stops the Verifier: it is returned by that Add and by
 // every later one, and Summary describes the events before it. Every
 // violation is a *Violation whose Code is one of the constants below.

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/writ-dev/writ/events"
@@ -139,6 +140,8 @@ type Verifier struct {
 	outcomes   [nOutcomes]uint64
 
 	state *fsm.State // nil without a projection
+
+	scratch events.Event // Add decodes into it
 }
 
 // NewVerifier returns a Verifier for a stream that starts at opts.From.
@@ -216,7 +219,22 @@ func (v *Verifier) next() uint64 {
 // Add decodes and checks one message of the receipt stream. streamSeq is
 // its JetStream sequence, or 0 when there is none to compare. It returns
 // the first violation (a *Violation), now or from an earlier call.
+// Pipeline does the same for many messages, decoding them in parallel.
 func (v *Verifier) Add(raw []byte, streamSeq uint64) error {
+	if v.viol != nil {
+		return v.viol
+	}
+	// Decoded into the Verifier's own event, whose lists the next Add
+	// overwrites: add copies what it keeps.
+	err := events.DecodeInto(raw, &v.scratch)
+	return v.addDecoded(&v.scratch, err, streamSeq, false)
+}
+
+// addDecoded is Add after the decode: e and err are what events.Decode or
+// DecodeInto gave for the message. owned says add may keep e's slices
+// (otherwise it copies what it keeps). Add and Pipeline share it, so both
+// report the same violation for the same messages.
+func (v *Verifier) addDecoded(e *events.Event, err error, streamSeq uint64, owned bool) error {
 	if v.viol != nil {
 		return v.viol
 	}
@@ -225,7 +243,6 @@ func (v *Verifier) Add(raw []byte, streamSeq uint64) error {
 		return v.fail(violation(want, CodeSeqGap,
 			"the stream jumps to seq %d: seq %d is missing (deleted or never published)", streamSeq, want))
 	}
-	e, err := events.Decode(raw)
 	if err != nil {
 		at := streamSeq
 		if at == 0 {
@@ -237,7 +254,7 @@ func (v *Verifier) Add(raw []byte, streamSeq uint64) error {
 		return v.fail(violation(streamSeq, CodeStreamSeqMismatch,
 			"stream seq %d holds event seq %d", streamSeq, e.Seq))
 	}
-	return v.add(&e)
+	return v.add(e, owned)
 }
 
 // AddEvent checks one decoded event. It trusts e.Hash: pass only events
@@ -246,10 +263,10 @@ func (v *Verifier) AddEvent(e events.Event) error {
 	if v.viol != nil {
 		return v.viol
 	}
-	return v.add(&e)
+	return v.add(&e, true)
 }
 
-func (v *Verifier) add(e *events.Event) error {
+func (v *Verifier) add(e *events.Event, owned bool) error {
 	want := v.next()
 	if e.Seq != want {
 		if v.started {
@@ -278,7 +295,7 @@ func (v *Verifier) add(e *events.Event) error {
 	var x *Violation
 	switch e.Kind {
 	case events.KindPermit:
-		x = v.permit(e)
+		x = v.permit(e, owned)
 		if x == nil && e.ReviewID != "" {
 			x = v.approvedPermit(e)
 		}
@@ -298,7 +315,7 @@ func (v *Verifier) add(e *events.Event) error {
 		return v.fail(x)
 	}
 	if v.state != nil {
-		if err := fsm.Evolve(v.state, *e); err != nil {
+		if err := fsm.EvolveRef(v.state, e); err != nil {
 			return v.fail(violation(e.Seq, CodeFoldFailed, "%v", err))
 		}
 	}
@@ -351,7 +368,7 @@ func (v *Verifier) alloc(id string, at int64) *grant {
 	return g
 }
 
-func (v *Verifier) permit(e *events.Event) *Violation {
+func (v *Verifier) permit(e *events.Event, owned bool) *Violation {
 	if slot, ok := v.live[e.GrantID]; ok {
 		g := &v.slots[slot]
 		switch {
@@ -368,6 +385,9 @@ func (v *Verifier) permit(e *events.Event) *Violation {
 	}
 	g := v.alloc(e.GrantID, retainUntil(e.ExpiresAt))
 	g.worker, g.digest, g.counters = e.Worker, e.Digest, e.Counters
+	if !owned {
+		g.counters = slices.Clone(e.Counters)
+	}
 	g.expiresAt, g.epoch, g.permitSeq = e.ExpiresAt, e.Epoch, e.Seq
 	v.permitted++
 	return nil

@@ -217,6 +217,14 @@ func TestViolationCodes(t *testing.T) {
 				seen[tc.code] = true
 			}
 
+			// The same messages through a Pipeline: the same violation
+			// and summary.
+			ss := tc.streamSeqs
+			if ss == nil {
+				ss = positions(len(s.raw))
+			}
+			samePipelined(t, s.raw, ss, Options{}, v)
+
 			// The same stream through AddEvent.
 			eventCode, eventSeq := tc.code, tc.seq
 			if tc.eventCode != "" {

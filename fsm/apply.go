@@ -14,6 +14,7 @@ func Apply(s *State, raftIndex uint64, b Batch) []grants.Envelope {
 	if s.clock > now {
 		now = s.clock
 	}
+	s.indexWorkers()
 	out := make([]grants.Envelope, len(b.Commands))
 	for i, c := range b.Commands {
 		if c.Op == OpPublished {

@@ -8,8 +8,10 @@ import (
 
 // Expiry: every entry the state forgets on the clock (grants, idempotency
 // records, effect-ledger entries, preauthorization consumption, quota
-// windows, registered sources, open reviews, approvals) is scheduled in one min-heap of items, each
-// naming the entry and the time it is due.
+// windows, registered sources, open reviews, approvals) is scheduled as an
+// item naming the entry and the time it is due, in one min-heap of items
+// or, when it comes in order, in a FIFO run beside it (see expiryRun):
+// together they are one priority queue.
 //
 // Correctness does not depend on the order in which due items are popped.
 // An item due at At removes the entry it names only if that entry's
@@ -171,9 +173,90 @@ func (h expiryHeap) down(i int) {
 	}
 }
 
-func (s *State) schedule(at int64, seq, kind uint64, ref any) {
-	s.expiry.push(expiryItem{At: at, Ord: seq<<kindBits | kind, Ref: ref})
+// expiryRun is a FIFO of expiry items scheduled in order: each not less
+// than the one scheduled into the run before it. Most items are (a lane's
+// grants all live for the same TTL and are scheduled in sequence order),
+// and the run pushes and pops them in constant time, where the heap pays
+// a sift through log n levels of cold memory per pop. Items that would
+// break the order go to the heap; prune pops the lesser of the two heads,
+// so items leave in the same order as from one heap.
+type expiryRun struct {
+	items []expiryItem
+	head  int // items[head:] are scheduled
 }
+
+func (q *expiryRun) len() int { return len(q.items) - q.head }
+
+// accepts reports whether it can join the run without breaking its order.
+func (q *expiryRun) accepts(it *expiryItem) bool {
+	return q.len() == 0 || !it.less(&q.items[len(q.items)-1])
+}
+
+func (q *expiryRun) push(it expiryItem) {
+	if q.head > 0 && q.head >= len(q.items)/2 {
+		// Half the array is popped: move the rest down rather than grow.
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items, q.head = q.items[:n], 0
+	}
+	q.items = append(q.items, it)
+}
+
+// pop removes the first item. As for the heap, the vacated slot is
+// cleared, and the array is reallocated smaller once it is mostly unused
+// (or dropped when the run is empty).
+func (q *expiryRun) pop() expiryItem {
+	it := q.items[q.head]
+	q.items[q.head] = expiryItem{}
+	q.head++
+	switch n, c := q.len(), cap(q.items); {
+	case n == 0 && c > shrinkFloor:
+		q.items, q.head = nil, 0
+	case n == 0:
+		q.items, q.head = q.items[:0], 0
+	case c > shrinkFloor && n < c/4:
+		q.items, q.head = append(make([]expiryItem, 0, 2*n), q.items[q.head:]...), 0
+	}
+	return it
+}
+
+func (s *State) schedule(at int64, seq, kind uint64, ref any) {
+	it := expiryItem{At: at, Ord: seq<<kindBits | kind, Ref: ref}
+	if s.expiryRun.accepts(&it) {
+		s.expiryRun.push(it)
+		return
+	}
+	s.expiry.push(it)
+}
+
+// nextDue returns the least scheduled item, from the run or the heap, if
+// there is one.
+func (s *State) nextDue() (*expiryItem, bool) {
+	q := &s.expiryRun
+	switch {
+	case q.len() == 0 && len(s.expiry) == 0:
+		return nil, false
+	case q.len() == 0:
+		return &s.expiry[0], true
+	case len(s.expiry) == 0:
+		return &q.items[q.head], true
+	}
+	if s.expiry[0].less(&q.items[q.head]) {
+		return &s.expiry[0], true
+	}
+	return &q.items[q.head], true
+}
+
+// popDue removes the item nextDue returned.
+func (s *State) popDue(it *expiryItem) expiryItem {
+	if len(s.expiry) > 0 && it == &s.expiry[0] {
+		return s.expiry.pop()
+	}
+	return s.expiryRun.pop()
+}
+
+// scheduled is the number of items in the run and the heap.
+func (s *State) scheduled() int { return s.expiryRun.len() + len(s.expiry) }
 
 // advance moves the clock forward (never back) and forgets what the clock
 // has passed.
@@ -188,13 +271,17 @@ func (s *State) advance(t int64) {
 // preauthorization consumption, quota windows and registered sources whose
 // retention time is at or before the clock.
 func (s *State) prune() {
-	if len(s.expiry) == 0 || s.expiry[0].At > s.clock {
+	if next, ok := s.nextDue(); !ok || next.At > s.clock {
 		return
 	}
 	s.notePeaks()
 	defer s.shrinkMaps()
-	for len(s.expiry) > 0 && s.expiry[0].At <= s.clock {
-		it := s.expiry.pop()
+	for {
+		next, ok := s.nextDue()
+		if !ok || next.At > s.clock {
+			break
+		}
+		it := s.popDue(next)
 		switch r := it.Ref.(type) {
 		case *grants.Grant:
 			if g, ok := s.grants[r.ID]; ok && retainUntil(g) == it.At {
@@ -232,6 +319,9 @@ func (s *State) dropIdem(k idemID, at int64) {
 
 func (s *State) dropGrant(g *grants.Grant) {
 	delete(s.grants, g.ID)
+	if s.byWorker == nil {
+		return // not indexed (see State.byWorker)
+	}
 	if m := s.byWorker[g.Worker]; m != nil {
 		m.remove(g.ID)
 		if m.len() == 0 {
@@ -258,6 +348,13 @@ func (s *State) putGrant(g *grants.Grant) {
 		s.dropGrant(old)
 	}
 	s.grants[g.ID] = g
+	if s.byWorker != nil {
+		s.indexGrant(g)
+	}
+}
+
+// indexGrant adds g to the per-worker index.
+func (s *State) indexGrant(g *grants.Grant) {
 	m := s.byWorker[g.Worker]
 	if m == nil {
 		m = newIDSet()

@@ -8,7 +8,7 @@ import (
 	"github.com/writ-dev/writ/grants"
 )
 
-// ExpiryRemovals pops a copy of s's expiry heap to the end and returns, in
+// ExpiryRemovals pops a copy of s's expiry queue to the end and returns, in
 // pop order, every removal prune would make ("time kind key"), applying
 // prune's rules to copies of the retention times s holds; s is unchanged.
 // left lists the entries no item would ever remove (sorted): it must be
@@ -45,7 +45,9 @@ func ExpiryRemovals(s *State) (removed, left []string) {
 			removed = append(removed, fmt.Sprintf("%d %s", at, name))
 		}
 	}
-	h := slices.Clone(s.expiry)
+	// The heap and the in-order run, as one heap.
+	h := append(slices.Clone(s.expiry), s.expiryRun.items[s.expiryRun.head:]...)
+	h.init()
 	for len(h) > 0 {
 		it := h.pop()
 		switch r := it.Ref.(type) {

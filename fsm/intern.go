@@ -34,6 +34,11 @@ type interner struct {
 	lists    map[string][]string         // string lists, by their encoding
 	counters map[string][]events.Counter // counter lists, by their encoding
 	scratch  []byte
+	// recent is a direct-mapped cache in front of strs: most strings
+	// interned are the same few (a node, a lane, a tool, a worker of a
+	// few dozen), found here with one comparison instead of a map lookup.
+	// It holds only copies strs handed out.
+	recent [64]string
 
 	// Restore decodes a grant's lists here before sharing them.
 	decoded                      []events.Counter
@@ -45,7 +50,12 @@ func (in *interner) str(s string) string {
 	if s == "" {
 		return ""
 	}
+	slot := &in.recent[recentSlot(s)]
+	if *slot == s {
+		return *slot
+	}
 	if v, ok := in.strs[s]; ok {
+		*slot = v
 		return v
 	}
 	if in.strs == nil || len(in.strs) >= internMax {
@@ -53,7 +63,14 @@ func (in *interner) str(s string) string {
 	}
 	s = strings.Clone(s)
 	in.strs[s] = s
+	*slot = s
 	return s
+}
+
+// recentSlot picks s's slot in interner.recent from its length and its
+// first and last bytes (s is not empty).
+func recentSlot(s string) int {
+	return int(uint(len(s))*31+uint(s[0])*7+uint(s[len(s)-1])) & 63
 }
 
 // strBytes returns the shared copy of the string b holds; a string is

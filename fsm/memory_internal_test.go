@@ -104,8 +104,8 @@ func TestExpiredMemoryIsReleased(t *testing.T) {
 	}
 	mustApply(t, s, idx, later, cmds...)
 	idx++
-	if len(s.grants) != n+10 || s.byWorker["w1"].len() != n+10 || len(s.expiry) != n+10 {
-		t.Fatalf("%d grants, %d indexed, %d scheduled", len(s.grants), s.byWorker["w1"].len(), len(s.expiry))
+	if len(s.grants) != n+10 || s.byWorker["w1"].len() != n+10 || s.scheduled() != n+10 {
+		t.Fatalf("%d grants, %d indexed, %d scheduled", len(s.grants), s.byWorker["w1"].len(), s.scheduled())
 	}
 	// Past the first grants' retention, not the last ten's.
 	at := retainUntil(s.grants["g0"])
@@ -116,8 +116,8 @@ func TestExpiredMemoryIsReleased(t *testing.T) {
 	if s.peaks.grants != 10 || s.peaks.idem != 10 || s.byWorker["w1"].peak >= shrinkFloor {
 		t.Fatalf("maps not rebuilt: peaks %+v, w1 index peak %d", s.peaks, s.byWorker["w1"].peak)
 	}
-	if cap(s.expiry) > 2*shrinkFloor {
-		t.Fatalf("expiry heap keeps %d slots for %d items", cap(s.expiry), len(s.expiry))
+	if cap(s.expiry) > 2*shrinkFloor || cap(s.expiryRun.items) > 2*shrinkFloor {
+		t.Fatalf("expiry heap and run keep %d and %d slots for %d items", cap(s.expiry), cap(s.expiryRun.items), s.scheduled())
 	}
 	if got := s.outstanding("w1", later); len(got) != 10 {
 		t.Fatalf("outstanding after the rebuild: %v", got)
@@ -140,11 +140,11 @@ func TestOneExpiryItemPerGrant(t *testing.T) {
 	deny := permitCmd("w1", 3)
 	deny.Lane = "no-such-lane"
 	Apply(s, 3, Batch{Time: 3, Commands: []Command{deny}})
-	if len(s.grants) != 2 || len(s.idem) != 3 || len(s.expiry) != 3 {
-		t.Fatalf("%d grants, %d records, %d expiry items (want 2, 3, 3)", len(s.grants), len(s.idem), len(s.expiry))
+	if len(s.grants) != 2 || len(s.idem) != 3 || s.scheduled() != 3 {
+		t.Fatalf("%d grants, %d records, %d expiry items (want 2, 3, 3)", len(s.grants), len(s.idem), s.scheduled())
 	}
 	r, err := Restore(s.Snapshot())
-	if err != nil || len(r.expiry) != 3 {
-		t.Fatalf("restored: %v, %d expiry items", err, len(r.expiry))
+	if err != nil || r.scheduled() != 3 {
+		t.Fatalf("restored: %v, %d expiry items", err, r.scheduled())
 	}
 }

@@ -493,8 +493,8 @@ func restore(data []byte) (*State, error) {
 	}
 	s.expiry.init()
 	// Every live state has forgotten what its clock has passed.
-	if len(s.expiry) > 0 && s.expiry[0].At <= s.clock {
-		return nil, fmt.Errorf("entry retained past its time (%d <= clock %d)", s.expiry[0].At, s.clock)
+	if next, ok := s.nextDue(); ok && next.At <= s.clock {
+		return nil, fmt.Errorf("entry retained past its time (%d <= clock %d)", next.At, s.clock)
 	}
 	return s, nil
 }

@@ -86,17 +86,22 @@ type State struct {
 	counters  revocation.Counters
 	barred    map[string]bool
 	grants    map[string]*grants.Grant
-	byWorker  map[string]*idSet
-	idem      map[idemID]*idemRecord
-	ledger    map[string]*ledgerEntry // effect ledger, by key
-	preauth   map[string]*preauthUse  // preauthorization consumption, by id
-	quota     map[string]*quotaWindow // quota windows, by quota key
-	sources   map[string]*source      // the source registry, by id
+	// byWorker indexes grants by worker, for the revocations Decide
+	// judges (outstanding). Apply builds it (indexWorkers) and it is kept
+	// from then on; a state that only Evolve has moved (a replay, an
+	// auditor's projection) has none, and does not pay for it.
+	byWorker map[string]*idSet
+	idem     map[idemID]*idemRecord
+	ledger   map[string]*ledgerEntry // effect ledger, by key
+	preauth  map[string]*preauthUse  // preauthorization consumption, by id
+	quota    map[string]*quotaWindow // quota windows, by quota key
+	sources  map[string]*source      // the source registry, by id
 	// srcByOwner indexes sources by the worker that registered them.
 	srcByOwner map[string]*idSet
 	reviews    map[string]*review        // open reviews, by review id
 	approvals  map[approvalKey]*approval // live approvals, by the call they cover
-	expiry     expiryHeap
+	expiry     expiryHeap                // with expiryRun, what prune will forget when
+	expiryRun  expiryRun
 	chain      events.Chain
 
 	// Memory only, never state: shared copies of what grants repeat, and
@@ -120,14 +125,13 @@ type Pending struct {
 // one is applied), epoch 0, clock 0.
 func New() *State {
 	return &State{
-		barred:   map[string]bool{},
-		grants:   map[string]*grants.Grant{},
-		byWorker: map[string]*idSet{},
-		idem:     map[idemID]*idemRecord{},
-		ledger:   map[string]*ledgerEntry{},
-		preauth:  map[string]*preauthUse{},
-		quota:    map[string]*quotaWindow{},
-		sources:  map[string]*source{},
+		barred:  map[string]bool{},
+		grants:  map[string]*grants.Grant{},
+		idem:    map[idemID]*idemRecord{},
+		ledger:  map[string]*ledgerEntry{},
+		preauth: map[string]*preauthUse{},
+		quota:   map[string]*quotaWindow{},
+		sources: map[string]*source{},
 
 		srcByOwner: map[string]*idSet{},
 		reviews:    map[string]*review{},
@@ -261,11 +265,30 @@ func (s *State) liveIdem(id idemID, now int64) (*idemRecord, bool) {
 	return r, true
 }
 
+// indexWorkers builds byWorker if it is not built yet.
+func (s *State) indexWorkers() {
+	if s.byWorker != nil {
+		return
+	}
+	s.byWorker = make(map[string]*idSet)
+	for _, g := range s.grants {
+		s.indexGrant(g)
+	}
+}
+
 // outstanding returns the ids of a worker's unspent, unexpired grants at
 // control-plane time now, sorted. An expired grant is not outstanding: it
 // can no longer be spent, so a revocation has nothing to cancel.
 func (s *State) outstanding(worker string, now int64) []string {
 	var ids []string
+	if s.byWorker == nil {
+		// Not indexed (a state only Evolve has moved): look at every grant.
+		for id, g := range s.grants {
+			if g.Worker == worker && g.Status == grants.StatusPermitted && now < g.ExpiresAt {
+				ids = append(ids, id)
+			}
+		}
+	}
 	for id := range s.byWorker[worker].ids() {
 		if g := s.grants[id]; g != nil && g.Worker == worker && g.Status == grants.StatusPermitted && now < g.ExpiresAt {
 			ids = append(ids, id)

@@ -74,7 +74,7 @@ func addSatU(a, b uint64) uint64 {
 // bookkeeping: the permit event names the key, the instrument, the amount
 // and the bytes; window lengths and expiries come from the policy in
 // force, which is the one the permit was decided under.
-func (s *State) charge(e events.Event) {
+func (s *State) charge(e *events.Event) {
 	if s.policy == nil {
 		return
 	}

@@ -7,7 +7,8 @@ func TestAuditPhaseOnASmallStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Events < 5000 || !r.DigestMatches || !r.ReplayMatches || r.VerifyPerSec <= 0 || r.ReplayPerSec <= 0 {
+	if r.Events < 5000 || !r.DigestMatches || !r.ReplayMatches || !r.VerifyPipeMatches || !r.ReplayPipeMatches ||
+		r.VerifyPerSec <= 0 || r.ReplayPerSec <= 0 || r.VerifyPipePerSec <= 0 || r.ReplayPipePerSec <= 0 {
 		t.Fatalf("%+v", r)
 	}
 }

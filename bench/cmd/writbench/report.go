@@ -130,9 +130,15 @@ func (r *Report) build() {
 	}
 	if a := r.Audit; a != nil {
 		s := fmt.Sprintf("5. auditor over %d receipts (%.0f MB) from fsm.Apply", a.Events, float64(a.Bytes)/1e6)
-		r.add(Row{Section: s, Metric: "verify (decode+hash+checks+projection)", Unit: "events/s", Writ: f(a.VerifyPerSec), Note: fmt.Sprintf("digest matches issuer: %v", a.DigestMatches)})
+		r.add(Row{Section: s, Metric: "verify (decode+hash+checks+projection)", Unit: "events/s", Writ: f(a.VerifyPerSec), Note: fmt.Sprintf("digest matches issuer: %v%s", a.DigestMatches, cpuNote(a.VerifyCPUNs))})
 		r.add(Row{Section: s, Metric: "verify, checks only (no projection)", Unit: "events/s", Writ: f(a.ChecksPerSec)})
-		r.add(Row{Section: s, Metric: "replay (events.Decode + fsm.Evolve)", Unit: "events/s", Writ: f(a.ReplayPerSec), Note: fmt.Sprintf("digest matches issuer: %v", a.ReplayMatches)})
+		r.add(Row{Section: s, Metric: "replay (events.Decode + fsm.Evolve)", Unit: "events/s", Writ: f(a.ReplayPerSec), Note: fmt.Sprintf("digest matches issuer: %v%s", a.ReplayMatches, cpuNote(a.ReplayCPUNs))})
+		if a.PipeWorkers > 0 {
+			r.add(Row{Section: s, Metric: "verify, pipelined (audit.Verifier.Pipeline)", Unit: "events/s", Writ: f(a.VerifyPipePerSec),
+				Note: fmt.Sprintf("digest matches issuer: %v%s; %d decoders + fold", a.VerifyPipeMatches, cpuNote(a.VerifyPipeCPUNs), a.PipeWorkers)})
+			r.add(Row{Section: s, Metric: "replay, pipelined (audit.Pipeline + fsm.EvolveRef)", Unit: "events/s", Writ: f(a.ReplayPipePerSec),
+				Note: fmt.Sprintf("digest matches issuer: %v%s", a.ReplayPipeMatches, cpuNote(a.ReplayPipeCPUNs))})
+		}
 		r.add(Row{Section: s, Metric: "decode alone (hash verified)", Unit: "events/s", Writ: f(a.DecodePerSec)})
 		r.add(Row{Section: s, Metric: "issuer fsm.Apply producing them", Unit: "events/s", Writ: f(a.ApplyPerSec)})
 		r.add(Row{Section: s, Metric: "AGATE paper replay (reference, not measured here)", Unit: "events/s", Note: "about 21,000 events/s as reported by the paper"})
@@ -305,4 +311,12 @@ func (r *Report) Write(dir, base string) error {
 		}
 	}
 	return nil
+}
+
+// cpuNote words an auditor row's process CPU time per event, if measured.
+func cpuNote(ns float64) string {
+	if ns <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %.0f ns CPU/event", ns)
 }
