@@ -89,7 +89,7 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 			rep.Errors = append(rep.Errors, err.Error())
 		} else {
 			rep.Audit = &a
-			logf("auditor: %d events: verify %.0f/s, replay %.0f/s, decode %.0f/s, apply %.0f/s", a.Events, a.VerifyPerSec, a.ReplayPerSec, a.DecodePerSec, a.ApplyPerSec)
+			logf("auditor: %d events: verify %.0f/s (pipelined %.0f/s), replay %.0f/s (pipelined %.0f/s), decode %.0f/s, apply %.0f/s", a.Events, a.VerifyPerSec, a.VerifyPipePerSec, a.ReplayPerSec, a.ReplayPipePerSec, a.DecodePerSec, a.ApplyPerSec)
 		}
 	}
 	if !r.Skip["memory"] && ctx.Err() == nil {
