@@ -22,22 +22,18 @@ type proposalResult struct {
 	err error
 }
 
-// pipelineDepth bounds the log entries this leader has handed to raft and
-// not yet seen committed and applied. While that many are in flight the
-// batcher keeps gathering proposals (group commit): under load one entry
-// carries every request that arrived during a commit round, instead of a
-// trickle of small entries that each pay raft's per-entry costs (msgpack
-// on the leader and every follower, a boltdb key, an FSM call, a publish
-// wake-up). Two keeps the leader's and the followers' fsyncs overlapping.
-const pipelineDepth = 2
-
 // batchLoop coalesces proposals into log entries. It takes the first
 // waiting proposal and whatever else is queued, then:
 //
 //   - nothing in flight: submits at once (an idle cluster adds no wait);
-//   - fewer than pipelineDepth entries in flight: waits at most BatchWait
-//     for company;
-//   - pipelineDepth in flight: keeps gathering until one of them is applied.
+//   - fewer than Config.Pipeline entries in flight: waits at most
+//     BatchWait for company;
+//   - Config.Pipeline in flight: keeps gathering until one is applied.
+//
+// Under load one entry thus carries every request that arrived during a
+// commit round, instead of a trickle of small entries that each pay raft's
+// per-entry costs (msgpack on the leader and every follower, a boltdb
+// commit, an FSM call, a publish wake-up).
 //
 // A batch never exceeds BatchMax. It stamps the batch with this leader's
 // clock and hands it to raft without waiting for the commit; raft.Apply
@@ -76,7 +72,7 @@ func (n *Node) batchLoop() {
 			switch k := inflight.Load(); {
 			case k == 0:
 				break gather
-			case k < pipelineDepth:
+			case k < int64(n.cfg.Pipeline):
 				if n.cfg.BatchWait == 0 {
 					break gather
 				}

@@ -48,6 +48,8 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{"BatchMax", func(c *Config) { c.BatchMax = 4097 }},
 		{"BatchWait", func(c *Config) { c.BatchWait = -time.Nanosecond }},
 		{"BatchWait", func(c *Config) { c.BatchWait = 51 * time.Millisecond }},
+		{"Pipeline", func(c *Config) { c.Pipeline = 0 }},
+		{"Pipeline", func(c *Config) { c.Pipeline = 9 }},
 		{"ApplyTimeout", func(c *Config) { c.ApplyTimeout = 0 }},
 		{"SnapshotRetain", func(c *Config) { c.SnapshotRetain = 0 }},
 		{"SnapshotInterval", func(c *Config) { c.SnapshotInterval = time.Millisecond }},

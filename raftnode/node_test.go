@@ -153,10 +153,18 @@ func propose(t *testing.T, n *Node, workers, each int) (cmds []fsm.Command, envs
 }
 
 func TestConcurrentProposalsAreBatchedAndAnsweredInOrder(t *testing.T) {
+	for _, depth := range []int{1, 2} {
+		t.Run(fmt.Sprintf("pipeline=%d", depth), func(t *testing.T) { testBatchedInOrder(t, depth) })
+	}
+}
+
+func testBatchedInOrder(t *testing.T, depth int) {
 	cfg := testConfig(t.TempDir(), freeAddr(t))
+	cfg.Pipeline = depth
 	// A wider batching window than the default makes coalescing certain
-	// even on a loaded machine under -race; the proposals themselves are
-	// what the issuer sends.
+	// even on a loaded machine under -race (it applies while fewer than
+	// Pipeline entries are in flight); the proposals themselves are what
+	// the issuer sends.
 	cfg.BatchWait = 2 * time.Millisecond
 	n := start(t, cfg)
 	waitLeader(t, n)
