@@ -3,7 +3,8 @@ package api
 import (
 	"encoding/json"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/writ-dev/writ/internal/jsonwire"
 )
 
 // Grant, spend and effect bodies are the requests every tool call sends.
@@ -30,33 +31,31 @@ import (
 func (r *GrantRequest) AppendJSON(dst []byte) ([]byte, error) {
 	n := len(dst)
 	dst = strconv.AppendInt(append(dst, `{"v":`...), int64(r.V), 10)
-	dst = appendJSONString(append(dst, `,"lane":`...), r.Lane)
-	dst = appendStringField(dst, `,"session":`, r.Session)
-	dst = appendJSONString(append(dst, `,"tool":`...), r.Tool)
+	dst = jsonwire.AppendString(append(dst, `,"lane":`...), r.Lane)
+	dst = jsonwire.AppendStringField(dst, `,"session":`, r.Session)
+	dst = jsonwire.AppendString(append(dst, `,"tool":`...), r.Tool)
 	dst = append(dst, `,"args":`...)
 	if r.Args == nil {
 		// json.RawMessage.MarshalJSON of nil.
 		dst = append(dst, "null"...)
 	} else {
 		var ok bool
-		if dst, ok = appendCompactJSON(dst, r.Args); !ok {
+		if dst, ok = jsonwire.AppendCompact(dst, r.Args, maxCompactDepth); !ok {
 			return marshalFallback(dst[:n], r)
 		}
 	}
 	if r.TTLMillis != 0 {
 		dst = strconv.AppendInt(append(dst, `,"ttl_ms":`...), r.TTLMillis, 10)
 	}
-	dst = appendStringsField(dst, `,"sources":`, r.Sources)
-	dst = appendJSONString(append(dst, `,"idempotency_key":`...), r.IdempotencyKey)
-	dst = appendStringField(dst, `,"target_label":`, r.TargetLabel)
+	dst = jsonwire.AppendStringsField(dst, `,"sources":`, r.Sources)
+	dst = jsonwire.AppendString(append(dst, `,"idempotency_key":`...), r.IdempotencyKey)
+	dst = jsonwire.AppendStringField(dst, `,"target_label":`, r.TargetLabel)
 	if r.Amount != nil {
 		dst = strconv.AppendUint(append(dst, `,"amount":`...), *r.Amount, 10)
 	}
-	if r.Bytes != 0 {
-		dst = strconv.AppendUint(append(dst, `,"bytes":`...), r.Bytes, 10)
-	}
-	dst = appendStringField(dst, `,"cwd":`, r.Cwd)
-	dst = appendStringField(dst, `,"resolved_target":`, r.ResolvedTarget)
+	dst = jsonwire.AppendUintField(dst, `,"bytes":`, r.Bytes)
+	dst = jsonwire.AppendStringField(dst, `,"cwd":`, r.Cwd)
+	dst = jsonwire.AppendStringField(dst, `,"resolved_target":`, r.ResolvedTarget)
 	if len(r.Provenance) > 0 {
 		dst = append(dst, `,"provenance":[`...)
 		for i := range r.Provenance {
@@ -72,7 +71,7 @@ func (r *GrantRequest) AppendJSON(dst []byte) ([]byte, error) {
 
 // appendJSON appends t as json.Marshal encodes it.
 func (t *FieldTrace) appendJSON(dst []byte) []byte {
-	dst = appendJSONString(append(dst, `{"field":`...), t.Field)
+	dst = jsonwire.AppendString(append(dst, `{"field":`...), t.Field)
 	if len(t.Matches) > 0 {
 		dst = append(dst, `,"matches":[`...)
 		for i := range t.Matches {
@@ -80,9 +79,9 @@ func (t *FieldTrace) appendJSON(dst []byte) []byte {
 				dst = append(dst, ',')
 			}
 			m := &t.Matches[i]
-			dst = appendJSONString(append(dst, `{"source":`...), m.Source)
-			dst = appendJSONString(append(dst, `,"transform":`...), m.Transform)
-			dst = appendStringField(dst, `,"part":`, m.Part)
+			dst = jsonwire.AppendString(append(dst, `{"source":`...), m.Source)
+			dst = jsonwire.AppendString(append(dst, `,"transform":`...), m.Transform)
+			dst = jsonwire.AppendStringField(dst, `,"part":`, m.Part)
 			if m.Whole {
 				dst = append(dst, `,"whole":true`...)
 			}
@@ -103,17 +102,17 @@ func (t *FieldTrace) appendJSON(dst []byte) []byte {
 func (r *SpendRequest) AppendJSON(dst []byte) ([]byte, error) {
 	n := len(dst)
 	dst = strconv.AppendInt(append(dst, `{"v":`...), int64(r.V), 10)
-	dst = appendJSONString(append(dst, `,"grant_id":`...), r.GrantID)
+	dst = jsonwire.AppendString(append(dst, `,"grant_id":`...), r.GrantID)
 	if len(r.Args) > 0 {
 		var ok bool
-		if dst, ok = appendCompactJSON(append(dst, `,"args":`...), r.Args); !ok {
+		if dst, ok = jsonwire.AppendCompact(append(dst, `,"args":`...), r.Args, maxCompactDepth); !ok {
 			return marshalFallback(dst[:n], r)
 		}
 	}
-	dst = appendStringField(dst, `,"digest":`, r.Digest)
-	dst = appendJSONString(append(dst, `,"idempotency_key":`...), r.IdempotencyKey)
-	dst = appendStringField(dst, `,"cwd":`, r.Cwd)
-	dst = appendStringField(dst, `,"resolved_target":`, r.ResolvedTarget)
+	dst = jsonwire.AppendStringField(dst, `,"digest":`, r.Digest)
+	dst = jsonwire.AppendString(append(dst, `,"idempotency_key":`...), r.IdempotencyKey)
+	dst = jsonwire.AppendStringField(dst, `,"cwd":`, r.Cwd)
+	dst = jsonwire.AppendStringField(dst, `,"resolved_target":`, r.ResolvedTarget)
 	return append(dst, '}'), nil
 }
 
@@ -121,9 +120,9 @@ func (r *SpendRequest) AppendJSON(dst []byte) ([]byte, error) {
 // extended buffer: the bytes of json.Marshal(r). It cannot fail.
 func (r *EffectRequest) AppendJSON(dst []byte) []byte {
 	dst = strconv.AppendInt(append(dst, `{"v":`...), int64(r.V), 10)
-	dst = appendJSONString(append(dst, `,"grant_id":`...), r.GrantID)
-	dst = appendJSONString(append(dst, `,"outcome":`...), r.Outcome)
-	dst = appendJSONString(append(dst, `,"verifier":`...), r.Verifier)
+	dst = jsonwire.AppendString(append(dst, `,"grant_id":`...), r.GrantID)
+	dst = jsonwire.AppendString(append(dst, `,"outcome":`...), r.Outcome)
+	dst = jsonwire.AppendString(append(dst, `,"verifier":`...), r.Verifier)
 	return append(dst, '}')
 }
 
@@ -190,339 +189,7 @@ func optLen(key string, n int) int {
 	return len(key) + n
 }
 
-// appendStringField appends key and s unless s is empty (omitempty).
-func appendStringField(dst []byte, key, s string) []byte {
-	if s == "" {
-		return dst
-	}
-	return appendJSONString(append(dst, key...), s)
-}
-
-// appendStringsField appends key and the array ss unless ss is empty
-// (omitempty).
-func appendStringsField(dst []byte, key string, ss []string) []byte {
-	if len(ss) == 0 {
-		return dst
-	}
-	dst = append(dst, key...)
-	dst = append(dst, '[')
-	for i, s := range ss {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendJSONString(dst, s)
-	}
-	return append(dst, ']')
-}
-
-const hexDigits = "0123456789abcdef"
-
-// jsonSafe[b] is true for the ASCII bytes encoding/json copies into a
-// string unescaped with HTML escaping on: everything from the space to DEL
-// except the quote, the backslash and <, > and &.
-var jsonSafe = func() (t [utf8.RuneSelf]bool) {
-	for b := ' '; b < utf8.RuneSelf; b++ {
-		t[b] = true
-	}
-	for _, b := range `"\<>&` {
-		t[b] = false
-	}
-	return t
-}()
-
-// appendJSONString appends s as a JSON string the way encoding/json does
-// with HTML escaping (its default): \" \\ \b \f \n \r \t, \u00XX for the
-// other control bytes and for <, > and &, \u2028 and \u2029, and \ufffd for
-// each byte that is not part of valid UTF-8.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		b := s[i]
-		if b < utf8.RuneSelf {
-			if jsonSafe[b] {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		c, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case c == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-		case c == '\u2028' || c == '\u2029':
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
-
 // maxCompactDepth bounds how deeply raw arguments may nest before
-// appendCompactJSON leaves them to json.Marshal (whose own limit is far
-// larger).
+// AppendJSON leaves them to json.Marshal (whose own limit is far larger),
+// as jsonwire.Scanner.Skip counts depth.
 const maxCompactDepth = 256
-
-// appendCompactJSON appends raw as encoding/json writes a json.RawMessage
-// with HTML escaping on: whitespace outside strings removed, <, > and &
-// written \u003c, \u003e and \u0026, U+2028 and U+2029 written \u2028 and
-// \u2029, and every other byte (escapes, numbers as written, invalid
-// UTF-8 in strings) copied. ok is false when raw is not one valid JSON
-// value, or nests deeper than maxCompactDepth; the caller then leaves the
-// body to json.Marshal.
-func appendCompactJSON(dst, raw []byte) (_ []byte, ok bool) {
-	c := compactor{src: raw, dst: dst}
-	c.ws()
-	if !c.value(0) {
-		return dst, false
-	}
-	c.ws()
-	if c.i != len(c.src) {
-		return dst, false
-	}
-	return c.dst, true
-}
-
-// compactor is appendCompactJSON's state: a recursive descent over src
-// that checks the JSON grammar as encoding/json's scanner does.
-type compactor struct {
-	src []byte
-	i   int
-	dst []byte
-}
-
-func (c *compactor) ws() {
-	for c.i < len(c.src) {
-		switch c.src[c.i] {
-		case ' ', '\t', '\n', '\r':
-			c.i++
-		default:
-			return
-		}
-	}
-}
-
-// byte emits b if it is next.
-func (c *compactor) byte(b byte) bool {
-	if c.i < len(c.src) && c.src[c.i] == b {
-		c.dst = append(c.dst, b)
-		c.i++
-		return true
-	}
-	return false
-}
-
-func (c *compactor) value(depth int) bool {
-	if c.i >= len(c.src) {
-		return false
-	}
-	switch b := c.src[c.i]; {
-	case b == '{':
-		return c.object(depth + 1)
-	case b == '[':
-		return c.array(depth + 1)
-	case b == '"':
-		return c.str()
-	case b == '-' || '0' <= b && b <= '9':
-		return c.number()
-	case b == 't':
-		return c.literal("true")
-	case b == 'f':
-		return c.literal("false")
-	case b == 'n':
-		return c.literal("null")
-	}
-	return false
-}
-
-func (c *compactor) object(depth int) bool {
-	if depth > maxCompactDepth {
-		return false
-	}
-	c.byte('{')
-	c.ws()
-	if c.byte('}') {
-		return true
-	}
-	for {
-		if c.i >= len(c.src) || c.src[c.i] != '"' || !c.str() {
-			return false
-		}
-		c.ws()
-		if !c.byte(':') {
-			return false
-		}
-		c.ws()
-		if !c.value(depth) {
-			return false
-		}
-		c.ws()
-		if c.byte('}') {
-			return true
-		}
-		if !c.byte(',') {
-			return false
-		}
-		c.ws()
-	}
-}
-
-func (c *compactor) array(depth int) bool {
-	if depth > maxCompactDepth {
-		return false
-	}
-	c.byte('[')
-	c.ws()
-	if c.byte(']') {
-		return true
-	}
-	for {
-		if !c.value(depth) {
-			return false
-		}
-		c.ws()
-		if c.byte(']') {
-			return true
-		}
-		if !c.byte(',') {
-			return false
-		}
-		c.ws()
-	}
-}
-
-// str copies a string, checking it as encoding/json's scanner does (no
-// control bytes, only the escapes JSON has; other bytes, valid UTF-8 or
-// not, are taken as they are) and HTML-escaping it as appendCompact does.
-func (c *compactor) str() bool {
-	c.dst = append(c.dst, '"')
-	c.i++
-	start := c.i
-	for c.i < len(c.src) {
-		b := c.src[c.i]
-		if b >= ' ' && b < utf8.RuneSelf && jsonSafe[b] {
-			c.i++
-			continue
-		}
-		switch {
-		case b == '"':
-			c.dst = append(c.dst, c.src[start:c.i+1]...)
-			c.i++
-			return true
-		case b == '\\':
-			if c.i+1 >= len(c.src) {
-				return false
-			}
-			switch c.src[c.i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				c.i += 2
-			case 'u':
-				if c.i+6 > len(c.src) {
-					return false
-				}
-				for _, h := range c.src[c.i+2 : c.i+6] {
-					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
-						return false
-					}
-				}
-				c.i += 6
-			default:
-				return false
-			}
-		case b < ' ':
-			return false
-		case b == '<' || b == '>' || b == '&':
-			c.dst = append(c.dst, c.src[start:c.i]...)
-			c.dst = append(c.dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			c.i++
-			start = c.i
-		case b == 0xE2 && c.i+2 < len(c.src) && c.src[c.i+1] == 0x80 && c.src[c.i+2]&^1 == 0xA8:
-			// U+2028 or U+2029.
-			c.dst = append(c.dst, c.src[start:c.i]...)
-			c.dst = append(c.dst, '\\', 'u', '2', '0', '2', hexDigits[c.src[c.i+2]&0xF])
-			c.i += 3
-			start = c.i
-		default:
-			c.i++
-		}
-	}
-	return false
-}
-
-// number copies a JSON number as written:
-// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func (c *compactor) number() bool {
-	start := c.i
-	if c.src[c.i] == '-' {
-		c.i++
-	}
-	switch {
-	case c.i < len(c.src) && c.src[c.i] == '0':
-		c.i++
-	case c.i < len(c.src) && '1' <= c.src[c.i] && c.src[c.i] <= '9':
-		c.digits()
-	default:
-		return false
-	}
-	if c.i < len(c.src) && c.src[c.i] == '.' {
-		c.i++
-		if !c.digits() {
-			return false
-		}
-	}
-	if c.i < len(c.src) && (c.src[c.i] == 'e' || c.src[c.i] == 'E') {
-		c.i++
-		if c.i < len(c.src) && (c.src[c.i] == '+' || c.src[c.i] == '-') {
-			c.i++
-		}
-		if !c.digits() {
-			return false
-		}
-	}
-	c.dst = append(c.dst, c.src[start:c.i]...)
-	return true
-}
-
-// digits passes over one or more decimal digits.
-func (c *compactor) digits() bool {
-	start := c.i
-	for c.i < len(c.src) && '0' <= c.src[c.i] && c.src[c.i] <= '9' {
-		c.i++
-	}
-	return c.i > start
-}
-
-func (c *compactor) literal(lit string) bool {
-	if len(c.src)-c.i >= len(lit) && string(c.src[c.i:c.i+len(lit)]) == lit {
-		c.dst = append(c.dst, lit...)
-		c.i += len(lit)
-		return true
-	}
-	return false
-}

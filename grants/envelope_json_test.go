@@ -101,6 +101,11 @@ var decodeInputs = []string{
 	`{"future":-0.5e+10}`, `{"future":1E5}`, `{"future":01}`, `{"future":-}`, `{"future":1.}`, `{"future":.5}`,
 	`{"future":tru}`, `{"future":nul}`, `{"future":[1,]}`, `{"future":{"a"}}`, `{"future":{"a":1,}}`,
 	`{"future":` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}`,
+	// Unknown values are checked as encoding/json's scanner checks them:
+	// invalid UTF-8 and lone surrogates are valid JSON that json.Unmarshal
+	// skips.
+	"{\"future\":\"a\xffb\",\"decision\":\"permit\"}", `{"future":{"\ud800":"\udfff"},"seq":1}`,
+	"{\"counters\":[{\"key\":\"k\",\"extra\":[\"\xff\"]}]}", `{"future":"\x"}`, "{\"future\":\"a\x01\"}",
 	`{"epoch":0}`, `{"epoch":00}`, `{"epoch":01}`, `{"epoch":-1}`, `{"epoch":-0}`, `{"epoch":1.0}`, `{"epoch":1e3}`,
 	`{"epoch":18446744073709551615}`, `{"epoch":18446744073709551616}`, `{"epoch":99999999999999999999}`,
 	`{"issued_at":-9223372036854775808}`, `{"issued_at":-9223372036854775809}`, `{"issued_at":9223372036854775807}`,
@@ -152,7 +157,7 @@ func TestDecodeEnvelopeFastPath(t *testing.T) {
 		data, _ := json.Marshal(env)
 		for _, in := range [][]byte{data, append(data[:len(data)-1:len(data)-1], `,"added_later":{"x":[1,-2.5e3,"s",true,null]}}`...)} {
 			var got Envelope
-			d := envelopeDecoder{data: in}
+			d := newEnvelopeDecoder(in)
 			if !d.envelope(&got) {
 				t.Fatalf("%s: %s left the fast path", name, in)
 			}
@@ -192,7 +197,7 @@ func TestEnvelopeCodecCoversFields(t *testing.T) {
 		checkAppendJSON(t, typ.Field(i).Name, env)
 		data := env.AppendJSON(nil)
 		var got Envelope
-		if d := (envelopeDecoder{data: data}); !d.envelope(&got) || !reflect.DeepEqual(got, env) {
+		if d := newEnvelopeDecoder(data); !d.envelope(&got) || !reflect.DeepEqual(got, env) {
 			t.Fatalf("field %s: the fast path does not decode %s", typ.Field(i).Name, data)
 		}
 	}
