@@ -150,25 +150,27 @@ func spawn(cmd *exec.Cmd) error {
 // ---------------------------------------------------------------------
 // Ports.
 
-// freePorts returns n distinct free loopback ports: all listeners are held
-// open until every port is chosen, so no two picks collide.
-func freePorts(n int) ([]int, error) {
+// reservePorts returns n distinct free loopback ports, held by open
+// listeners until release is called: nothing else in this process (the
+// fault proxies' own listeners, which take ephemeral ports) can be given
+// one of them in the meantime.
+func reservePorts(n int) (ports []int, release func(), err error) {
 	ls := make([]net.Listener, 0, n)
-	defer func() {
+	release = func() {
 		for _, l := range ls {
 			l.Close()
 		}
-	}()
-	ports := make([]int, 0, n)
+	}
 	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return nil, err
+			release()
+			return nil, nil, err
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	return ports, nil
+	return ports, release, nil
 }
 
 // ---------------------------------------------------------------------
@@ -305,7 +307,7 @@ func StartWith(t testing.TB, n int, opts Options) *Cluster {
 		opts.LogLevel = "info"
 	}
 	root := t.TempDir()
-	ports, err := freePorts(3 * n)
+	ports, release, err := reservePorts(3 * n)
 	if err != nil {
 		t.Fatalf("cluster: picking ports: %v", err)
 	}
@@ -327,10 +329,14 @@ func StartWith(t testing.TB, n int, opts Options) *Cluster {
 	t.Cleanup(c.printLogsOnFailure)
 	t.Cleanup(c.teardown)
 	if opts.Proxy {
+		// The proxies listen on ephemeral ports of their own: start them
+		// while the nodes' ports are still held, so none can take one.
 		if err := c.startLinks(); err != nil {
+			release()
 			t.Fatalf("cluster: %v", err)
 		}
 	}
+	release()
 
 	for _, nd := range c.Nodes {
 		if err := c.launch(nd); err != nil {
