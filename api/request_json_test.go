@@ -3,12 +3,13 @@ package api
 import (
 	"context"
 	"encoding"
-	"encoding/binary"
 	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/writ-dev/writ/internal/fuzzbytes"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -129,7 +130,7 @@ func TestRequestEncodersCoverFields(t *testing.T) {
 		for i := range typ.NumField() {
 			v := reflect.New(typ).Elem()
 			f := v.Field(i)
-			fillRequestValue(t, f, &fuzzSource{[]byte(strings.Repeat("\x03abc\x01", 40))}, typ.Field(i).Name)
+			fillRequestValue(t, f, fuzzbytes.New([]byte(strings.Repeat("\x03abc\x01", 40))), typ.Field(i).Name)
 			if f.IsZero() {
 				t.Fatalf("%v.%s was not filled", typ, typ.Field(i).Name)
 			}
@@ -149,7 +150,7 @@ func TestRequestEncodersCoverFields(t *testing.T) {
 				tr.Matches = []TraceMatch{{}}
 				v = reflect.ValueOf(&tr.Matches[0]).Elem()
 			}
-			fillRequestValue(t, v.Field(i), &fuzzSource{[]byte(strings.Repeat("\x03abc\x01", 40))}, typ.Field(i).Name)
+			fillRequestValue(t, v.Field(i), fuzzbytes.New([]byte(strings.Repeat("\x03abc\x01", 40))), typ.Field(i).Name)
 			checkEncode(t, typ.String()+"."+typ.Field(i).Name, GrantRequest{Provenance: []FieldTrace{tr}})
 			checkKey(t, typ.Field(i), GrantRequest{Provenance: []FieldTrace{tr}})
 		}
@@ -218,47 +219,15 @@ func must(b []byte, err error) []byte {
 	return b
 }
 
-// fuzzSource hands out fuzz input bytes; past the end it gives zeros.
-type fuzzSource struct{ b []byte }
-
-func (s *fuzzSource) byte() byte {
-	if len(s.b) == 0 {
-		return 0
-	}
-	c := s.b[0]
-	s.b = s.b[1:]
-	return c
-}
-
-func (s *fuzzSource) bytes(n int) []byte {
-	n = min(n, len(s.b))
-	out := s.b[:n]
-	s.b = s.b[n:]
-	return out
-}
-
-func (s *fuzzSource) uint64() uint64 {
-	var b [8]byte
-	switch c := s.byte(); c % 4 {
-	case 0:
-		return 0
-	case 1:
-		return uint64(c >> 2)
-	default:
-		copy(b[:], s.bytes(8))
-		return binary.LittleEndian.Uint64(b[:])
-	}
-}
-
 // fillRequestValue fills v from s by its type: every type a field of the
 // encoded requests has.
-func fillRequestValue(t testing.TB, v reflect.Value, s *fuzzSource, name string) {
+func fillRequestValue(t testing.TB, v reflect.Value, s *fuzzbytes.Source, name string) {
 	if v.Type() == reflect.TypeFor[json.RawMessage]() {
 		if name != "" {
 			v.SetBytes([]byte(`{"k":"<v>"}`)) // TestRequestEncodersCoverFields needs it valid
 			return
 		}
-		switch c := s.byte(); c % 4 {
+		switch c := s.Byte(); c % 4 {
 		case 0:
 			// nil
 		case 1:
@@ -266,31 +235,31 @@ func fillRequestValue(t testing.TB, v reflect.Value, s *fuzzSource, name string)
 		case 2:
 			v.SetBytes([]byte{}) // empty, not nil
 		default:
-			v.SetBytes(append([]byte(nil), s.bytes(int(s.byte()))...))
+			v.SetBytes(append([]byte(nil), s.Bytes(int(s.Byte()))...))
 		}
 		return
 	}
 	switch v.Kind() {
 	case reflect.String:
-		v.SetString(string(s.bytes(int(s.byte()))))
+		v.SetString(string(s.Bytes(int(s.Byte()))))
 	case reflect.Int, reflect.Int64:
-		v.SetInt(int64(s.uint64()))
+		v.SetInt(int64(s.Uint64()))
 	case reflect.Uint64:
-		v.SetUint(s.uint64())
+		v.SetUint(s.Uint64())
 	case reflect.Bool:
-		v.SetBool(s.byte()%2 == 1)
+		v.SetBool(s.Byte()%2 == 1)
 		if name != "" && !v.Bool() {
 			v.SetBool(true) // TestRequestEncodersCoverFields needs it set
 		}
 	case reflect.Pointer:
-		if s.byte()%2 == 0 && name == "" {
+		if s.Byte()%2 == 0 && name == "" {
 			return // nil
 		}
 		p := reflect.New(v.Type().Elem())
 		fillRequestValue(t, p.Elem(), s, "")
 		v.Set(p)
 	case reflect.Slice:
-		n := int(s.byte() % 5)
+		n := int(s.Byte() % 5)
 		if n == 4 {
 			if name == "" {
 				return // nil
@@ -320,9 +289,9 @@ func FuzzRequestAppendJSON(f *testing.F) {
 	f.Add([]byte("\x02\x06\xe2\x80\xa8\xff\x00\x1f\x05\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f"))
 	f.Add([]byte(strings.Repeat("\x03a\x00b\x09\x01", 40)))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		s := &fuzzSource{in}
+		s := fuzzbytes.New(in)
 		var v reflect.Value
-		switch s.byte() % 3 {
+		switch s.Byte() % 3 {
 		case 0:
 			v = reflect.ValueOf(new(GrantRequest)).Elem()
 		case 1:
@@ -331,7 +300,7 @@ func FuzzRequestAppendJSON(f *testing.F) {
 			v = reflect.ValueOf(new(EffectRequest)).Elem()
 		}
 		for i := range v.NumField() {
-			if s.byte()%3 != 0 { // leave about a third of the fields empty
+			if s.Byte()%3 != 0 { // leave about a third of the fields empty
 				fillRequestValue(t, v.Field(i), s, "")
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/internal/fuzzbytes"
 )
 
 // spendEnvelope is the answer to a successful spend with the grounds a
@@ -190,7 +191,7 @@ func TestEnvelopeCodecCoversFields(t *testing.T) {
 	for i := range typ.NumField() {
 		var env Envelope
 		f := reflect.ValueOf(&env).Elem().Field(i)
-		fillValue(t, f, newFuzzSource([]byte(strings.Repeat("\x03abc", 20))), typ.Field(i).Name)
+		fillValue(t, f, fuzzbytes.New([]byte(strings.Repeat("\x03abc", 20))), typ.Field(i).Name)
 		if f.IsZero() {
 			t.Fatalf("field %s was not filled", typ.Field(i).Name)
 		}
@@ -226,54 +227,20 @@ func TestEnvelopeCodecAssumptions(t *testing.T) {
 	}
 }
 
-// fuzzSource hands out fuzz input bytes; past the end it gives zeros.
-type fuzzSource struct{ b []byte }
-
-func newFuzzSource(b []byte) *fuzzSource { return &fuzzSource{b} }
-
-func (s *fuzzSource) byte() byte {
-	if len(s.b) == 0 {
-		return 0
-	}
-	c := s.b[0]
-	s.b = s.b[1:]
-	return c
-}
-
-func (s *fuzzSource) bytes(n int) []byte {
-	n = min(n, len(s.b))
-	out := s.b[:n]
-	s.b = s.b[n:]
-	return out
-}
-
-func (s *fuzzSource) uint64() uint64 {
-	var b [8]byte
-	switch c := s.byte(); c % 4 {
-	case 0:
-		return 0
-	case 1:
-		return uint64(c >> 2)
-	default:
-		copy(b[:], s.bytes(8))
-		return binary.LittleEndian.Uint64(b[:])
-	}
-}
-
 // fillValue fills v from s by its type: every type a field of Envelope has.
-func fillValue(t testing.TB, v reflect.Value, s *fuzzSource, name string) {
+func fillValue(t testing.TB, v reflect.Value, s *fuzzbytes.Source, name string) {
 	switch v.Type() {
 	case reflect.TypeFor[events.Kind]():
-		k := events.Kind(s.byte() % 16)
+		k := events.Kind(s.Byte() % 16)
 		if k == 15 {
-			k = events.Kind(binary.LittleEndian.Uint16(append(s.bytes(2), 0, 0)))
+			k = events.Kind(binary.LittleEndian.Uint16(append(s.Bytes(2), 0, 0)))
 		}
 		v.SetUint(uint64(k))
 		return
 	case reflect.TypeFor[events.Hash]():
-		if s.byte()%2 == 1 {
+		if s.Byte()%2 == 1 {
 			var h events.Hash
-			copy(h[:], s.bytes(32))
+			copy(h[:], s.Bytes(32))
 			h[0] |= 1 // non-zero even past the end of the input
 			v.Set(reflect.ValueOf(h))
 		}
@@ -281,13 +248,13 @@ func fillValue(t testing.TB, v reflect.Value, s *fuzzSource, name string) {
 	}
 	switch v.Kind() {
 	case reflect.String:
-		v.SetString(string(s.bytes(int(s.byte()))))
+		v.SetString(string(s.Bytes(int(s.Byte()))))
 	case reflect.Uint64:
-		v.SetUint(s.uint64())
+		v.SetUint(s.Uint64())
 	case reflect.Int64:
-		v.SetInt(int64(s.uint64()))
+		v.SetInt(int64(s.Uint64()))
 	case reflect.Slice:
-		n := int(s.byte() % 5)
+		n := int(s.Byte() % 5)
 		if n == 4 {
 			return // nil
 		}
@@ -315,10 +282,10 @@ func FuzzEnvelopeAppendJSON(f *testing.F) {
 	f.Add([]byte(strings.Repeat("\x03a\x00b\x09", 40)))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var env Envelope
-		s := newFuzzSource(in)
+		s := fuzzbytes.New(in)
 		v := reflect.ValueOf(&env).Elem()
 		for i := range v.NumField() {
-			if s.byte()%3 != 0 { // leave about a third of the fields empty
+			if s.Byte()%3 != 0 { // leave about a third of the fields empty
 				fillValue(t, v.Field(i), s, v.Type().Field(i).Name)
 			}
 		}
