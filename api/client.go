@@ -200,29 +200,25 @@ func (c *Client) send(ctx context.Context, subj string, payload []byte, env *gra
 	}
 }
 
-// unavailable reports an issuer_unavailable answer, which is retried. With
-// env set it decodes the answer into env (DecodeEnvelope gives what
-// json.Unmarshal gives, value and error alike) and returns the decoding
-// error of an answer that is not retried.
+// unavailable reports an issuer_unavailable answer, which is retried. It
+// decodes the answer as an envelope once (DecodeEnvelope gives what
+// json.Unmarshal gives, value and error alike) and, with env set, stores it
+// there; an answer that is not an envelope is only probed for its reason,
+// and with env set its decoding error is returned unless it is retried.
 func unavailable(data []byte, env *grants.Envelope) (bool, error) {
-	if env != nil {
-		e, err := grants.DecodeEnvelope(data)
-		if err == nil {
+	e, err := grants.DecodeEnvelope(data)
+	switch {
+	case err == nil:
+		if env != nil {
 			*env = e
-			return e.Reason == grants.ReasonIssuerUnavail, nil
 		}
-		if !probeUnavailable(data) {
-			return false, fmt.Errorf("api: decoding answer: %w", err)
-		}
-		return true, nil
-	}
-	// Whenever DecodeEnvelope succeeds the probe succeeds too and reads the
-	// same reason (json.Unmarshal matches the "reason" key alike in both),
-	// so this is the probe's answer without reflection.
-	if e, err := grants.DecodeEnvelope(data); err == nil {
 		return e.Reason == grants.ReasonIssuerUnavail, nil
+	case probeUnavailable(data):
+		return true, nil
+	case env != nil:
+		return false, fmt.Errorf("api: decoding answer: %w", err)
 	}
-	return probeUnavailable(data), nil
+	return false, nil
 }
 
 // probeUnavailable reads only the reason of an answer that is not a whole

@@ -124,14 +124,14 @@ func (p *Publisher) Publish(ctx context.Context, msgs []Message) (_ uint64, err 
 		return 0, err
 	}
 	var (
-		st   jetstream.Stream
-		last uint64
-		ok   bool
+		st      jetstream.Stream
+		last    uint64
+		guessed bool // st and last are remembered, not read
 	)
 	if len(msgs) > 0 {
-		st, last, ok = p.position(msgs[0].Seq)
+		st, last, guessed = p.position(msgs[0].Seq)
 	}
-	if !ok {
+	if !guessed {
 		var err error
 		if st, last, err = p.stream(ctx); err != nil {
 			return 0, err
@@ -154,12 +154,11 @@ func (p *Publisher) Publish(ctx context.Context, msgs []Message) (_ uint64, err 
 				ErrStreamGap, last, msgs[i].Seq)
 		}
 		end := min(i+p.window, len(msgs))
-		if ok {
-			// The position is remembered, not read: send one message
-			// alone first. Were its sequence taken meanwhile by a message
-			// with the same id, the duplicate ack is checked before
-			// anything is appended after it.
-			end, ok = i+1, false
+		if guessed {
+			// Send one message alone first. Were its sequence taken
+			// meanwhile by a message with the same id, the duplicate ack
+			// is checked before anything is appended after it.
+			end, guessed = i+1, false
 		}
 		n, pubErr := p.publishWindow(ctx, st, msgs[i:end])
 		if n > 0 {
