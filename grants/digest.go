@@ -44,7 +44,7 @@ var ErrBadArgs = errors.New("grants: bad arguments")
 // A document already in canonical form (as a spend's args are when they
 // are flattened) is recognised in one scan and copied.
 func CanonicalJSON(raw []byte) ([]byte, error) {
-	if len(raw) <= MaxArgsBytes && isCanonical(raw) {
+	if IsCanonical(raw) {
 		return bytes.Clone(raw), nil
 	}
 	return canonicalize(raw)
@@ -320,6 +320,16 @@ func canonNumber(lit string) (string, error) {
 		b.WriteString(digits[point:])
 	}
 	return b.String(), nil
+}
+
+// IsCanonical reports whether raw is certified to be in canonical form:
+// CanonicalJSON would return it unchanged. It is the one-scan check
+// CanonicalJSON itself makes, exported so a reader of canonical arguments
+// (policy.FlattenArgs) can walk them without a general JSON decoder. A
+// certified document also has no escapes in any string or key, no
+// whitespace and no exponents, so its bytes are its values.
+func IsCanonical(raw []byte) bool {
+	return len(raw) <= MaxArgsBytes && isCanonical(raw)
 }
 
 // isCanonical reports whether raw is, for certain, already in canonical

@@ -59,6 +59,17 @@ type Args struct {
 // function of the arguments' meaning, independent of any policy, so the
 // leader can compute it once and the state machine extract from it.
 func FlattenArgs(raw []byte) (Args, error) {
+	if grants.IsCanonical(raw) {
+		if a, ok := flattenCanonical(raw); ok {
+			return a, nil
+		}
+	}
+	return flattenGeneral(raw)
+}
+
+// flattenGeneral is FlattenArgs for any input: canonicalize, then read the
+// canonical form back through encoding/json.
+func flattenGeneral(raw []byte) (Args, error) {
 	canon, err := grants.CanonicalJSON(raw)
 	if err != nil {
 		return Args{}, fmt.Errorf("%w: %v", ErrArgs, err)

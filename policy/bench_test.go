@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/policy"
 )
 
@@ -72,6 +73,22 @@ func BenchmarkJudge(b *testing.B) {
 // call's arguments.
 func BenchmarkFlattenArgs(b *testing.B) {
 	raw := []byte(`{"command":"go test -race ./... 2>&1 | tail -n 40","description":"run the tests","timeout":120000}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := policy.FlattenArgs(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkFlattenCanonicalArgs is what the leader pays per request once
+// the arguments are canonical and need no escapes (it flattens their
+// canonical form): the decoder-free walk.
+func BenchmarkFlattenCanonicalArgs(b *testing.B) {
+	raw, err := grants.CanonicalJSON([]byte(`{"command":"go test -race ./... | tail -n 40","description":"run the tests","timeout":120000}`))
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := policy.FlattenArgs(raw); err != nil {
