@@ -375,7 +375,7 @@ func checkPath(field, v string) *requestError {
 // spendCommand builds an OpSpend. When the body carries args rather than a
 // digest, it returns their canonical form: the digest binds the tool too,
 // and only the grant knows the tool, so the service completes the digest
-// from the grant it has applied (see Service.resolveDigest).
+// from the grant it has applied (see bindSpend).
 func spendCommand(worker string, data []byte) (fsm.Command, []byte, *requestError) {
 	var r api.SpendRequest
 	if !decodeSpendFast(data, &r) {

@@ -231,7 +231,13 @@ func (s *Service) worker(m *nats.Msg) {
 		var canon []byte
 		cmd, canon, rerr = spendCommand(worker, m.Data)
 		if rerr == nil && canon != nil {
-			cmd.Digest = s.resolveDigest(cmd.GrantID, canon)
+			var tool, target string
+			s.node.View(func(st *fsm.State, _ uint64) {
+				if g, ok := st.Grant(cmd.GrantID); ok {
+					tool, target = g.Tool, g.Target
+				}
+			})
+			bindSpend(&cmd, canon, tool, target)
 		}
 	case api.OpEffect:
 		cmd, rerr = effectCommand(worker, m.Data)
@@ -245,17 +251,22 @@ func (s *Service) worker(m *nats.Msg) {
 	s.propose(m, cmd)
 }
 
-// resolveDigest completes a spend's request digest with the tool the grant
-// was minted for. An unknown grant gets a digest that matches nothing; the
-// state machine then answers unknown_grant.
-func (s *Service) resolveDigest(grantID string, canonArgs []byte) (h [32]byte) {
-	tool := ""
-	s.node.View(func(st *fsm.State, _ uint64) {
-		if g, ok := st.Grant(grantID); ok {
-			tool = g.Tool
-		}
-	})
-	return grants.RequestDigest(tool, canonArgs)
+// bindSpend completes a spend that carried its arguments with the tool and
+// target of the grant as this leader has applied it ("" and "" for a grant
+// it does not know). The request digest is computed with the grant's tool
+// (an unknown grant's matches nothing, and the state machine answers
+// unknown_grant). The flattened arguments stay in the command only when
+// the grant binds a target: the state machine reads a spend's arguments
+// for the target-drift check alone, which it skips for a grant without a
+// target and for a digest that does not match, and a grant's target never
+// changes once minted. Dropping them leaves every decision and receipt the
+// same and keeps the call's arguments, usually most of a spend's bytes,
+// out of the raft log.
+func bindSpend(cmd *fsm.Command, canonArgs []byte, tool, target string) {
+	cmd.Digest = grants.RequestDigest(tool, canonArgs)
+	if target == "" {
+		cmd.Args = policy.Args{}
+	}
 }
 
 func (s *Service) operator(m *nats.Msg) {
