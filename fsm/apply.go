@@ -16,35 +16,32 @@ func Apply(s *State, raftIndex uint64, b Batch) []grants.Envelope {
 	}
 	s.indexWorkers()
 	out := make([]grants.Envelope, len(b.Commands))
-	for i, c := range b.Commands {
+	for i := range b.Commands {
+		c := &b.Commands[i]
 		if c.Op == OpPublished {
 			// Publication bookkeeping, not authority: no event, and not
 			// part of Digest.
 			s.confirmPublished(c.Seq)
 		}
-		o := Decide(s, now, b.Node, c)
-		if o.Reply != nil {
-			out[i] = *o.Reply
+		v := decide(s, now, b.Node, c)
+		if v.reply != nil {
+			out[i] = *v.reply
 			continue
 		}
-		for j := range o.Events {
-			e := &o.Events[j]
-			e.RaftIndex = raftIndex
-			e.Seq, e.Prev = s.chain.Seq+1, s.chain.Head
-			data := e.Seal(nil)
-			// Evolve is the only place that moves state, the chain head
-			// included.
-			if err := Evolve(s, *e); err != nil {
-				// Unreachable: Decide only emits events Evolve accepts.
-				// Refuse loudly rather than fork state.
-				out[i] = grants.Refuse(grants.ReasonInvalidRequest, "", "internal: "+err.Error())
-				break
-			}
-			s.outbox = append(s.outbox, Pending{Seq: e.Seq, Subject: events.Subject(e.Kind), Data: data})
-			if j == 0 {
-				out[i] = grants.FromEvent(*e)
-			}
+		e := &v.event
+		e.RaftIndex = raftIndex
+		e.Seq, e.Prev = s.chain.Seq+1, s.chain.Head
+		data := e.Seal(nil)
+		// Evolve is the only place that moves state, the chain head
+		// included.
+		if err := evolve(s, e); err != nil {
+			// Unreachable: Decide only emits events Evolve accepts.
+			// Refuse loudly rather than fork state.
+			out[i] = grants.Refuse(grants.ReasonInvalidRequest, "", "internal: "+err.Error())
+			continue
 		}
+		s.outbox = append(s.outbox, Pending{Seq: e.Seq, Subject: events.Subject(e.Kind), Data: data})
+		out[i] = grants.FromEvent(*e)
 	}
 	return out
 }
@@ -62,6 +59,20 @@ func (s *State) confirmPublished(seq uint64) {
 	for i < len(s.outbox) && s.outbox[i].Seq <= seq {
 		i++
 	}
-	// Copy so the dropped prefix can be collected.
-	s.outbox = append([]Pending(nil), s.outbox[i:]...)
+	if i == len(s.outbox) {
+		// All published: an idle state keeps no array.
+		s.outbox = nil
+		return
+	}
+	// Move the rest to the front of the same array and clear the vacated
+	// slots, so the dropped receipts can be collected and the next entry's
+	// receipts fit without growing a new array; once the array is mostly
+	// unused (a backlog was published), reallocate it smaller, as the
+	// expiry heap does. Outbox hands out copies: nothing else holds it.
+	n := copy(s.outbox, s.outbox[i:])
+	clear(s.outbox[n:])
+	s.outbox = s.outbox[:n]
+	if c := cap(s.outbox); c > shrinkFloor && n < c/4 {
+		s.outbox = append(make([]Pending, 0, 2*n), s.outbox...)
+	}
 }

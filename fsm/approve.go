@@ -122,7 +122,7 @@ func (s *State) Review(id string) (ReviewInfo, bool) {
 }
 
 // decideApprove judges an operator's approval of a review.
-func decideApprove(s *State, now int64, node string, c Command) Outcome {
+func decideApprove(s *State, now int64, node string, c *Command) verdict {
 	switch {
 	case c.ReviewID == "":
 		return reply(grants.Refuse(grants.ReasonInvalidRequest, "review_id", "review id is required"))
@@ -191,7 +191,7 @@ func (s *State) consumeApproval(e events.Event) {
 // returns ok false when none does. The lane's lifetime applies as for any
 // permit, capped by the approval's expiry, and the policy's quotas are
 // still checked (a quota refusal is a deny, which no approval overrides).
-func (s *State) approvedPermit(now int64, e events.Event, c Command, j *policy.Judgement, bound []events.Counter) (events.Event, bool) {
+func (s *State) approvedPermit(now int64, e events.Event, c *Command, j *policy.Judgement, bound []events.Counter) (events.Event, bool) {
 	a, ok := s.liveApproval(approvalKey{Worker: c.Caller, Tool: c.Tool, Digest: c.Digest}, now)
 	if !ok {
 		return e, false

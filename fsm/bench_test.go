@@ -150,6 +150,92 @@ func BenchmarkReplay(b *testing.B) {
 	})
 }
 
+// requestSpendBatchV2 is requestSpendBatch for a version 2 policy: each
+// request and spend carries its call's flattened arguments (a shell
+// command), in the specialist lane, and the entry ends with a publication
+// watermark of 0 (the benchmark sets it before applying).
+func requestSpendBatchV2(i int, at int64) fsm.Batch {
+	bt := fsm.Batch{Time: at, Node: "n1", Commands: make([]fsm.Command, 0, 2*benchPairs+1)}
+	for j := 0; j < benchPairs; j++ {
+		n := strconv.Itoa(i*benchPairs + j)
+		w := "w" + strconv.Itoa(j%16)
+		raw := []byte(`{"command":"go test -run Test` + n + ` ./..."}`)
+		d, _ := grants.DigestArgs("Bash", raw)
+		args, _ := policy.FlattenArgs(raw)
+		bt.Commands = append(bt.Commands,
+			fsm.Command{Op: fsm.OpRequest, Caller: w, Lane: "specialist", Tool: "Bash", Digest: d, Args: args, IdemKey: "k" + n, GrantID: "g" + n},
+			fsm.Command{Op: fsm.OpSpend, Caller: w, GrantID: "g" + n, Digest: d, Args: args, IdemKey: "a" + n})
+	}
+	bt.Commands = append(bt.Commands, fsm.Command{Op: fsm.OpPublished, Caller: "publisher"})
+	return bt
+}
+
+// BenchmarkDecodeBatch decodes one log entry as every replica does before
+// applying it: benchPairs request+spend pairs and a publication watermark,
+// with grant ids and idempotency keys shaped like the issuer's (36-byte
+// uuids). "v1" is requestSpendBatch's entry; "v2" carries each call's
+// flattened arguments, as under a version 2 policy. One op is one entry.
+func BenchmarkDecodeBatch(b *testing.B) {
+	uuids := func(bt fsm.Batch) fsm.Batch {
+		for i := range bt.Commands {
+			c := &bt.Commands[i]
+			if c.GrantID != "" {
+				n, _ := strconv.Atoi(c.GrantID[1:])
+				c.GrantID = uuidish('g', n)
+			}
+			if c.IdemKey != "" {
+				n, _ := strconv.Atoi(c.IdemKey[1:])
+				c.IdemKey = uuidish(c.IdemKey[0], n)
+			}
+		}
+		return bt
+	}
+	for _, tc := range []struct {
+		name  string
+		batch fsm.Batch
+	}{
+		{"v1", uuids(requestSpendBatch(0, int64(time.Second), 1))},
+		{"v2", uuids(requestSpendBatchV2(0, int64(time.Second)))},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			data := tc.batch.Encode()
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			cpu := startCPU()
+			for b.Loop() {
+				bt, err := fsm.DecodeBatch(data)
+				if err != nil || len(bt.Commands) != len(tc.batch.Commands) {
+					b.Fatalf("decoded %d commands: %v", len(bt.Commands), err)
+				}
+			}
+			cpu.report(b)
+		})
+	}
+}
+
+// BenchmarkEncodeBatch encodes the entries BenchmarkDecodeBatch decodes, as
+// the leader does before proposing them. One op is one entry.
+func BenchmarkEncodeBatch(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		batch fsm.Batch
+	}{
+		{"v1", requestSpendBatch(0, int64(time.Second), 1)},
+		{"v2", requestSpendBatchV2(0, int64(time.Second))},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			cpu := startCPU()
+			var n int
+			for b.Loop() {
+				n = len(tc.batch.Encode())
+			}
+			b.SetBytes(int64(n))
+			cpu.report(b)
+		})
+	}
+}
+
 // BenchmarkApplyRequestSpendV2 is BenchmarkApplyRequestSpend under the
 // recommended version 2 policy: every request is judged by the engine
 // (surface lookup, target canonicalization, boundary classification, the
@@ -161,20 +247,7 @@ func BenchmarkApplyRequestSpendV2(b *testing.B) {
 		{Op: fsm.OpSetPolicy, Caller: "operator:root", Policy: policy.Recommended().Canonical()}}})
 	batches := make([]fsm.Batch, b.N)
 	for i := range batches {
-		at := int64(i+2) * int64(time.Second)
-		bt := fsm.Batch{Time: at, Node: "n1", Commands: make([]fsm.Command, 0, 2*benchPairs+1)}
-		for j := 0; j < benchPairs; j++ {
-			n := strconv.Itoa(i*benchPairs + j)
-			w := "w" + strconv.Itoa(j%16)
-			raw := []byte(`{"command":"go test -run Test` + n + ` ./..."}`)
-			d, _ := grants.DigestArgs("Bash", raw)
-			args, _ := policy.FlattenArgs(raw)
-			bt.Commands = append(bt.Commands,
-				fsm.Command{Op: fsm.OpRequest, Caller: w, Lane: "specialist", Tool: "Bash", Digest: d, Args: args, IdemKey: "k" + n, GrantID: "g" + n},
-				fsm.Command{Op: fsm.OpSpend, Caller: w, GrantID: "g" + n, Digest: d, Args: args, IdemKey: "a" + n})
-		}
-		bt.Commands = append(bt.Commands, fsm.Command{Op: fsm.OpPublished, Caller: "publisher"})
-		batches[i] = bt
+		batches[i] = requestSpendBatchV2(i, int64(i+2)*int64(time.Second))
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -211,6 +211,20 @@ const (
 
 // AppendEncode appends the command's canonical encoding to buf.
 func (c *Command) AppendEncode(buf []byte) []byte {
+	var sc encodeScratch
+	return c.appendEncode(buf, &sc)
+}
+
+// encodeScratch holds the buffers a command's nested records (argument
+// values, field traces and their matches) are encoded in before they are
+// written as fields. Batch.Encode keeps one for all its commands.
+type encodeScratch struct {
+	rec, match []byte
+}
+
+// appendEncode is AppendEncode encoding nested records in sc, which it
+// may grow.
+func (c *Command) appendEncode(buf []byte, sc *encodeScratch) []byte {
 	w := events.NewWriter(buf)
 	w.Uint(ctOp, uint64(c.Op))
 	w.String(ctCaller, c.Caller)
@@ -228,15 +242,14 @@ func (c *Command) AppendEncode(buf []byte) []byte {
 	w.Raw(ctPolicy, c.Policy)
 	w.Uint(ctSeq, c.Seq)
 	w.Bool(ctArgs, c.Args.Carried)
-	var scratch []byte
 	for _, a := range c.Args.Leaves {
-		aw := events.NewWriter(scratch[:0])
+		aw := events.NewWriter(sc.rec)
 		aw.String(atPath, a.Path)
 		aw.Uint(atKind, uint64(a.Kind))
 		aw.String(atValue, a.Value)
 		aw.Uint(atLen, a.Len)
-		scratch = aw.Bytes()
-		w.Strings(ctArg, []string{string(scratch)})
+		sc.rec = aw.Bytes()
+		nested(w, ctArg, sc.rec)
 	}
 	w.String(ctTargetLabel, c.TargetLabel)
 	w.Uint(ctAmount, c.Amount)
@@ -252,28 +265,39 @@ func (c *Command) AppendEncode(buf []byte) []byte {
 	w.Strings(ctOrigin, c.Origins)
 	w.Bool(ctModelMade, c.ModelMade)
 	for i := range c.Traces {
-		scratch = appendTrace(scratch[:0], &c.Traces[i])
-		// Strings keeps an empty element (a trace with nothing set).
-		w.Strings(ctTrace, []string{string(scratch)})
+		sc.rec = appendTrace(sc.rec, &c.Traces[i], &sc.match)
+		nested(w, ctTrace, sc.rec)
 	}
 	w.String(ctReviewID, c.ReviewID)
 	w.String(ctNote, c.Note)
 	return w.Bytes()
 }
 
-func appendTrace(buf []byte, t *Trace) []byte {
+// nested writes one element of a repeated field holding a nested record:
+// the bytes as Raw writes them, and an empty record as an empty element
+// (which Raw would drop, and Strings keeps).
+func nested(w *events.Writer, tag uint32, rec []byte) {
+	if len(rec) == 0 {
+		w.Strings(tag, []string{""})
+		return
+	}
+	w.Raw(tag, rec)
+}
+
+// appendTrace writes t's encoding to buf[:0], each match encoded in
+// *scratch (which it may grow) first.
+func appendTrace(buf []byte, t *Trace, scratch *[]byte) []byte {
 	tw := events.NewWriter(buf)
 	tw.String(trField, t.Field)
 	tw.Bool(trCovered, t.Covered)
-	var scratch []byte
 	for _, m := range t.Matches {
-		mw := events.NewWriter(scratch[:0])
+		mw := events.NewWriter(*scratch)
 		mw.String(tmSource, m.Source)
 		mw.String(tmTransform, m.Transform)
 		mw.String(tmPart, m.Part)
 		mw.Bool(tmWhole, m.Whole)
-		scratch = mw.Bytes()
-		tw.Strings(trMatch, []string{string(scratch)})
+		*scratch = mw.Bytes()
+		nested(tw, trMatch, *scratch)
 	}
 	return tw.Bytes()
 }
@@ -281,6 +305,17 @@ func appendTrace(buf []byte, t *Trace) []byte {
 // DecodeCommand parses one command.
 func DecodeCommand(b []byte) (Command, error) {
 	var c Command
+	if err := decodeCommand(b, &c, nil); err != nil {
+		return Command{}, err
+	}
+	return c, nil
+}
+
+// decodeCommand is DecodeCommand into *c (a command is over half a
+// kilobyte: DecodeBatch decodes in place rather than copying each one
+// twice), sharing repeated strings through strs (nil: none). On error *c
+// is partly filled.
+func decodeCommand(b []byte, c *Command, strs *strCache) error {
 	r := events.NewReader(b)
 	var f events.Field
 	for r.Next(&f) {
@@ -295,15 +330,15 @@ func DecodeCommand(b []byte) (Command, error) {
 				c.Op = Op(f.Uint)
 			}
 		case ctCaller:
-			ok = str(r, &f, &c.Caller)
+			ok = strs.str(r, &f, &c.Caller)
 		case ctGrantID:
 			ok = str(r, &f, &c.GrantID)
 		case ctLane:
-			ok = str(r, &f, &c.Lane)
+			ok = strs.str(r, &f, &c.Lane)
 		case ctSession:
-			ok = str(r, &f, &c.Session)
+			ok = strs.str(r, &f, &c.Session)
 		case ctTool:
-			ok = str(r, &f, &c.Tool)
+			ok = strs.str(r, &f, &c.Tool)
 		case ctDigest:
 			ok = hash(r, &f, &c.Digest)
 		case ctIdemKey:
@@ -314,15 +349,15 @@ func DecodeCommand(b []byte) (Command, error) {
 			}
 		case ctSources:
 			var s string
-			if ok = str(r, &f, &s); ok {
+			if ok = strs.str(r, &f, &s); ok {
 				c.Sources = append(c.Sources, s)
 			}
 		case ctOutcome:
-			ok = str(r, &f, &c.Outcome)
+			ok = strs.str(r, &f, &c.Outcome)
 		case ctVerifier:
-			ok = str(r, &f, &c.Verifier)
+			ok = strs.str(r, &f, &c.Verifier)
 		case ctKey:
-			ok = str(r, &f, &c.Key)
+			ok = strs.str(r, &f, &c.Key)
 		case ctPolicy:
 			if ok = r.Expect(&f, events.WireBytes); ok {
 				c.Policy = append([]byte(nil), f.Data...)
@@ -341,10 +376,13 @@ func DecodeCommand(b []byte) (Command, error) {
 			}
 		case ctArg:
 			if ok = r.Expect(&f, events.WireBytes); ok {
-				ok = decodeArg(r, &f, &c.Args)
+				if c.Args.Leaves == nil {
+					c.Args.Leaves = make([]policy.Arg, 0, repeats(r, ctArg, policy.MaxArgLeaves))
+				}
+				ok = decodeArg(r, &f, &c.Args, strs)
 			}
 		case ctTargetLabel:
-			ok = str(r, &f, &c.TargetLabel)
+			ok = strs.str(r, &f, &c.TargetLabel)
 		case ctAmount:
 			if ok = r.Expect(&f, events.WireVarint); ok {
 				c.Amount = f.Uint
@@ -362,15 +400,15 @@ func DecodeCommand(b []byte) (Command, error) {
 				c.Bytes = f.Uint
 			}
 		case ctCwd:
-			ok = str(r, &f, &c.Cwd)
+			ok = strs.str(r, &f, &c.Cwd)
 		case ctResolved:
 			ok = str(r, &f, &c.Resolved)
 		case ctSourceID:
 			ok = str(r, &f, &c.SourceID)
 		case ctChannel:
-			ok = str(r, &f, &c.Channel)
+			ok = strs.str(r, &f, &c.Channel)
 		case ctScope:
-			ok = str(r, &f, &c.Scope)
+			ok = strs.str(r, &f, &c.Scope)
 		case ctContentDigest:
 			ok = hash(r, &f, &c.ContentDigest)
 		case ctPath:
@@ -382,7 +420,7 @@ func DecodeCommand(b []byte) (Command, error) {
 				break
 			}
 			var s string
-			if ok = str(r, &f, &s); ok {
+			if ok = strs.str(r, &f, &s); ok {
 				c.Origins = append(c.Origins, s)
 			}
 		case ctModelMade:
@@ -400,8 +438,11 @@ func DecodeCommand(b []byte) (Command, error) {
 				break
 			}
 			if ok = r.Expect(&f, events.WireBytes); ok {
+				if c.Traces == nil {
+					c.Traces = make([]Trace, 0, repeats(r, ctTrace, MaxTraces))
+				}
 				var t Trace
-				if ok = decodeTrace(r, f.Data, &t); ok {
+				if ok = decodeTrace(r, f.Data, &t, strs); ok {
 					c.Traces = append(c.Traces, t)
 				}
 			}
@@ -415,9 +456,9 @@ func DecodeCommand(b []byte) (Command, error) {
 		}
 	}
 	if err := r.Err(); err != nil {
-		return Command{}, fmt.Errorf("%w: command: %v", ErrBadEntry, err)
+		return fmt.Errorf("%w: command: %v", ErrBadEntry, err)
 	}
-	return c, nil
+	return nil
 }
 
 // Encode returns the canonical encoding of a batch: one version byte then
@@ -428,16 +469,13 @@ func (b *Batch) Encode() []byte {
 	w.Byte(batchVersion)
 	w.Int(btTime, b.Time)
 	w.String(btNode, b.Node)
-	var scratch []byte
+	scratch := make([]byte, 0, 512) // most commands fit: one allocation
+	var sc encodeScratch
 	for i := range b.Commands {
-		scratch = b.Commands[i].AppendEncode(scratch[:0])
-		if len(scratch) == 0 {
-			// An all-zero command encodes empty; Raw would drop it,
-			// Strings keeps empty elements.
-			w.Strings(btCommand, []string{""})
-			continue
-		}
-		w.Raw(btCommand, scratch)
+		scratch = b.Commands[i].appendEncode(scratch[:0], &sc)
+		// An all-zero command encodes empty, and is kept as an empty
+		// element.
+		nested(w, btCommand, scratch)
 	}
 	return w.Bytes()
 }
@@ -464,6 +502,8 @@ func DecodeBatch(data []byte) (Batch, error) {
 	if n > 0 {
 		b.Commands = make([]Command, 0, min(n, MaxBatchCommands))
 	}
+	// One cache for the entry: its commands repeat callers, lanes, tools.
+	strs := new(strCache)
 	r = events.NewReader(data[1:])
 	for r.Next(&f) {
 		switch f.Tag {
@@ -472,7 +512,7 @@ func DecodeBatch(data []byte) (Batch, error) {
 				b.Time = f.Int()
 			}
 		case btNode:
-			str(r, &f, &b.Node)
+			strs.str(r, &f, &b.Node)
 		case btCommand:
 			if !r.Expect(&f, events.WireBytes) {
 				break
@@ -481,11 +521,14 @@ func DecodeBatch(data []byte) (Batch, error) {
 				r.Failf("more than %d commands", MaxBatchCommands)
 				break
 			}
-			c, err := DecodeCommand(f.Data)
-			if err != nil {
+			if i := len(b.Commands); i < cap(b.Commands) {
+				b.Commands = b.Commands[:i+1] // counted above; make zeroed it
+			} else {
+				b.Commands = append(b.Commands, Command{})
+			}
+			if err := decodeCommand(f.Data, &b.Commands[len(b.Commands)-1], strs); err != nil {
 				return Batch{}, err
 			}
-			b.Commands = append(b.Commands, c)
 		}
 	}
 	if err := r.Err(); err != nil {
@@ -496,7 +539,7 @@ func DecodeBatch(data []byte) (Batch, error) {
 
 // decodeArg decodes one argument value into args. Values need the carried
 // flag before them, a known kind, and stay within policy.MaxArgLeaves.
-func decodeArg(r *events.Reader, f *events.Field, args *policy.Args) bool {
+func decodeArg(r *events.Reader, f *events.Field, args *policy.Args, strs *strCache) bool {
 	if !args.Carried {
 		r.Failf("argument value without the args flag")
 		return false
@@ -511,7 +554,7 @@ func decodeArg(r *events.Reader, f *events.Field, args *policy.Args) bool {
 	for ar.Next(&af) {
 		switch af.Tag {
 		case atPath:
-			str(ar, &af, &a.Path)
+			strs.str(ar, &af, &a.Path)
 		case atKind:
 			if ar.Expect(&af, events.WireVarint) {
 				if af.Uint < uint64(policy.ArgString) || af.Uint > uint64(policy.ArgElided) {
@@ -543,13 +586,13 @@ func decodeArg(r *events.Reader, f *events.Field, args *policy.Args) bool {
 
 // decodeTrace decodes one field trace: known tags only, at most
 // MaxTraceMatches matches, each a nested record of known tags.
-func decodeTrace(r *events.Reader, data []byte, t *Trace) bool {
+func decodeTrace(r *events.Reader, data []byte, t *Trace, strs *strCache) bool {
 	tr := events.NewReader(data)
 	var tf events.Field
 	for tr.Next(&tf) {
 		switch tf.Tag {
 		case trField:
-			str(tr, &tf, &t.Field)
+			strs.str(tr, &tf, &t.Field)
 		case trCovered:
 			if tr.Expect(&tf, events.WireVarint) {
 				if tf.Uint != 1 {
@@ -565,17 +608,20 @@ func decodeTrace(r *events.Reader, data []byte, t *Trace) bool {
 				tr.Failf("more than %d matches in one trace", MaxTraceMatches)
 				break
 			}
+			if t.Matches == nil {
+				t.Matches = make([]TraceMatch, 0, repeats(tr, trMatch, MaxTraceMatches))
+			}
 			var m TraceMatch
 			mr := events.NewReader(tf.Data)
 			var mf events.Field
 			for mr.Next(&mf) {
 				switch mf.Tag {
 				case tmSource:
-					str(mr, &mf, &m.Source)
+					strs.str(mr, &mf, &m.Source)
 				case tmTransform:
-					str(mr, &mf, &m.Transform)
+					strs.str(mr, &mf, &m.Transform)
 				case tmPart:
-					str(mr, &mf, &m.Part)
+					strs.str(mr, &mf, &m.Part)
 				case tmWhole:
 					if mr.Expect(&mf, events.WireVarint) {
 						if mf.Uint != 1 {
@@ -603,6 +649,70 @@ func decodeTrace(r *events.Reader, data []byte, t *Trace) bool {
 	return true
 }
 
+// repeats counts the fields tagged tag that r holds next, plus one for the
+// field just read, up to limit: how many elements a repeated field has
+// (within its limit), so that its slice is allocated once. It reads a copy
+// of r, which it leaves as it was; the count stops at the first field with
+// another tag or at an error (which r reports when it gets there).
+func repeats(r *events.Reader, tag uint32, limit int) int {
+	rr := *r
+	n := 1
+	var f events.Field
+	for n < limit && rr.Next(&f) && f.Tag == tag {
+		n++
+	}
+	return n
+}
+
+// strCacheSlots is the number of strings a strCache holds, and
+// strCacheMaxLen the longest string it shares.
+const (
+	strCacheSlots  = 64
+	strCacheMaxLen = 64
+)
+
+// strCache shares the decoded copy of a short string that repeats within
+// one log entry: a caller, a lane, a tool, a session, a source id, an
+// argument path. It is direct-mapped: a string takes the slot its bytes
+// hash to, replacing whatever was there. Each string it hands out is an
+// allocation of its own, never a slice of a larger buffer, so a string the
+// state keeps pins nothing else; and sharing one between commands is
+// invisible, strings being immutable. A nil *strCache shares nothing.
+// Ids and keys that are unique per command are not worth a slot and are
+// decoded with str.
+type strCache struct {
+	slots [strCacheSlots]string
+}
+
+// str is the package's str, sharing the string through sc.
+func (sc *strCache) str(r *events.Reader, f *events.Field, dst *string) bool {
+	if !r.Expect(f, events.WireBytes) {
+		return false
+	}
+	*dst = sc.get(f.Data)
+	return true
+}
+
+// get returns a string equal to b: the cached copy if there is one, else
+// a new one, which it caches.
+func (sc *strCache) get(b []byte) string {
+	if sc == nil || len(b) == 0 || len(b) > strCacheMaxLen {
+		return string(b)
+	}
+	h := uint32(2166136261) // FNV-1a
+	for _, c := range b {
+		h = (h ^ uint32(c)) * 16777619
+	}
+	slot := &sc.slots[h%strCacheSlots]
+	if *slot == string(b) { // compared without a conversion
+		return *slot
+	}
+	*slot = string(b)
+	return *slot
+}
+
+// str decodes a string field into *dst: a copy of its bytes, never an
+// alias of the input.
 func str(r *events.Reader, f *events.Field, dst *string) bool {
 	if !r.Expect(f, events.WireBytes) {
 		return false

@@ -19,13 +19,32 @@ type Outcome struct {
 	Reply  *grants.Envelope
 }
 
-func record(evs ...events.Event) Outcome { return Outcome{Events: evs} }
+// verdict is what the decide functions conclude: Outcome without the
+// heap. A command records at most one event, held here by value, so that
+// Apply seals and folds it where it lies instead of allocating a slice for
+// an event of close to a kilobyte per command.
+type verdict struct {
+	event events.Event
+	reply *grants.Envelope // set for an answer that records nothing
+}
 
-func reply(env grants.Envelope) Outcome { return Outcome{Reply: &env} }
+func record(e events.Event) verdict { return verdict{event: e} }
+
+func reply(env grants.Envelope) verdict { return verdict{reply: &env} }
 
 // Decide judges one command against the state at control-plane time now.
 // It does not modify s.
 func Decide(s *State, now int64, node string, c Command) Outcome {
+	v := decide(s, now, node, &c)
+	if v.reply != nil {
+		return Outcome{Reply: v.reply}
+	}
+	return Outcome{Events: []events.Event{v.event}}
+}
+
+// decide is Decide for a command the caller holds by reference (a command
+// is over half a kilobyte); it neither modifies nor keeps *c.
+func decide(s *State, now int64, node string, c *Command) verdict {
 	switch c.Op {
 	case OpRequest:
 		return decideRequest(s, now, node, c)
@@ -51,7 +70,7 @@ func Decide(s *State, now int64, node string, c Command) Outcome {
 	return reply(grants.Refuse(grants.ReasonInvalidRequest, "op", "unknown command "+c.Op.String()))
 }
 
-func base(kind events.Kind, now int64, node string, c Command) events.Event {
+func base(kind events.Kind, now int64, node string, c *Command) events.Event {
 	return events.Event{Kind: kind, Time: now, Node: node, Actor: c.Caller}
 }
 
@@ -64,7 +83,7 @@ func deny(e events.Event, r grants.Reason, missing, detail string) events.Event 
 	return e
 }
 
-func decideRequest(s *State, now int64, node string, c Command) Outcome {
+func decideRequest(s *State, now int64, node string, c *Command) verdict {
 	e := base(events.KindDeny, now, node, c)
 	e.Worker, e.Lane, e.Session, e.Tool = c.Caller, c.Lane, c.Session, c.Tool
 	e.Digest, e.IdemKey, e.Epoch, e.Sources = c.Digest, c.IdemKey, s.epoch, c.Sources
@@ -108,10 +127,10 @@ func decideRequest(s *State, now int64, node string, c Command) Outcome {
 		e.Grounds = refusal.grounds
 		return record(deny(e, refusal.reason, refusal.missing, refusal.detail))
 	}
-	keys := make([]string, 0, 2+len(c.Sources))
-	keys = append(keys, revocation.Key(revocation.ScopeWorker, c.Caller), revocation.Key(revocation.ScopeLane, c.Lane))
+	var scratch [8]string // the keys of a request naming up to six sources, off the heap
+	keys := append(scratch[:0], s.intern.counterKey(revocation.ScopeWorker, c.Caller), s.intern.counterKey(revocation.ScopeLane, c.Lane))
 	for _, src := range c.Sources {
-		keys = append(keys, revocation.Key(revocation.ScopeSource, src))
+		keys = append(keys, s.intern.counterKey(revocation.ScopeSource, src))
 	}
 	bound := s.bindCounters(keys, prov.counters)
 	if len(bound) > MaxGrantCounters {
@@ -181,7 +200,7 @@ func attemptEnvelope(g *grants.Grant) grants.Envelope {
 	}
 }
 
-func decideSpend(s *State, now int64, node string, c Command) Outcome {
+func decideSpend(s *State, now int64, node string, c *Command) verdict {
 	e := base(events.KindSpendRefused, now, node, c)
 	e.GrantID, e.Worker, e.Digest, e.IdemKey, e.Epoch = c.GrantID, c.Caller, c.Digest, c.IdemKey, s.epoch
 	g, ok := s.liveGrant(c.GrantID, now)
@@ -216,7 +235,7 @@ func decideSpend(s *State, now int64, node string, c Command) Outcome {
 	return record(e)
 }
 
-func decideEffect(s *State, now int64, node string, c Command) Outcome {
+func decideEffect(s *State, now int64, node string, c *Command) verdict {
 	e := base(events.KindEffectRefused, now, node, c)
 	e.GrantID, e.Worker, e.Outcome, e.Verifier = c.GrantID, c.Caller, c.Outcome, c.Verifier
 	if !grants.ValidOutcome(c.Outcome) || c.Verifier == "" {
@@ -262,7 +281,7 @@ func decideEffect(s *State, now int64, node string, c Command) Outcome {
 	return record(e)
 }
 
-func decideRevoke(s *State, now int64, node string, c Command) Outcome {
+func decideRevoke(s *State, now int64, node string, c *Command) verdict {
 	scope, id, err := revocation.ParseKey(c.Key)
 	if err != nil {
 		return reply(grants.Refuse(grants.ReasonInvalidRequest, "key", err.Error()))
@@ -277,7 +296,7 @@ func decideRevoke(s *State, now int64, node string, c Command) Outcome {
 	return record(e)
 }
 
-func decideReinstate(s *State, now int64, node string, c Command) Outcome {
+func decideReinstate(s *State, now int64, node string, c *Command) verdict {
 	if c.Key == "" {
 		return reply(grants.Refuse(grants.ReasonInvalidRequest, "worker", "worker id is required"))
 	}
@@ -290,7 +309,7 @@ func decideReinstate(s *State, now int64, node string, c Command) Outcome {
 	return record(e)
 }
 
-func decideSetPolicy(s *State, now int64, node string, c Command) Outcome {
+func decideSetPolicy(s *State, now int64, node string, c *Command) verdict {
 	p, err := policy.Parse(c.Policy)
 	if err != nil {
 		return reply(grants.Refuse(grants.ReasonInvalidRequest, "policy", err.Error()))

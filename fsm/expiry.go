@@ -298,11 +298,16 @@ func (s *State) prune() {
 				s.dropSource(cur)
 			}
 		case *review:
-			if cur, ok := s.reviews[r.ID]; ok && cur.Until == it.At {
+			// Only the entry this item was scheduled for: a review opened
+			// again under the same id (the same call asking again) has an
+			// item of its own, possibly due at the same time, and a
+			// restored state holds only that one. Removing on the stale
+			// item would remove the same entry in a different order.
+			if cur, ok := s.reviews[r.ID]; ok && cur == r && cur.Until == it.At {
 				delete(s.reviews, r.ID)
 			}
 		case *approval:
-			if cur, ok := s.approvals[r.Key]; ok && cur.ExpiresAt == it.At {
+			if cur, ok := s.approvals[r.Key]; ok && cur == r && cur.ExpiresAt == it.At {
 				delete(s.approvals, r.Key)
 			}
 		default:
@@ -323,7 +328,7 @@ func (s *State) dropGrant(g *grants.Grant) {
 		return // not indexed (see State.byWorker)
 	}
 	if m := s.byWorker[g.Worker]; m != nil {
-		m.remove(g.ID)
+		m.remove(g)
 		if m.len() == 0 {
 			delete(s.byWorker, g.Worker)
 		}
@@ -357,10 +362,10 @@ func (s *State) putGrant(g *grants.Grant) {
 func (s *State) indexGrant(g *grants.Grant) {
 	m := s.byWorker[g.Worker]
 	if m == nil {
-		m = newIDSet()
+		m = newIDSet[*grants.Grant]()
 		s.byWorker[g.Worker] = m
 	}
-	m.add(g.ID)
+	m.add(g)
 }
 
 // addIdem records r under id. covered says the grant just added answered

@@ -67,9 +67,13 @@ func ExpiryRemovals(s *State) (removed, left []string) {
 		case *source:
 			drop(it.At, "source "+r.ID)
 		case *review:
-			drop(it.At, "review "+r.ID)
+			if s.reviews[r.ID] == r { // as prune: only the entry it was scheduled for
+				drop(it.At, "review "+r.ID)
+			}
 		case *approval:
-			drop(it.At, "approval "+r.Key.Worker+"/"+r.Key.Tool+"/"+r.Key.Digest.String())
+			if s.approvals[r.Key] == r {
+				drop(it.At, "approval "+r.Key.Worker+"/"+r.Key.Tool+"/"+r.Key.Digest.String())
+			}
 		default:
 			panic(fmt.Sprintf("expiry item refers to %T", it.Ref))
 		}

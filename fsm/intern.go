@@ -67,6 +67,20 @@ func (in *interner) str(s string) string {
 	return s
 }
 
+// counterKey returns revocation.Key(scope, id), as the shared copy when
+// the table holds it, without allocating. Every key a permit binds enters
+// the table when the permit is recorded (counterList), so the keys of a
+// worker, lane or source seen before are found. It only reads the
+// interner: Decide, which must not modify the state, may call it.
+func (in *interner) counterKey(scope, id string) string {
+	var buf [64]byte
+	b := append(append(append(buf[:0], scope...), '/'), id...)
+	if v, ok := in.strs[string(b)]; ok {
+		return v
+	}
+	return string(b)
+}
+
 // recentSlot picks s's slot in interner.recent from its length and its
 // first and last bytes (s is not empty).
 func recentSlot(s string) int {

@@ -18,7 +18,7 @@ import (
 // origins are the request's field provenance as the source registry knows
 // it; the engine's provenance grounds go into the event whatever the
 // answer. bound are the revocation counters a permit binds.
-func decideJudged(s *State, now int64, e events.Event, c Command, origins []policy.FieldOrigin, bound []events.Counter) Outcome {
+func decideJudged(s *State, now int64, e events.Event, c *Command, origins []policy.FieldOrigin, bound []events.Counter) verdict {
 	req := policy.Request{
 		Worker: c.Caller, Lane: c.Lane, Tool: c.Tool, Args: c.Args, Digest: c.Digest,
 		Cwd: c.Cwd, Resolved: c.Resolved, Label: c.TargetLabel,
@@ -74,7 +74,7 @@ func ReviewID(grantID string) string {
 // policy in force can derive a target. The resolution context is the
 // spend's where it names one, else the one bound at permit. "" means no
 // drift was observed.
-func (s *State) driftOf(g *grants.Grant, c Command) string {
+func (s *State) driftOf(g *grants.Grant, c *Command) string {
 	if g.Target == "" || !c.Args.Carried || c.Digest != g.Digest || s.policy == nil {
 		return ""
 	}

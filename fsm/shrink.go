@@ -73,29 +73,29 @@ func (s *State) shrinkMaps() {
 	s.approvals = shrunk(s.approvals, &p.approvals)
 }
 
-// idSet is a set of ids (a worker's grants, an owner's sources) that gives
+// idSet is a set (a worker's grants, an owner's sources' ids) that gives
 // its memory back like the top-level maps.
-type idSet struct {
-	m    map[string]struct{}
+type idSet[K comparable] struct {
+	m    map[K]struct{}
 	peak int
 }
 
-func newIDSet() *idSet { return &idSet{m: map[string]struct{}{}} }
+func newIDSet[K comparable]() *idSet[K] { return &idSet[K]{m: map[K]struct{}{}} }
 
-func (x *idSet) add(id string) {
+func (x *idSet[K]) add(id K) {
 	x.m[id] = struct{}{}
 	notePeak(x.m, &x.peak)
 }
 
-func (x *idSet) remove(id string) {
+func (x *idSet[K]) remove(id K) {
 	delete(x.m, id)
 	x.m = shrunk(x.m, &x.peak)
 }
 
 // len and ids read a nil set as empty.
-func (x *idSet) len() int { return len(x.ids()) }
+func (x *idSet[K]) len() int { return len(x.ids()) }
 
-func (x *idSet) ids() map[string]struct{} {
+func (x *idSet[K]) ids() map[K]struct{} {
 	if x == nil {
 		return nil
 	}

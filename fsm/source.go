@@ -118,7 +118,7 @@ func (s *State) addSource(r *source) {
 	s.sources[r.ID] = r
 	m := s.srcByOwner[r.Owner]
 	if m == nil {
-		m = newIDSet()
+		m = newIDSet[string]()
 		s.srcByOwner[r.Owner] = m
 	}
 	m.add(r.ID)
@@ -226,10 +226,10 @@ func checkSource(c Command, origins []string) (field, detail string) {
 // content takes the lowest level of its origins (evidence when model-made,
 // originless, or an origin is unknown, expired or another worker's); any
 // other channel takes the policy's level for its channel, path and tool.
-func decideSource(s *State, now int64, node string, c Command) Outcome {
+func decideSource(s *State, now int64, node string, c *Command) verdict {
 	origins := slices.Clone(c.Origins)
 	slices.Sort(origins)
-	if field, detail := checkSource(c, origins); field != "" {
+	if field, detail := checkSource(*c, origins); field != "" {
 		return reply(grants.Refuse(grants.ReasonInvalidRequest, field, detail))
 	}
 	e := base(events.KindSource, now, node, c)
@@ -242,12 +242,12 @@ func decideSource(s *State, now int64, node string, c Command) Outcome {
 	if c.ModelMade {
 		e.Grounds = []string{groundModelMade}
 	}
-	refuse := func(r grants.Reason, missing, detail string) Outcome {
+	refuse := func(r grants.Reason, missing, detail string) verdict {
 		e.Kind = events.KindDeny
 		return record(deny(e, r, missing, detail))
 	}
 	if r, ok := s.liveSource(c.SourceID, now); ok {
-		if !r.sameDescriptor(c, origins) {
+		if !r.sameDescriptor(*c, origins) {
 			return refuse(grants.ReasonSourceConflict, "unused source id",
 				fmt.Sprintf("source %s was registered at seq %d with a different descriptor", r.ID, r.Seq))
 		}
@@ -423,10 +423,11 @@ func groundLine(field string, f policy.SourceFact, counter events.Counter) strin
 // nothing for this caller) but its recorded counters are still checked
 // and bound.
 func (s *State) traceProvenance(caller string, traces []Trace, now int64) (provenance, *provRefusal) {
-	p := provenance{counters: map[string]uint64{}}
+	var p provenance
 	if len(traces) == 0 {
 		return p, nil
 	}
+	p.counters = map[string]uint64{}
 	order := make([]int, len(traces))
 	for i := range order {
 		order[i] = i
@@ -457,7 +458,7 @@ func (s *State) traceProvenance(caller string, traces []Trace, now int64) (prove
 				}
 				continue
 			}
-			key := sourceKey(m.Source)
+			key := s.intern.counterKey(revocation.ScopeSource, m.Source)
 			f := policy.SourceFact{ID: m.Source, Authority: authority.Evidence, Transform: m.Transform, Part: m.Part,
 				Whole: whole, Counter: events.Counter{Key: key, Value: s.counters.Get(key)}}
 			if r, ok := s.liveSource(m.Source, now); ok {
@@ -517,21 +518,33 @@ func withSources(named, traced []string) []string {
 }
 
 // bindCounters binds the current values of keys and the recorded counters
-// of the traced sources (the lowest value per key), sorted by key.
+// of the traced sources (the lowest value per key), sorted by key, each
+// key once. It sorts keys in place (the caller's scratch).
 func (s *State) bindCounters(keys []string, recorded map[string]uint64) []events.Counter {
-	bound := s.counters.Bind(keys...)
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	bound := make([]events.Counter, len(keys), len(keys)+len(recorded))
+	for i, k := range keys {
+		bound[i] = events.Counter{Key: k, Value: s.counters.Get(k)}
+	}
 	if len(recorded) == 0 {
 		return bound
 	}
-	m := make(map[string]uint64, len(bound)+len(recorded))
-	for _, c := range bound {
-		m[c.Key] = c.Value
-	}
 	for k, v := range recorded {
-		lowest(m, k, v)
+		if i, ok := slices.BinarySearchFunc(bound[:len(keys)], k, counterKeyCmp); ok {
+			bound[i].Value = min(bound[i].Value, v)
+			continue
+		}
+		bound = append(bound, events.Counter{Key: k, Value: v})
 	}
-	return sortedCounters(m)
+	// recorded was walked in map order: sorting makes the result a
+	// function of its contents alone.
+	slices.SortFunc(bound, func(a, b events.Counter) int { return strings.Compare(a.Key, b.Key) })
+	return bound
 }
+
+// counterKeyCmp orders a counter against a key, for binary search.
+func counterKeyCmp(c events.Counter, key string) int { return strings.Compare(c.Key, key) }
 
 func validTraces(traces []Trace) bool {
 	field, _ := checkTraces(traces)
