@@ -97,6 +97,7 @@ func FuzzParseWorkerSubject(f *testing.F) {
 		"writ.api.w1.grant", "writ.api.w1.spend", "writ.api.w1.effect", "writ.api.*.grant",
 		"writ.api.>", "writ.api..grant", "writ.api.w1.grant.x", "writ.api.w1", "writ.op.revoke",
 		"", "writ.api.", "writ.api.w1.", "writ.api.\xff.grant", "writ.api." + strings.Repeat("a", 65) + ".spend",
+		"writ.api.w1.source",
 	} {
 		f.Add(s)
 	}
@@ -112,7 +113,7 @@ func FuzzParseWorkerSubject(f *testing.F) {
 			t.Fatalf("ParseWorkerSubject(%q) accepted worker %q: %v", subj, w, verr)
 		}
 		switch op {
-		case OpGrant, OpSpend, OpEffect:
+		case OpGrant, OpSpend, OpEffect, OpSource:
 		default:
 			t.Fatalf("ParseWorkerSubject(%q) accepted op %q", subj, op)
 		}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -28,11 +30,71 @@ type Client struct {
 	Worker string
 	// Attempt bounds one try; Client retries until ctx ends.
 	Attempt time.Duration
+
+	// subjects are the worker subjects NewClient built for Worker, so a
+	// request does not build its subject again; nil in a Client made
+	// without NewClient.
+	subjects *workerSubjects
+}
+
+// workerSubjects are a worker's request subjects, built once.
+type workerSubjects struct {
+	worker, grant, spend, effect, source string
 }
 
 // NewClient returns a client for worker (empty for operators).
 func NewClient(nc *nats.Conn, worker string) *Client {
-	return &Client{NC: nc, Worker: worker, Attempt: 2 * time.Second}
+	return &Client{NC: nc, Worker: worker, Attempt: 2 * time.Second, subjects: &workerSubjects{
+		worker: worker,
+		grant:  WorkerSubject(worker, OpGrant), spend: WorkerSubject(worker, OpSpend),
+		effect: WorkerSubject(worker, OpEffect), source: WorkerSubject(worker, OpSource),
+	}}
+}
+
+// workerSubject is WorkerSubject(c.Worker, op), from the subjects NewClient
+// built while Worker is still the worker they were built for.
+func (c *Client) workerSubject(op string) string {
+	if ws := c.subjects; ws != nil && ws.worker == c.Worker {
+		switch op {
+		case OpGrant:
+			return ws.grant
+		case OpSpend:
+			return ws.spend
+		case OpEffect:
+			return ws.effect
+		case OpSource:
+			return ws.source
+		}
+	}
+	return WorkerSubject(c.Worker, op)
+}
+
+// bodies recycles the buffers grant, spend and effect bodies are encoded
+// into, one pool for every client (a body buffer fits any client's body).
+// nats.go copies a body into the connection's write buffer before a
+// request call returns, so a buffer is free again once send has returned,
+// retries included. Buffers grown past maxPooledBody are left to the
+// garbage collector rather than kept.
+var bodies = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledBody bounds the capacity of a buffer returned to bodies.
+const maxPooledBody = 64 << 10
+
+// getBody returns an empty buffer with room for at least n bytes.
+func getBody(n int) *[]byte {
+	bp := bodies.Get().(*[]byte)
+	*bp = slices.Grow((*bp)[:0], n)
+	return bp
+}
+
+// putBody returns a buffer to bodies; body is what was last encoded into
+// it (it may have grown).
+func putBody(bp *[]byte, body []byte) {
+	if cap(body) > maxPooledBody {
+		return
+	}
+	*bp = body[:0]
+	bodies.Put(bp)
 }
 
 // NewKey returns a fresh idempotency key.
@@ -44,11 +106,15 @@ func (c *Client) Grant(ctx context.Context, r GrantRequest) (grants.Envelope, er
 	if r.IdempotencyKey == "" {
 		r.IdempotencyKey = NewKey()
 	}
-	payload, err := r.AppendJSON(make([]byte, 0, r.sizeHint()))
+	bp := getBody(r.sizeHint())
+	payload, err := r.AppendJSON(*bp)
 	if err != nil {
+		putBody(bp, payload)
 		return grants.Envelope{}, encodeError(err)
 	}
-	return c.envelopeFor(ctx, WorkerSubject(c.Worker, OpGrant), payload)
+	env, err := c.envelopeFor(ctx, c.workerSubject(OpGrant), payload)
+	putBody(bp, payload)
+	return env, err
 }
 
 // Spend spends a grant. An empty IdempotencyKey is filled in.
@@ -57,17 +123,25 @@ func (c *Client) Spend(ctx context.Context, r SpendRequest) (grants.Envelope, er
 	if r.IdempotencyKey == "" {
 		r.IdempotencyKey = NewKey()
 	}
-	payload, err := r.AppendJSON(make([]byte, 0, r.sizeHint()))
+	bp := getBody(r.sizeHint())
+	payload, err := r.AppendJSON(*bp)
 	if err != nil {
+		putBody(bp, payload)
 		return grants.Envelope{}, encodeError(err)
 	}
-	return c.envelopeFor(ctx, WorkerSubject(c.Worker, OpSpend), payload)
+	env, err := c.envelopeFor(ctx, c.workerSubject(OpSpend), payload)
+	putBody(bp, payload)
+	return env, err
 }
 
 // Effect reports an outcome.
 func (c *Client) Effect(ctx context.Context, r EffectRequest) (grants.Envelope, error) {
 	r.V = Version
-	return c.envelopeFor(ctx, WorkerSubject(c.Worker, OpEffect), r.AppendJSON(make([]byte, 0, r.sizeHint())))
+	bp := getBody(r.sizeHint())
+	payload := r.AppendJSON(*bp)
+	env, err := c.envelopeFor(ctx, c.workerSubject(OpEffect), payload)
+	putBody(bp, payload)
+	return env, err
 }
 
 // RegisterSource registers a content source's descriptor. The answer is
@@ -76,7 +150,7 @@ func (c *Client) Effect(ctx context.Context, r EffectRequest) (grants.Envelope, 
 // of the same registration gets the same answer.
 func (c *Client) RegisterSource(ctx context.Context, r SourceRequest) (grants.Envelope, error) {
 	r.V = Version
-	return c.envelope(ctx, WorkerSubject(c.Worker, OpSource), r)
+	return c.envelope(ctx, c.workerSubject(OpSource), r)
 }
 
 // Approve approves an open review.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -23,7 +24,7 @@ func TestMain(m *testing.M) {
 
 // startNATS runs a plain embedded nats-server (no JetStream, no auth) for
 // one test and returns it.
-func startNATS(t *testing.T) *server.Server {
+func startNATS(t testing.TB) *server.Server {
 	t.Helper()
 	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
 	if err != nil {
@@ -41,7 +42,7 @@ func startNATS(t *testing.T) *server.Server {
 	return s
 }
 
-func dial(t *testing.T, s *server.Server) *nats.Conn {
+func dial(t testing.TB, s *server.Server) *nats.Conn {
 	t.Helper()
 	nc, err := nats.Connect(s.ClientURL())
 	if err != nil {
@@ -221,5 +222,93 @@ func assertSameBodies(t *testing.T, bodies [][]byte, n int) {
 	}
 	if probe.V != Version || probe.Key == "" {
 		t.Fatalf("body %s: want v=%d and a filled-in idempotency key", bodies[0], Version)
+	}
+}
+
+// Concurrent calls share the pooled body buffers: each call's body reaches
+// the issuer whole, under its own worker's subject, and each caller gets
+// the answer to its own body, small bodies and bodies too large to pool
+// alike.
+func TestClientConcurrentBodies(t *testing.T) {
+	s := startNATS(t)
+	issuer := dial(t, s)
+	sub, err := issuer.Subscribe(WorkerPrefix+"*.*", func(m *nats.Msg) {
+		// Answer with the grant id, worker and size of the body received.
+		var r SpendRequest
+		if err := json.Unmarshal(m.Data, &r); err != nil {
+			_ = m.Respond(mustJSON(t, grants.Refuse(grants.ReasonInvalidRequest, "body", err.Error())))
+			return
+		}
+		w, op, err := ParseWorkerSubject(m.Subject)
+		if err != nil {
+			_ = m.Respond(mustJSON(t, grants.Refuse(grants.ReasonInvalidRequest, "subject", err.Error())))
+			return
+		}
+		_ = m.Respond(mustJSON(t, grants.Envelope{Decision: grants.Permit, GrantID: r.GrantID, Detail: w + "/" + op, Bytes: uint64(len(r.Args))}))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := issuer.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	nc := dial(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8*20)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := NewClient(nc, fmt.Sprintf("w%d", w))
+			for i := range 20 {
+				size := 10 + (w*20+i)*37
+				if i == 7 {
+					size = maxPooledBody + 1000 // past the pool's bound
+				}
+				args := json.RawMessage(`{"a":"` + strings.Repeat("x", size) + `"}`)
+				id := fmt.Sprintf("g-%d-%d", w, i)
+				env, err := c.Spend(ctx, SpendRequest{GrantID: id, Args: args})
+				if err == nil && (env.GrantID != id || env.Detail != c.Worker+"/"+OpSpend || env.Bytes != uint64(len(args))) {
+					err = fmt.Errorf("spend %s (%d bytes of args) was answered %+v", id, len(args), env)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// The subject follows Worker: a Client made without NewClient, or whose
+// Worker changed after NewClient, sends under its Worker.
+func TestClientSubjectFollowsWorker(t *testing.T) {
+	c := NewClient(nil, "w1")
+	for _, op := range []string{OpGrant, OpSpend, OpEffect, OpSource} {
+		if got, want := c.workerSubject(op), WorkerSubject("w1", op); got != want {
+			t.Fatalf("NewClient: %s subject %q, want %q", op, got, want)
+		}
+	}
+	c.Worker = "w2"
+	lit := &Client{Worker: "w3"}
+	empty := &Client{}
+	for _, op := range []string{OpGrant, OpSpend, OpEffect, OpSource} {
+		if got, want := c.workerSubject(op), WorkerSubject("w2", op); got != want {
+			t.Fatalf("after Worker changed: %s subject %q, want %q", op, got, want)
+		}
+		if got, want := lit.workerSubject(op), WorkerSubject("w3", op); got != want {
+			t.Fatalf("Client literal: %s subject %q, want %q", op, got, want)
+		}
+		if got, want := empty.workerSubject(op), WorkerSubject("", op); got != want {
+			t.Fatalf("Client literal without a worker: %s subject %q, want %q", op, got, want)
+		}
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/writ-dev/writ/natsbus"
 )
 
-func dial(t *testing.T, url string) *nats.Conn {
+func dial(t testing.TB, url string) *nats.Conn {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {

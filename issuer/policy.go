@@ -28,37 +28,38 @@ const epochScanWait = 2 * time.Second
 // live authority); every epoch receipt carries its canonical document and
 // digest, and the stream is the durable record, so old epochs stay
 // readable for audit without growing the state.
-func (s *Service) handlePolicyShow(m *nats.Msg) {
-	s.spawn(m, func(m *nats.Msg) {
-		var r api.PolicyShowRequest
-		if err := decodeStrict(m.Data, &r); err != nil {
-			s.respondShow(m, api.PolicyShow{Error: err.Error()})
-			return
-		}
-		var cur api.PolicyShow
-		s.node.View(func(st *fsm.State, _ uint64) {
-			p, d := st.Policy()
-			cur.Epoch = st.Epoch()
-			if p != nil {
-				cur.Policy, cur.Digest = p.Canonical(), d.String()
-			}
-		})
-		switch {
-		case r.Epoch == 0 || r.Epoch == cur.Epoch:
-			s.respondShow(m, cur)
-		case r.Epoch > cur.Epoch:
-			s.respondShow(m, api.PolicyShow{Epoch: r.Epoch, Error: fmt.Sprintf("epoch %d is not applied yet (the epoch in force is %d)", r.Epoch, cur.Epoch)})
-		default:
-			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CommitTimeout)
-			defer cancel()
-			e, err := s.epochReceipt(ctx, r.Epoch)
-			if err != nil {
-				s.respondShow(m, api.PolicyShow{Epoch: r.Epoch, Error: err.Error()})
-				return
-			}
-			s.respondShow(m, api.PolicyShow{Epoch: e.Epoch, Digest: e.PolicyDigest.String(), Seq: e.Seq, Policy: e.Policy})
+func (s *Service) handlePolicyShow(m *nats.Msg) { s.spawn(m, policyShowHandler) }
+
+// policyShow answers one writ.op.policy.show request.
+func (s *Service) policyShow(m *nats.Msg) {
+	var r api.PolicyShowRequest
+	if err := decodeStrict(m.Data, &r); err != nil {
+		s.respondShow(m, api.PolicyShow{Error: err.Error()})
+		return
+	}
+	var cur api.PolicyShow
+	s.node.View(func(st *fsm.State, _ uint64) {
+		p, d := st.Policy()
+		cur.Epoch = st.Epoch()
+		if p != nil {
+			cur.Policy, cur.Digest = p.Canonical(), d.String()
 		}
 	})
+	switch {
+	case r.Epoch == 0 || r.Epoch == cur.Epoch:
+		s.respondShow(m, cur)
+	case r.Epoch > cur.Epoch:
+		s.respondShow(m, api.PolicyShow{Epoch: r.Epoch, Error: fmt.Sprintf("epoch %d is not applied yet (the epoch in force is %d)", r.Epoch, cur.Epoch)})
+	default:
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CommitTimeout)
+		defer cancel()
+		e, err := s.epochReceipt(ctx, r.Epoch)
+		if err != nil {
+			s.respondShow(m, api.PolicyShow{Epoch: r.Epoch, Error: err.Error()})
+			return
+		}
+		s.respondShow(m, api.PolicyShow{Epoch: e.Epoch, Digest: e.PolicyDigest.String(), Seq: e.Seq, Policy: e.Policy})
+	}
 }
 
 func (s *Service) respondShow(m *nats.Msg, ps api.PolicyShow) {

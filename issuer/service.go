@@ -195,24 +195,45 @@ func (s *Service) ensurePolicy(ctx context.Context) error {
 	return nil
 }
 
-// spawn runs h in its own goroutine, bounded by MaxInFlight, so that
-// concurrent requests can share one raft entry. When the bound is reached
-// the request is answered issuer_unavailable at once (the client retries).
-func (s *Service) spawn(m *nats.Msg, h func(*nats.Msg)) {
+// handler names what spawn runs for a request.
+type handler uint8
+
+const (
+	workerHandler     handler = iota // worker
+	operatorHandler                  // operator
+	policyShowHandler                // policyShow
+)
+
+// spawn runs the handler h for m in its own goroutine, bounded by
+// MaxInFlight, so that concurrent requests can share one raft entry. When
+// the bound is reached the request is answered issuer_unavailable at once
+// (the client retries). h is a name rather than a func value, so the
+// goroutine's arguments are its only allocation.
+func (s *Service) spawn(m *nats.Msg, h handler) {
 	select {
 	case s.sem <- struct{}{}:
-		go func() {
-			defer func() { <-s.sem }()
-			h(m)
-		}()
+		go s.serve(m, h)
 	default:
 		s.respond(m, grants.Refuse(grants.ReasonIssuerUnavail, "capacity", "issuer is at its in-flight limit; retry with the same idempotency key"))
 	}
 }
 
-func (s *Service) handleWorker(m *nats.Msg) { s.spawn(m, s.worker) }
+// serve runs the handler h for m and frees the slot spawn took.
+func (s *Service) serve(m *nats.Msg, h handler) {
+	defer func() { <-s.sem }()
+	switch h {
+	case workerHandler:
+		s.worker(m)
+	case operatorHandler:
+		s.operator(m)
+	case policyShowHandler:
+		s.policyShow(m)
+	}
+}
 
-func (s *Service) handleOperator(m *nats.Msg) { s.spawn(m, s.operator) }
+func (s *Service) handleWorker(m *nats.Msg) { s.spawn(m, workerHandler) }
+
+func (s *Service) handleOperator(m *nats.Msg) { s.spawn(m, operatorHandler) }
 
 func (s *Service) worker(m *nats.Msg) {
 	worker, op, err := api.ParseWorkerSubject(m.Subject)
@@ -296,10 +317,12 @@ func (s *Service) operator(m *nats.Msg) {
 	s.propose(m, cmd)
 }
 
+// propose commits cmd and answers m with the state machine's answer, or
+// issuer_unavailable when the entry is not confirmed committed within
+// CommitTimeout. ProposeWithin keeps that deadline without a context per
+// request.
 func (s *Service) propose(m *nats.Msg, cmd fsm.Command) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CommitTimeout)
-	defer cancel()
-	env, err := s.node.Propose(ctx, cmd)
+	env, err := s.node.ProposeWithin(s.cfg.CommitTimeout, cmd)
 	if err != nil {
 		detail := "the entry was not confirmed committed; retry with the same idempotency key"
 		if errors.Is(err, raftnode.ErrNotLeader) {

@@ -55,6 +55,11 @@ type Node struct {
 	// would strand the proposers and the goroutine waiting on it.
 	inflight sync.WaitGroup
 
+	// timers and dones are reused by proposals: ProposeWithin's deadline
+	// timers and the answer channels (see proposeUntil).
+	timers sync.Pool // *time.Timer, stopped before it fired
+	dones  sync.Pool // chan proposalResult, empty and no longer shared
+
 	applyMu   sync.Mutex
 	applyCond chan struct{} // closed and replaced after every apply
 
@@ -246,29 +251,89 @@ func (n *Node) Close() error {
 // is committed and applied, returning the state machine's answer. Errors
 // (ErrNotLeader, ErrClosed, context) mean the outcome is unknown.
 func (n *Node) Propose(ctx context.Context, c fsm.Command) (grants.Envelope, error) {
-	p := proposal{cmd: c, done: make(chan proposalResult, 1)}
-	n.sendMu.RLock()
-	if n.closing {
-		// Checked before leadership: a closed node's raft reports
-		// Shutdown, which is not "someone else leads".
+	env, stopped, err := proposeUntil(n, c, ctx.Done())
+	if stopped {
+		return grants.Envelope{}, ctx.Err()
+	}
+	return env, err
+}
+
+// ProposeWithin is Propose under a deadline timeout from now: it gives
+// what Propose gives with context.WithTimeout(context.Background(),
+// timeout), context.DeadlineExceeded included, without building a
+// context for the call. The deadline is a timer reused from call to call
+// (a request path proposes once per request). A timeout that is not
+// positive has passed already: the command is not proposed.
+func (n *Node) ProposeWithin(timeout time.Duration, c fsm.Command) (grants.Envelope, error) {
+	if timeout <= 0 {
+		n.sendMu.RLock()
+		err := n.proposable()
 		n.sendMu.RUnlock()
-		return grants.Envelope{}, ErrClosed
+		if err == nil {
+			err = context.DeadlineExceeded
+		}
+		return grants.Envelope{}, err
+	}
+	t, _ := n.timers.Get().(*time.Timer)
+	if t == nil {
+		t = time.NewTimer(timeout)
+	} else {
+		t.Reset(timeout)
+	}
+	env, stopped, err := proposeUntil(n, c, t.C)
+	// Only a timer stopped before it fired is reused: it has sent nothing,
+	// whatever the timer channel semantics (GODEBUG asynctimerchan). One
+	// that fired (a timeout, rare) is left to the garbage collector.
+	if t.Stop() {
+		n.timers.Put(t)
+	}
+	if stopped {
+		return grants.Envelope{}, context.DeadlineExceeded
+	}
+	return env, err
+}
+
+// proposable reports why a proposal cannot be made now (ErrClosed before
+// ErrNotLeader: a closed node's raft reports Shutdown, which is not
+// "someone else leads"). The caller holds sendMu's read lock.
+func (n *Node) proposable() error {
+	if n.closing {
+		return ErrClosed
 	}
 	if n.raft.State() != raft.Leader {
+		return ErrNotLeader
+	}
+	return nil
+}
+
+// proposeUntil enqueues c and waits for its answer until stop delivers;
+// stopped reports that stop came first (the outcome is then unknown).
+// The answer channel is reused once its one answer has been received: a
+// proposal is answered exactly once (by the entry's waiter in submit or by
+// drain), so a channel abandoned by a stopped caller is never reused.
+func proposeUntil[T any](n *Node, c fsm.Command, stop <-chan T) (env grants.Envelope, stopped bool, err error) {
+	n.sendMu.RLock()
+	if err := n.proposable(); err != nil {
 		n.sendMu.RUnlock()
-		return grants.Envelope{}, ErrNotLeader
+		return grants.Envelope{}, false, err
+	}
+	done, _ := n.dones.Get().(chan proposalResult)
+	if done == nil {
+		done = make(chan proposalResult, 1)
 	}
 	select {
-	case n.proposals <- p:
+	case n.proposals <- proposal{cmd: c, done: done}:
 		n.sendMu.RUnlock()
-	case <-ctx.Done():
+	case <-stop:
 		n.sendMu.RUnlock()
-		return grants.Envelope{}, ctx.Err()
+		n.dones.Put(done) // never handed out: nothing will send on it
+		return grants.Envelope{}, true, nil
 	}
 	select {
-	case r := <-p.done:
-		return r.env, r.err
-	case <-ctx.Done():
-		return grants.Envelope{}, ctx.Err()
+	case r := <-done:
+		n.dones.Put(done)
+		return r.env, false, r.err
+	case <-stop:
+		return grants.Envelope{}, true, nil
 	}
 }

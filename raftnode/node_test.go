@@ -374,3 +374,127 @@ func TestSnapshotRestoreKeepsState(t *testing.T) {
 		t.Fatalf("fresh request after restore: %+v %v", fresh, err)
 	}
 }
+
+// holdApply blocks the state machine's Apply (it waits for the adapter's
+// write lock while a View holds the read lock) until the returned func is
+// called.
+func holdApply(t *testing.T, n *Node) (release func()) {
+	t.Helper()
+	held, free := make(chan struct{}), make(chan struct{})
+	go n.View(func(*fsm.State, uint64) {
+		close(held)
+		<-free
+	})
+	<-held
+	var once sync.Once
+	release = func() { once.Do(func() { close(free) }) }
+	t.Cleanup(release)
+	return release
+}
+
+// A proposal whose entry is not applied within the deadline gets
+// context.DeadlineExceeded from ProposeWithin, as from Propose under
+// context.WithTimeout, about when the deadline passes; the entries still
+// commit, callers whose answer channels were abandoned leave no trace, and
+// later callers each get the answer to their own command.
+func TestProposeWithinDeadline(t *testing.T) {
+	n := start(t, testConfig(t.TempDir(), freeAddr(t)))
+	waitLeader(t, n)
+	setPolicy(t, n)
+
+	release := holdApply(t, n)
+	const timeout = 150 * time.Millisecond
+	var (
+		wg   sync.WaitGroup
+		cmds = make([]fsm.Command, 8)
+		errs = make([]error, 8)
+		took = make([]time.Duration, 8)
+	)
+	for i := range cmds {
+		cmds[i] = requestCmd(t, "w-held", i)
+	}
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			if i%2 == 0 {
+				_, errs[i] = n.ProposeWithin(timeout, cmds[i])
+			} else {
+				ctx, cancel := context.WithTimeout(context.Background(), timeout)
+				_, errs[i] = n.Propose(ctx, cmds[i])
+				cancel()
+			}
+			took[i] = time.Since(t0)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("proposal %d while apply is held: want context.DeadlineExceeded, got %v", i, err)
+		}
+		if took[i] < timeout || took[i] > timeout+2*time.Second {
+			t.Fatalf("proposal %d gave up after %s with a %s deadline", i, took[i], timeout)
+		}
+	}
+	release()
+
+	// The held entries were committed all the same: a retry with the same
+	// idempotency key (and a fresh grant id) gets the original grant.
+	for i, c := range cmds {
+		retry := requestCmd(t, "w-held", i)
+		env, err := n.ProposeWithin(10*time.Second, retry)
+		if err != nil || env.Decision != grants.Permit || env.GrantID != c.GrantID {
+			t.Fatalf("retry of timed-out proposal %d: want the original grant %s, got %+v %v", i, c.GrantID, env, err)
+		}
+	}
+
+	// Answer channels and timers are reused: many callers, each its own
+	// answer.
+	const workers, each = 16, 20
+	wg = sync.WaitGroup{}
+	bad := make(chan string, workers*each)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				c := requestCmd(t, fmt.Sprintf("w%d", w), i)
+				env, err := n.ProposeWithin(10*time.Second, c)
+				if err != nil || env.GrantID != c.GrantID || env.Digest != c.Digest {
+					bad <- fmt.Sprintf("worker %d command %d (grant %s): %+v %v", w, i, c.GrantID, env, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(bad)
+	for b := range bad {
+		t.Fatal(b)
+	}
+}
+
+// A deadline that has already passed proposes nothing; a closed node
+// still says ErrClosed first.
+func TestProposeWithinPassedDeadline(t *testing.T) {
+	n := start(t, testConfig(t.TempDir(), freeAddr(t)))
+	waitLeader(t, n)
+	setPolicy(t, n)
+	before := n.Raft().LastIndex()
+	for _, d := range []time.Duration{0, -time.Second} {
+		if _, err := n.ProposeWithin(d, requestCmd(t, "w1", 0)); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("ProposeWithin(%s): want context.DeadlineExceeded, got %v", d, err)
+		}
+	}
+	if got := n.Raft().LastIndex(); got != before {
+		t.Fatalf("an expired proposal reached the log (last index %d -> %d)", before, got)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []time.Duration{0, time.Second} {
+		if _, err := n.ProposeWithin(d, requestCmd(t, "w1", 1)); !errors.Is(err, ErrClosed) {
+			t.Fatalf("ProposeWithin(%s) on a closed node: want ErrClosed, got %v", d, err)
+		}
+	}
+}
