@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"syscall"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/internal/benchcpu"
 )
 
 // benchAnswers are the issuer's answers to the benchmarked grant and
@@ -60,7 +60,7 @@ func BenchmarkClientCall(b *testing.B) {
 		call := calls[name]
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
-			cpu := processCPU()
+			cpu := benchcpu.Start()
 			for b.Loop() {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				env, err := call(ctx)
@@ -69,7 +69,7 @@ func BenchmarkClientCall(b *testing.B) {
 					b.Fatalf("%+v %v", env, err)
 				}
 			}
-			reportCPU(b, cpu)
+			cpu.Report(b)
 		})
 	}
 }
@@ -82,20 +82,4 @@ func BenchmarkParseWorkerSubject(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-}
-
-// processCPU is the user+system CPU time of the process so far (garbage
-// collection included). On a shared machine it varies far less than wall
-// time, so benchmarks report it per op as cpu-ns/op.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// reportCPU reports the process CPU time since start per op.
-func reportCPU(b *testing.B, start time.Duration) {
-	b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op")
 }

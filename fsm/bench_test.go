@@ -5,37 +5,17 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/internal/benchcpu"
 	"github.com/writ-dev/writ/policy"
 )
 
 const benchPairs = 64
-
-// processCPU is the user+system CPU time of the process so far (garbage
-// collection included). On a shared machine it varies far less than wall
-// time, so benchmarks report it per op as cpu-ns/op.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// cpuMeter reports cpu-ns/op from its start to report.
-type cpuMeter struct{ start time.Duration }
-
-func startCPU() cpuMeter { return cpuMeter{processCPU()} }
-
-func (m cpuMeter) report(b *testing.B) {
-	b.ReportMetric(float64(processCPU()-m.start)/float64(b.N), "cpu-ns/op")
-}
 
 // requestSpendBatch is one log entry of benchPairs requests, each followed
 // by the spend of its grant, then a publication watermark confirming
@@ -71,7 +51,7 @@ func BenchmarkApplyRequestSpend(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu := startCPU()
+	cpu := benchcpu.Start()
 	for i := range batches {
 		batches[i].Commands[len(batches[i].Commands)-1].Seq = s.Chain().Seq
 		envs := fsm.Apply(s, uint64(i+2), batches[i])
@@ -80,7 +60,7 @@ func BenchmarkApplyRequestSpend(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	cpu.report(b)
+	cpu.Report(b)
 	b.ReportMetric(float64(b.N*benchPairs)/b.Elapsed().Seconds(), "pairs/s")
 }
 
@@ -109,7 +89,7 @@ func BenchmarkReplay(b *testing.B) {
 	raw := replayEvents(b, 256) // 32769 events
 	b.Run("decode+evolve", func(b *testing.B) {
 		b.ReportAllocs()
-		cpu := startCPU()
+		cpu := benchcpu.Start()
 		for i := 0; i < b.N; i++ {
 			s := fsm.New()
 			for _, data := range raw {
@@ -122,7 +102,7 @@ func BenchmarkReplay(b *testing.B) {
 				}
 			}
 		}
-		cpu.report(b)
+		cpu.Report(b)
 		b.ReportMetric(float64(b.N*len(raw))/b.Elapsed().Seconds(), "events/s")
 	})
 	b.Run("evolve", func(b *testing.B) {
@@ -136,7 +116,7 @@ func BenchmarkReplay(b *testing.B) {
 		}
 		b.ReportAllocs()
 		b.ResetTimer()
-		cpu := startCPU()
+		cpu := benchcpu.Start()
 		for i := 0; i < b.N; i++ {
 			s := fsm.New()
 			for _, e := range evs {
@@ -145,7 +125,7 @@ func BenchmarkReplay(b *testing.B) {
 				}
 			}
 		}
-		cpu.report(b)
+		cpu.Report(b)
 		b.ReportMetric(float64(b.N*len(evs))/b.Elapsed().Seconds(), "events/s")
 	})
 }
@@ -201,14 +181,14 @@ func BenchmarkDecodeBatch(b *testing.B) {
 			data := tc.batch.Encode()
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()
-			cpu := startCPU()
+			cpu := benchcpu.Start()
 			for b.Loop() {
 				bt, err := fsm.DecodeBatch(data)
 				if err != nil || len(bt.Commands) != len(tc.batch.Commands) {
 					b.Fatalf("decoded %d commands: %v", len(bt.Commands), err)
 				}
 			}
-			cpu.report(b)
+			cpu.Report(b)
 		})
 	}
 }
@@ -225,13 +205,13 @@ func BenchmarkEncodeBatch(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
-			cpu := startCPU()
+			cpu := benchcpu.Start()
 			var n int
 			for b.Loop() {
 				n = len(tc.batch.Encode())
 			}
 			b.SetBytes(int64(n))
-			cpu.report(b)
+			cpu.Report(b)
 		})
 	}
 }
@@ -251,7 +231,7 @@ func BenchmarkApplyRequestSpendV2(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu := startCPU()
+	cpu := benchcpu.Start()
 	for i := range batches {
 		batches[i].Commands[len(batches[i].Commands)-1].Seq = s.Chain().Seq
 		envs := fsm.Apply(s, uint64(i+2), batches[i])
@@ -260,7 +240,7 @@ func BenchmarkApplyRequestSpendV2(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	cpu.report(b)
+	cpu.Report(b)
 	b.ReportMetric(float64(b.N*benchPairs)/b.Elapsed().Seconds(), "pairs/s")
 }
 
@@ -323,7 +303,7 @@ func BenchmarkLiveGrantHeap(b *testing.B) {
 			{Op: fsm.OpSetPolicy, Caller: "operator:bench", Policy: pol}}})
 		idle := heapAfterGC()
 		b.StartTimer()
-		cpu := processCPU()
+		cpu := benchcpu.Process()
 		idx := uint64(2)
 		for i := 0; i < n; i += per {
 			bt := fsm.Batch{Time: t0 + int64(time.Second), Node: "n1", Commands: make([]fsm.Command, 0, per+1)}
@@ -337,7 +317,7 @@ func BenchmarkLiveGrantHeap(b *testing.B) {
 			idx++
 		}
 		b.StopTimer()
-		cpu = processCPU() - cpu
+		cpu = benchcpu.Process() - cpu
 		if st := s.Stats(); st.Grants != n || st.Idem != n || st.Outbox != 0 {
 			b.Fatalf("state holds %d grants, %d records, outbox %d (want %d)", st.Grants, st.Idem, st.Outbox, n)
 		}
@@ -382,7 +362,7 @@ func BenchmarkEvolveSteady(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu := startCPU()
+	cpu := benchcpu.Start()
 	for i := 0; i < b.N; i++ {
 		s := fsm.New()
 		for _, e := range evs {
@@ -391,7 +371,7 @@ func BenchmarkEvolveSteady(b *testing.B) {
 			}
 		}
 	}
-	cpu.report(b)
+	cpu.Report(b)
 	b.ReportMetric(float64(b.N*len(evs))/b.Elapsed().Seconds(), "events/s")
 }
 
@@ -424,16 +404,16 @@ func BenchmarkSnapshotRestore(b *testing.B) {
 	snap := s.Snapshot()
 	b.Run("snapshot", func(b *testing.B) {
 		b.ReportAllocs()
-		cpu := startCPU()
+		cpu := benchcpu.Start()
 		for b.Loop() {
 			snap = s.Snapshot()
 		}
-		cpu.report(b)
+		cpu.Report(b)
 		b.ReportMetric(float64(len(snap))/float64(n), "B/grant")
 	})
 	b.Run("restore", func(b *testing.B) {
 		b.ReportAllocs()
-		cpu := startCPU()
+		cpu := benchcpu.Start()
 		for b.Loop() {
 			r, err := fsm.Restore(snap)
 			if err != nil {
@@ -443,6 +423,6 @@ func BenchmarkSnapshotRestore(b *testing.B) {
 				b.Fatal("restored state differs")
 			}
 		}
-		cpu.report(b)
+		cpu.Report(b)
 	})
 }

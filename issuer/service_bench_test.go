@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/internal/benchcpu"
 	"github.com/writ-dev/writ/internal/testenv"
 	"github.com/writ-dev/writ/issuer"
 	"github.com/writ-dev/writ/raftnode"
@@ -51,7 +51,7 @@ func parallel(b *testing.B, f func(i int) error) {
 	b.SetParallelism(max(1, benchCallers/runtime.GOMAXPROCS(0)))
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu := processCPU()
+	cpu := benchcpu.Start()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if err := f(int(next.Add(1) - 1)); err != nil {
@@ -61,7 +61,7 @@ func parallel(b *testing.B, f func(i int) error) {
 		}
 	})
 	b.StopTimer()
-	reportCPU(b, cpu)
+	cpu.Report(b)
 }
 
 // BenchmarkServiceGrant is the issuer's whole request path for grants on
@@ -126,20 +126,4 @@ func BenchmarkServiceSpend(b *testing.B) {
 		}
 		return err
 	})
-}
-
-// processCPU is the user+system CPU time of the process so far (garbage
-// collection included). On a shared machine it varies far less than wall
-// time, so benchmarks report it per op as cpu-ns/op.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// reportCPU reports the process CPU time since start per op.
-func reportCPU(b *testing.B, start time.Duration) {
-	b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op")
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/internal/benchcpu"
 )
 
 // BenchmarkSequentialPropose measures one caller's commit latency on a
@@ -114,22 +114,6 @@ func BenchmarkConcurrentPropose(b *testing.B) {
 	}
 }
 
-// processCPU is the user+system CPU time of the process so far (garbage
-// collection included). On a shared machine it varies far less than wall
-// time, so benchmarks report it per op as cpu-ns/op.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// reportCPU reports the process CPU time since start per op.
-func reportCPU(b *testing.B, start time.Duration) {
-	b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op")
-}
-
 // startInmem starts a single-voter node on hashicorp/raft's in-memory log,
 // stable and snapshot stores and transport: the batcher, raft's leader
 // loop and the state machine as Start wires them, without the fsync'd
@@ -216,7 +200,7 @@ func benchPropose(b *testing.B, n *Node, how string) {
 	b.SetParallelism(32)
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu := processCPU()
+	cpu := benchcpu.Start()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			c := cmds[next.Add(1)-1]
@@ -231,5 +215,5 @@ func benchPropose(b *testing.B, n *Node, how string) {
 			}
 		}
 	})
-	reportCPU(b, cpu)
+	cpu.Report(b)
 }
