@@ -326,8 +326,12 @@ func canonNumber(lit string) (string, error) {
 // CanonicalJSON would return it unchanged. It is the one-scan check
 // CanonicalJSON itself makes, exported so a reader of canonical arguments
 // (policy.FlattenArgs) can walk them without a general JSON decoder. A
-// certified document also has no escapes in any string or key, no
-// whitespace and no exponents, so its bytes are its values.
+// certified document has no whitespace and no exponents, and every string
+// and key is written exactly as encoding/json writes its decoded value:
+// its only escapes are \" \\ \b \f \n \r \t, \u00XX (lowercase hex) for
+// the other control bytes and for <, > and &, and \u2028 and \u2029, so a
+// string without a backslash is its value byte for byte, and one with a
+// backslash decodes with those escapes alone.
 func IsCanonical(raw []byte) bool {
 	return len(raw) <= MaxArgsBytes && isCanonical(raw)
 }
@@ -335,9 +339,10 @@ func IsCanonical(raw []byte) bool {
 // isCanonical reports whether raw is, for certain, already in canonical
 // form, so that CanonicalJSON would return it unchanged: it does in one
 // scan, without allocating, what parsing and re-encoding would show. It
-// answers false for anything it does not certify (whitespace, escapes in
-// strings, characters encoding/json escapes, exponents, non-canonical
-// numbers, unsorted or repeated keys, nesting deeper than MaxArgsDepth,
+// answers false for anything it does not certify (whitespace, escapes
+// encoding/json would not write, characters it would escape written
+// as they are, exponents, non-canonical numbers, keys not strictly
+// ascending by their decoded bytes, nesting deeper than MaxArgsDepth,
 // trailing bytes), and CanonicalJSON then takes the long way. Every
 // argument document canonicalised once (a spend's args are flattened from
 // their canonical form) is certified.
@@ -362,18 +367,28 @@ func scanCanonical(raw []byte, i, depth int) (int, bool) {
 			return i + 1, true
 		}
 		var prev []byte
+		prevEscaped := false
 		for n := 0; ; n++ {
-			j, ok := scanCanonicalString(raw, i)
+			j, escaped, ok := scanCanonicalString(raw, i)
 			if !ok {
 				return 0, false
 			}
-			// Keys are unescaped, so their bytes are the key: strictly
-			// ascending means sorted and unique.
+			// Strictly ascending by decoded bytes means sorted and
+			// unique. An unescaped key's bytes are the key; an escaped
+			// one is compared as it decodes.
 			key := raw[i+1 : j-1]
-			if n > 0 && bytes.Compare(prev, key) >= 0 {
-				return 0, false
+			if n > 0 {
+				var cmp int
+				if escaped || prevEscaped {
+					cmp = compareDecoded(prev, key)
+				} else {
+					cmp = bytes.Compare(prev, key)
+				}
+				if cmp >= 0 {
+					return 0, false
+				}
 			}
-			prev = key
+			prev, prevEscaped = key, escaped
 			if j >= len(raw) || raw[j] != ':' {
 				return 0, false
 			}
@@ -412,7 +427,8 @@ func scanCanonical(raw []byte, i, depth int) (int, bool) {
 			}
 		}
 	case c == '"':
-		return scanCanonicalString(raw, i)
+		end, _, ok := scanCanonicalString(raw, i)
+		return end, ok
 	case c == 't':
 		return scanLiteral(raw, i, "true")
 	case c == 'f':
@@ -432,32 +448,169 @@ func scanLiteral(raw []byte, i int, lit string) (int, bool) {
 	return i + len(lit), true
 }
 
-// scanCanonicalString scans a string that quote would write unchanged and
-// that needs no unescaping: printable ASCII other than '"', '\\', '<', '>'
-// and '&' (which encoding/json escapes), and valid UTF-8 sequences other
-// than U+2028 and U+2029 (which it escapes too).
-func scanCanonicalString(raw []byte, i int) (int, bool) {
+// scanCanonicalString scans a string written exactly as quote writes its
+// decoded value, and reports whether it holds an escape. Unescaped, it
+// holds printable ASCII (DEL included) other than '"', '\\', '<', '>' and
+// '&', and valid UTF-8 sequences other than U+2028 and U+2029; escaped, only
+// what encoding/json writes for those: \" and \\, \b \f \n \r \t,
+// \u00XX in lowercase hex for the other control bytes and for <, > and &,
+// and \u2028 and \u2029. Any other escape (\/, \u00e9, \u000a for \n,
+// uppercase hex) is one encoding/json would write differently, so the
+// string is not certified.
+func scanCanonicalString(raw []byte, i int) (end int, escaped, ok bool) {
 	if i >= len(raw) || raw[i] != '"' {
-		return 0, false
+		return 0, false, false
 	}
 	for j := i + 1; j < len(raw); {
 		c := raw[j]
 		switch {
 		case c == '"':
-			return j + 1, true
-		case c < 0x20 || c == '\\' || c == '<' || c == '>' || c == '&' || c == 0x7f:
-			return 0, false
+			return j + 1, escaped, true
+		case c == '\\':
+			n := canonicalEscapeLen(raw[j:])
+			if n == 0 {
+				return 0, false, false
+			}
+			escaped = true
+			j += n
+		case c < 0x20 || c == '<' || c == '>' || c == '&':
+			return 0, false, false
 		case c < utf8.RuneSelf:
 			j++
 		default:
 			r, size := utf8.DecodeRune(raw[j:])
-			if r == utf8.RuneError || r == '\u2028' || r == '\u2029' {
-				return 0, false
+			if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+				return 0, false, false
 			}
 			j += size
 		}
 	}
-	return 0, false
+	return 0, false, false
+}
+
+// canonicalEscapeLen returns the length of the escape at the start of e
+// if it is the one encoding/json writes for the character it stands for,
+// else 0.
+func canonicalEscapeLen(e []byte) int {
+	if len(e) < 2 {
+		return 0
+	}
+	switch e[1] {
+	case '"', '\\', 'b', 'f', 'n', 'r', 't':
+		return 2
+	case 'u':
+	default:
+		return 0
+	}
+	if len(e) < 6 {
+		return 0
+	}
+	switch string(e[2:6]) {
+	case "2028", "2029":
+		return 6
+	}
+	hi, lo := lowerHex(e[4]), lowerHex(e[5])
+	if e[2] != '0' || e[3] != '0' || hi < 0 || lo < 0 {
+		return 0
+	}
+	switch c := byte(hi<<4 | lo); {
+	case c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
+		return 0 // written \b \f \n \r \t
+	case c < 0x20 || c == '<' || c == '>' || c == '&':
+		return 6
+	}
+	return 0
+}
+
+// lowerHex returns the value of a lowercase hex digit, or -1.
+func lowerHex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	}
+	return -1
+}
+
+// compareDecoded compares two keys by the bytes they decode to, as
+// bytes.Compare would compare the decoded keys; both are the contents of
+// strings scanCanonicalString certified. It decodes as it goes, so it does
+// not allocate.
+func compareDecoded(a, b []byte) int {
+	da, db := decodedBytes{raw: a}, decodedBytes{raw: b}
+	for {
+		ca, oka := da.next()
+		cb, okb := db.next()
+		switch {
+		case !oka && !okb:
+			return 0
+		case !oka:
+			return -1
+		case !okb:
+			return 1
+		case ca != cb:
+			if ca < cb {
+				return -1
+			}
+			return 1
+		}
+	}
+}
+
+// decodedBytes reads the decoded bytes of a certified string's contents
+// one at a time.
+type decodedBytes struct {
+	raw  []byte
+	i    int
+	tail string // the rest of a decoded multi-byte character
+}
+
+func (d *decodedBytes) next() (byte, bool) {
+	if d.tail != "" {
+		c := d.tail[0]
+		d.tail = d.tail[1:]
+		return c, true
+	}
+	if d.i >= len(d.raw) {
+		return 0, false
+	}
+	c := d.raw[d.i]
+	if c != '\\' || d.i+1 >= len(d.raw) {
+		d.i++
+		return c, true
+	}
+	e := d.raw[d.i+1]
+	d.i += 2
+	switch e {
+	case 'b':
+		return '\b', true
+	case 'f':
+		return '\f', true
+	case 'n':
+		return '\n', true
+	case 'r':
+		return '\r', true
+	case 't':
+		return '\t', true
+	case 'u':
+	default: // '"' or '\\'
+		return e, true
+	}
+	if d.i+4 > len(d.raw) {
+		d.i = len(d.raw)
+		return 0, false // not certified; unreachable
+	}
+	h := d.raw[d.i : d.i+4]
+	d.i += 4
+	if h[0] == '2' { // \u2028 or \u2029: E2 80 A8 or E2 80 A9
+		d.tail = "\x80\xa8"
+		if h[3] == '9' {
+			d.tail = "\x80\xa9"
+		}
+		return 0xe2, true
+	}
+	return byte(lowerHex(h[2])<<4 | lowerHex(h[3])), true
 }
 
 // scanCanonicalNumber scans a number in the form canonNumber writes: an

@@ -59,8 +59,18 @@ type Args struct {
 // function of the arguments' meaning, independent of any policy, so the
 // leader can compute it once and the state machine extract from it.
 func FlattenArgs(raw []byte) (Args, error) {
-	if grants.IsCanonical(raw) {
-		if a, ok := flattenCanonical(raw); ok {
+	canon := raw
+	if !grants.IsCanonical(raw) {
+		c, err := grants.CanonicalJSON(raw)
+		if err != nil {
+			return Args{}, fmt.Errorf("%w: %v", ErrArgs, err)
+		}
+		canon = c
+	}
+	// Every canonical form is certified; the check keeps the walk's
+	// assumption local rather than a promise of another package.
+	if grants.IsCanonical(canon) {
+		if a, ok := flattenCanonical(canon); ok {
 			return a, nil
 		}
 	}

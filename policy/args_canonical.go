@@ -3,17 +3,23 @@ package policy
 import (
 	"encoding/hex"
 	"strconv"
+	"strings"
 
 	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/internal/jsonwire"
 )
 
 // flattenCanonical is FlattenArgs for a document grants.IsCanonical has
-// certified: no whitespace, no escapes in strings or keys, numbers already
-// in canonical form, literals spelled out. Under that grammar a value's
-// bytes are its value, so the walk needs no decoder and allocates three
-// times whatever the document holds: the leaves, one string all values are
-// cut from, and one all paths are cut from (the leader flattens every
-// request, so this is on the hot path).
+// certified: no whitespace, numbers already in canonical form, literals
+// spelled out, and strings and keys written as encoding/json writes them.
+// Under that grammar a value's bytes are its value, except in a string
+// with an escape, which jsonwire.Unescape decodes as encoding/json does.
+// So the walk needs no general decoder, and it allocates a handful of
+// times whatever the document holds: the leaves, one string the unescaped
+// values are cut from, one the escaped values are decoded into, one all
+// paths are cut from, and one per escaped key (the leader flattens every
+// request, so this is on the hot path; shell commands with "2>&1" or "&&"
+// are common, and encoding/json escapes those characters).
 //
 // It reports false, and the caller takes the general path, for anything
 // that path answers with an error (too many values, a path too long) and
@@ -29,29 +35,40 @@ func flattenCanonical(raw []byte) (Args, bool) {
 	if len(w.leaves) == 0 {
 		return a, true
 	}
-	paths := string(w.paths)
+	paths, vals := string(w.paths), w.vals.String()
 	a.Leaves = make([]Arg, len(w.leaves))
 	for i, l := range w.leaves {
 		a.Leaves[i] = l.arg
 		a.Leaves[i].Path = paths[l.start:l.end]
+		if l.vend > 0 {
+			a.Leaves[i].Value = vals[l.vend-int(l.arg.Len) : l.vend]
+		}
 	}
 	return a, true
 }
 
 // canonWalker walks a certified canonical document. cur is the JSON
 // pointer of the value being read; paths collects the pointer of every
-// leaf, which are cut from one string at the end.
+// leaf, which are cut from one string at the end; vals collects the
+// decoded form of the escaped string values, cut from its string at the
+// end too.
 type canonWalker struct {
 	raw    []byte
-	doc    string // raw as a string: values are cut from it
+	doc    string // raw as a string: unescaped values are cut from it
 	cur    []byte
 	paths  []byte
+	vals   strings.Builder
 	leaves []pendingLeaf
 }
 
+// pendingLeaf is a leaf whose path, and value if decoded, are still to
+// be cut. It is kept as small as a leaf was before decoding: the pointer's
+// offsets fit an int32 (paths holds at most MaxArgLeaves pointers of at
+// most MaxArgPath bytes, whatever the input).
 type pendingLeaf struct {
 	arg        Arg
-	start, end int // the leaf's pointer in paths
+	start, end int32 // the leaf's pointer in paths
+	vend       int   // when > 0, the value is vals[vend-arg.Len : vend]
 }
 
 // value reads the value at i and returns where it ends.
@@ -65,9 +82,12 @@ func (w *canonWalker) value(i int) (int, bool) {
 	case '[':
 		return w.array(i + 1)
 	case '"':
-		end, ok := w.stringEnd(i)
+		end, escaped, ok := w.stringEnd(i)
 		if !ok {
 			return 0, false
+		}
+		if escaped {
+			return end, w.escapedString(w.raw[i+1 : end-1])
 		}
 		v := w.doc[i+1 : end-1]
 		if len(v) > MaxArgString {
@@ -98,12 +118,16 @@ func (w *canonWalker) object(i int) (int, bool) {
 	}
 	base := len(w.cur)
 	for {
-		kend, ok := w.stringEnd(i)
+		kend, escaped, ok := w.stringEnd(i)
 		if !ok || kend >= len(w.raw) || w.raw[kend] != ':' {
 			return 0, false
 		}
+		key := w.doc[i+1 : kend-1]
+		if escaped {
+			key = jsonwire.UnescapeString(w.raw[i+1 : kend-1])
+		}
 		w.cur = append(w.cur, '/')
-		w.cur = appendPointerToken(w.cur, w.raw[i+1:kend-1])
+		w.cur = appendPointerToken(w.cur, key)
 		if i, ok = w.value(kend + 1); !ok || i >= len(w.raw) {
 			return 0, false
 		}
@@ -142,18 +166,51 @@ func (w *canonWalker) array(i int) (int, bool) {
 	}
 }
 
-// stringEnd returns the end of the string opening at i: a certified
-// string has no escapes, so the next quote closes it.
-func (w *canonWalker) stringEnd(i int) (int, bool) {
+// stringEnd returns the end of the string opening at i, the first quote
+// not escaped, and whether the string holds an escape. It passes over a
+// backslash and the byte after it together, so the contents never end in
+// a lone backslash and jsonwire.Unescape cannot read past them even on a
+// document that was not certified.
+func (w *canonWalker) stringEnd(i int) (end int, escaped, ok bool) {
 	if i >= len(w.raw) || w.raw[i] != '"' {
-		return 0, false
+		return 0, false, false
 	}
 	for j := i + 1; j < len(w.raw); j++ {
-		if w.raw[j] == '"' {
-			return j + 1, true
+		switch w.raw[j] {
+		case '"':
+			return j + 1, escaped, true
+		case '\\':
+			escaped = true
+			j++
 		}
 	}
-	return 0, false
+	return 0, false, false
+}
+
+// escapedString records a string value whose contents, raw, hold escapes:
+// decoded (a certified string holds only the escapes encoding/json writes,
+// which jsonwire.Unescape decodes byte for byte as it does), and elided by
+// its decoded length and the SHA-256 of its decoded bytes, as the general
+// path does.
+func (w *canonWalker) escapedString(raw []byte) bool {
+	if len(raw) <= MaxArgString {
+		// An escape is longer than what it decodes to, so this fits
+		// MaxArgString decoded: into vals.
+		start := w.vals.Len()
+		w.vals.Grow(len(raw))
+		jsonwire.Unescape(&w.vals, raw)
+		end := w.vals.Len()
+		if end == start {
+			return false // an escaped string decodes to at least a byte
+		}
+		return w.leafDecoded(Arg{Kind: ArgString, Len: uint64(end - start)}, end)
+	}
+	v := jsonwire.UnescapeString(raw)
+	if len(v) > MaxArgString {
+		sum := events.Sum([]byte(v))
+		return w.leaf(Arg{Kind: ArgElided, Value: hex.EncodeToString(sum[:]), Len: uint64(len(v))})
+	}
+	return w.leaf(Arg{Kind: ArgString, Value: v, Len: uint64(len(v))})
 }
 
 func (w *canonWalker) literal(i int, lit string, arg Arg) (int, bool) {
@@ -166,19 +223,31 @@ func (w *canonWalker) literal(i int, lit string, arg Arg) (int, bool) {
 // leaf records a scalar at the current pointer; past MaxArgLeaves it
 // reports false so the general path words the refusal.
 func (w *canonWalker) leaf(arg Arg) bool {
+	return w.record(pendingLeaf{arg: arg})
+}
+
+// leafDecoded records a string at the current pointer whose value is the
+// arg.Len bytes of vals that end at vend.
+func (w *canonWalker) leafDecoded(arg Arg, vend int) bool {
+	return w.record(pendingLeaf{arg: arg, vend: vend})
+}
+
+func (w *canonWalker) record(l pendingLeaf) bool {
 	if len(w.leaves) >= MaxArgLeaves {
 		return false
 	}
-	start := len(w.paths)
+	l.start = int32(len(w.paths))
 	w.paths = append(w.paths, w.cur...)
-	w.leaves = append(w.leaves, pendingLeaf{arg: arg, start: start, end: len(w.paths)})
+	l.end = int32(len(w.paths))
+	w.leaves = append(w.leaves, l)
 	return true
 }
 
 // appendPointerToken appends key as one JSON pointer reference token
 // (RFC 6901: "~" as "~0", "/" as "~1"), as escapePointer does.
-func appendPointerToken(dst, key []byte) []byte {
-	for _, c := range key {
+func appendPointerToken(dst []byte, key string) []byte {
+	for i := 0; i < len(key); i++ {
+		c := key[i]
 		switch c {
 		case '~':
 			dst = append(dst, '~', '0')

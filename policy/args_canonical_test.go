@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -13,6 +14,11 @@ import (
 // declines (so the general path words the error) where that path refuses.
 func TestFlattenCanonicalMatchesGeneral(t *testing.T) {
 	long := strings.Repeat("y", MaxArgString+1)
+	// Escaped strings over MaxArgString raw: one that decodes to more than
+	// MaxArgString bytes (elided, hashed decoded) and one that decodes to
+	// exactly MaxArgString (carried).
+	longEscaped := strings.Repeat(`\u003c`, MaxArgString/3) + strings.Repeat("z", MaxArgString%3+MaxArgString/3*2+1)
+	fitsEscaped := strings.Repeat(`\n`, MaxArgString)
 	deep := strings.Repeat(`{"abcdefghijklmnopqrst":`, 60) + "1" + strings.Repeat("}", 60)
 	manyLeaves := "[" + strings.TrimSuffix(strings.Repeat("1,", MaxArgLeaves+1), ",") + "]"
 	for _, tc := range []struct {
@@ -30,6 +36,18 @@ func TestFlattenCanonicalMatchesGeneral(t *testing.T) {
 		{"nested arrays", `[[],[[0]],[1,2,3,4,5,6,7,8,9,10,11]]`, true, false},
 		{"unicode", `{"k":"héllo ✓"}`, true, false},
 		{"elided", `{"body":"` + long + `"}`, true, false},
+		{"shell command", `{"command":"go test ./... 2\u003e\u00261 \u0026\u0026 echo \u003cx\u003e","timeout":120000}`, true, false},
+		{"control characters", `{"s":"a\b\f\n\r\tb\u0000\u0001\u001f"}`, true, false},
+		{"DEL and U+FFFD", "{\"s\":\"\x7f\ufffd\"}", true, false},
+		{"line separators", `["\u2028","x\u2029y","\u2028\u2029"]`, true, false},
+		{"quotes and backslashes", `{"s":"say \"hi\" C:\\dir\\","t":"\\","u":"\""}`, true, false},
+		{"escaped keys", `{"\"":1,"\u0026\u0026":{"a\\b":"c"},"\u003c/\u003e":"~","~\n":[true]}`, true, false},
+		{"escaped key sorted before plain", `{"!":0,"\"":1,"#":2}`, true, false},
+		{"line separator key", `{"a\u2028":1,"a\u2029":2,"a` + "\uffff" + `":3}`, true, false},
+		{"escaped scalar", `"\u003cb\u003e"`, true, false},
+		{"escaped elided", `{"body":"` + longEscaped + `","x":"\u0026"}`, true, false},
+		{"escaped fits", `{"body":"` + fitsEscaped + `"}`, true, false},
+		{"escaped elided scalar", `"` + longEscaped + `"`, true, false},
 		{"path too long", deep, false, true},
 		{"too many values", manyLeaves, false, true},
 	} {
@@ -47,25 +65,45 @@ func TestFlattenCanonicalMatchesGeneral(t *testing.T) {
 				t.Fatalf("general path error = %v, want error %v", err, tc.generrs)
 			}
 			if ok && !reflect.DeepEqual(fast, general) {
-				t.Fatalf("walk = %+v\ngeneral = %+v", fast, general)
+				t.Fatalf("walk = %.300q\ngeneral = %.300q", fmt.Sprint(fast), fmt.Sprint(general))
 			}
 		})
 	}
 }
 
-// FuzzFlattenCanonical: for any document the certifier accepts, the walk
-// either declines or agrees with the general path exactly, and declines
-// only where the general path refuses.
+// FuzzFlattenCanonical: for any document the certifier accepts, and for
+// the canonical form of any document that has one (which the certifier
+// must accept, escapes and all), the walk either declines or agrees with
+// the general path exactly, and declines only where the general path
+// refuses.
 func FuzzFlattenCanonical(f *testing.F) {
-	for _, s := range []string{`{"a":[1,{"b":null}],"c":"d"}`, `[]`, `"x"`, `{"~/":1}`, `[true,false,null,-0.5]`} {
+	for _, s := range []string{
+		`{"a":[1,{"b":null}],"c":"d"}`, `[]`, `"x"`, `{"~/":1}`, `[true,false,null,-0.5]`,
+		`{"command":"make 2\u003e\u00261 \u0026\u0026 echo \u003cok\u003e"}`, `"\"\\\b\f\n\r\t\u0000\u001f\u2028\u2029"`,
+		`{"\"":1,"\u0026~/":{"\n":"\u003c"}}`, "[\"\x7f\ufffd\"]", `{"z":"<&>", "\u0022":"\/", "a\u00e9":1}`,
+	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
+		// FlattenArgs, whichever path it takes, answers as the general
+		// path does: the same Args, or an error exactly when it errs.
+		got, gotErr := FlattenArgs(raw)
+		want, wantErr := flattenGeneral(raw)
+		if (gotErr != nil) != (wantErr != nil) || gotErr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("FlattenArgs = %+v, %v; general path = %+v, %v", got, gotErr, want, wantErr)
+		}
 		if !grants.IsCanonical(raw) {
 			if _, ok := flattenCanonical(raw); ok && len(raw) > grants.MaxArgsBytes {
 				t.Fatalf("walked an oversized document")
 			}
-			return
+			canon, err := grants.CanonicalJSON(raw)
+			if err != nil {
+				return
+			}
+			if !grants.IsCanonical(canon) {
+				t.Fatalf("canonical form %q of %q is not certified", canon, raw)
+			}
+			raw = canon
 		}
 		fast, ok := flattenCanonical(raw)
 		general, err := flattenGeneral(raw)

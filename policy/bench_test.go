@@ -96,3 +96,19 @@ func BenchmarkFlattenCanonicalArgs(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFlattenCanonicalEscapedArgs is BenchmarkFlattenCanonicalArgs
+// for the common shell command whose canonical form holds escapes
+// (encoding/json writes "2>&1" as "2\u003e\u00261").
+func BenchmarkFlattenCanonicalEscapedArgs(b *testing.B) {
+	raw, err := grants.CanonicalJSON([]byte(`{"command":"go test -race ./... 2>&1 | tail -n 40","description":"run the tests","timeout":120000}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := policy.FlattenArgs(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
