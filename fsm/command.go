@@ -664,12 +664,8 @@ func repeats(r *events.Reader, tag uint32, limit int) int {
 	return n
 }
 
-// strCacheSlots is the number of strings a strCache holds, and
-// strCacheMaxLen the longest string it shares.
-const (
-	strCacheSlots  = 64
-	strCacheMaxLen = 64
-)
+// strCacheMaxLen is the longest string a strCache shares.
+const strCacheMaxLen = 64
 
 // strCache shares the decoded copy of a short string that repeats within
 // one log entry: a caller, a lane, a tool, a session, a source id, an
@@ -677,11 +673,12 @@ const (
 // hash to, replacing whatever was there. Each string it hands out is an
 // allocation of its own, never a slice of a larger buffer, so a string the
 // state keeps pins nothing else; and sharing one between commands is
-// invisible, strings being immutable. A nil *strCache shares nothing.
+// invisible, strings being immutable. A nil *strCache shares nothing. It
+// is laid out as the interner's recent cache and uses its slot function.
 // Ids and keys that are unique per command are not worth a slot and are
 // decoded with str.
 type strCache struct {
-	slots [strCacheSlots]string
+	slots [64]string // indexed by recentSlot
 }
 
 // str is the package's str, sharing the string through sc.
@@ -699,11 +696,7 @@ func (sc *strCache) get(b []byte) string {
 	if sc == nil || len(b) == 0 || len(b) > strCacheMaxLen {
 		return string(b)
 	}
-	h := uint32(2166136261) // FNV-1a
-	for _, c := range b {
-		h = (h ^ uint32(c)) * 16777619
-	}
-	slot := &sc.slots[h%strCacheSlots]
+	slot := &sc.slots[recentSlot(b)]
 	if *slot == string(b) { // compared without a conversion
 		return *slot
 	}

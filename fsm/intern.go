@@ -81,10 +81,16 @@ func (in *interner) counterKey(scope, id string) string {
 	return string(b)
 }
 
-// recentSlot picks s's slot in interner.recent from its length and its
-// first and last bytes (s is not empty).
-func recentSlot(s string) int {
-	return int(uint(len(s))*31+uint(s[0])*7+uint(s[len(s)-1])) & 63
+// recentSlot picks s's slot in a 64-slot direct-mapped string cache
+// (interner.recent, strCache): FNV-1a of its bytes. The strings cached
+// are short, so hashing all of them costs little and keeps "w1", "w10"
+// and "w11" apart.
+func recentSlot[T string | []byte](s T) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint32(s[i])) * 16777619
+	}
+	return int(h & 63)
 }
 
 // strBytes returns the shared copy of the string b holds; a string is
