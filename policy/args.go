@@ -157,7 +157,7 @@ func escapePointer(s string) string {
 	if !strings.ContainsAny(s, "~/") {
 		return s
 	}
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+	return string(appendPointerToken(make([]byte, 0, len(s)+2), s))
 }
 
 // fieldPointer turns a field name as a policy writes it into a JSON

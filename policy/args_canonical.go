@@ -89,12 +89,7 @@ func (w *canonWalker) value(i int) (int, bool) {
 		if escaped {
 			return end, w.escapedString(w.raw[i+1 : end-1])
 		}
-		v := w.doc[i+1 : end-1]
-		if len(v) > MaxArgString {
-			sum := events.Sum(w.raw[i+1 : end-1])
-			return end, w.leaf(Arg{Kind: ArgElided, Value: hex.EncodeToString(sum[:]), Len: uint64(len(v))})
-		}
-		return end, w.leaf(Arg{Kind: ArgString, Value: v, Len: uint64(len(v))})
+		return end, w.stringLeaf(w.doc[i+1 : end-1])
 	case 't':
 		return w.literal(i, "true", Arg{Kind: ArgBool, Value: "true"})
 	case 'f':
@@ -132,13 +127,9 @@ func (w *canonWalker) object(i int) (int, bool) {
 			return 0, false
 		}
 		w.cur = w.cur[:base]
-		switch w.raw[i] {
-		case ',':
-			i++
-		case '}':
-			return i + 1, true
-		default:
-			return 0, false
+		var more bool
+		if i, more, ok = w.next(i, '}'); !ok || !more {
+			return i, ok
 		}
 	}
 }
@@ -155,15 +146,24 @@ func (w *canonWalker) array(i int) (int, bool) {
 			return 0, false
 		}
 		w.cur = w.cur[:base]
-		switch w.raw[i] {
-		case ',':
-			i++
-		case ']':
-			return i + 1, true
-		default:
-			return 0, false
+		var more bool
+		if i, more, ok = w.next(i, ']'); !ok || !more {
+			return i, ok
 		}
 	}
+}
+
+// next passes over what follows a member of an object or an element of
+// an array at i: a comma (more follows) or the closing byte (the
+// container ends after it).
+func (w *canonWalker) next(i int, closing byte) (after int, more, ok bool) {
+	switch w.raw[i] {
+	case ',':
+		return i + 1, true, true
+	case closing:
+		return i + 1, false, true
+	}
+	return 0, false, false
 }
 
 // stringEnd returns the end of the string opening at i, the first quote
@@ -203,9 +203,14 @@ func (w *canonWalker) escapedString(raw []byte) bool {
 		if end == start {
 			return false // an escaped string decodes to at least a byte
 		}
-		return w.leafDecoded(Arg{Kind: ArgString, Len: uint64(end - start)}, end)
+		return w.record(pendingLeaf{arg: Arg{Kind: ArgString, Len: uint64(end - start)}, vend: end})
 	}
-	v := jsonwire.UnescapeString(raw)
+	return w.stringLeaf(jsonwire.UnescapeString(raw))
+}
+
+// stringLeaf records the decoded string v: as it is, or past
+// MaxArgString as its length and SHA-256, as the general path does.
+func (w *canonWalker) stringLeaf(v string) bool {
 	if len(v) > MaxArgString {
 		sum := events.Sum([]byte(v))
 		return w.leaf(Arg{Kind: ArgElided, Value: hex.EncodeToString(sum[:]), Len: uint64(len(v))})
@@ -220,18 +225,13 @@ func (w *canonWalker) literal(i int, lit string, arg Arg) (int, bool) {
 	return i + len(lit), w.leaf(arg)
 }
 
-// leaf records a scalar at the current pointer; past MaxArgLeaves it
-// reports false so the general path words the refusal.
+// leaf records a scalar at the current pointer.
 func (w *canonWalker) leaf(arg Arg) bool {
 	return w.record(pendingLeaf{arg: arg})
 }
 
-// leafDecoded records a string at the current pointer whose value is the
-// arg.Len bytes of vals that end at vend.
-func (w *canonWalker) leafDecoded(arg Arg, vend int) bool {
-	return w.record(pendingLeaf{arg: arg, vend: vend})
-}
-
+// record adds l at the current pointer; past MaxArgLeaves it reports
+// false so the general path words the refusal.
 func (w *canonWalker) record(l pendingLeaf) bool {
 	if len(w.leaves) >= MaxArgLeaves {
 		return false
