@@ -30,44 +30,15 @@ type Client struct {
 	Worker string
 	// Attempt bounds one try; Client retries until ctx ends.
 	Attempt time.Duration
-
-	// subjects are the worker subjects NewClient built for Worker, so a
-	// request does not build its subject again; nil in a Client made
-	// without NewClient.
-	subjects *workerSubjects
-}
-
-// workerSubjects are a worker's request subjects, built once.
-type workerSubjects struct {
-	worker, grant, spend, effect, source string
 }
 
 // NewClient returns a client for worker (empty for operators).
 func NewClient(nc *nats.Conn, worker string) *Client {
-	return &Client{NC: nc, Worker: worker, Attempt: 2 * time.Second, subjects: &workerSubjects{
-		worker: worker,
-		grant:  WorkerSubject(worker, OpGrant), spend: WorkerSubject(worker, OpSpend),
-		effect: WorkerSubject(worker, OpEffect), source: WorkerSubject(worker, OpSource),
-	}}
+	return &Client{NC: nc, Worker: worker, Attempt: 2 * time.Second}
 }
 
-// workerSubject is WorkerSubject(c.Worker, op), from the subjects NewClient
-// built while Worker is still the worker they were built for.
-func (c *Client) workerSubject(op string) string {
-	if ws := c.subjects; ws != nil && ws.worker == c.Worker {
-		switch op {
-		case OpGrant:
-			return ws.grant
-		case OpSpend:
-			return ws.spend
-		case OpEffect:
-			return ws.effect
-		case OpSource:
-			return ws.source
-		}
-	}
-	return WorkerSubject(c.Worker, op)
-}
+// workerSubject is the subject of op for the client's worker, as it is now.
+func (c *Client) workerSubject(op string) string { return WorkerSubject(c.Worker, op) }
 
 // bodies recycles the buffers grant, spend and effect bodies are encoded
 // into, one pool for every client (a body buffer fits any client's body).
