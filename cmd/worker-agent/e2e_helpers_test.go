@@ -57,39 +57,69 @@ type binRun struct {
 	dir   string // working directory; a fresh temp dir when empty
 	stdin []byte
 	env   []string // added to binEnv
+
+	// timeout bounds the process from its start: runTimeout for run,
+	// the test's end for command when zero.
+	timeout time.Duration
+	// binary returns the binary to run; builtBinary when nil.
+	binary func(testing.TB) string
 }
 
-// command prepares a run of the built binary; the test's end kills it.
+// runTimeout bounds one run of the built binary (a hook call, an install).
+// It starts when the binary exists: building it on a cold cache takes
+// longer than any run.
+const runTimeout = 30 * time.Second
+
+// command prepares a run of the built binary; the test's end (or
+// r.timeout, counted from here) kills it. The binary is resolved, and so
+// built on the first call, before the clock starts.
 func (r binRun) command(t testing.TB, args ...string) *exec.Cmd {
 	t.Helper()
+	resolve := r.binary
+	if resolve == nil {
+		resolve = builtBinary
+	}
+	bin := resolve(t)
 	dir := r.dir
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	cmd := exec.CommandContext(ctx, builtBinary(t), args...)
+	if r.timeout > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeout(ctx, r.timeout)
+		t.Cleanup(stop)
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = dir
 	cmd.Env = binEnv(dir, r.env...)
 	return cmd
 }
 
+// run runs the built binary to its exit, within r.timeout (runTimeout when
+// zero); result.took is the process's own time, from start to exit.
 func (r binRun) run(t testing.TB, args ...string) result {
 	t.Helper()
+	if r.timeout == 0 {
+		r.timeout = runTimeout
+	}
 	cmd := r.command(t, args...)
 	cmd.Stdin = bytes.NewReader(r.stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
 	err := cmd.Run()
+	took := time.Since(start)
 	code := 0
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):
 		code = ee.ExitCode()
 	case err != nil:
-		t.Fatalf("running worker-agent: %v", err)
+		t.Fatalf("running worker-agent %s: %v (after %s)", strings.Join(args, " "), err, took.Round(time.Millisecond))
 	}
-	return result{code: code, stdout: out.String(), stderr: errb.String()}
+	return result{code: code, stdout: out.String(), stderr: errb.String(), took: took}
 }
 
 // writeJSON writes v as JSON to dir/name and returns the path.

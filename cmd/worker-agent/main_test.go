@@ -43,6 +43,7 @@ func TestMain(m *testing.M) {
 type result struct {
 	code           int
 	stdout, stderr string
+	took           time.Duration // a built-binary run: from process start to exit
 }
 
 func runCLI(t *testing.T, stdin string, args ...string) result {
