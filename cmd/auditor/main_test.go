@@ -544,7 +544,7 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
+	if !s.ReadyForConnections(testenv.SetupTimeout) {
 		t.Fatal("nats-server did not start")
 	}
 	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
@@ -596,7 +596,7 @@ func TestServerGoneWhileReading(t *testing.T) {
 		t.Fatal(err)
 	}
 	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
+	if !s.ReadyForConnections(testenv.SetupTimeout) {
 		t.Fatal("nats-server did not start")
 	}
 	stopped := false

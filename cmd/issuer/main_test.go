@@ -399,7 +399,7 @@ func TestServeDevProcess(t *testing.T) {
 	args := []string{"--dev", "--data-dir", dir, "--nats-port", fmt.Sprint(natsPort), "--raft-addr", raftAddr, "--log-level", "warn"}
 
 	p := startServe(t, bin, args...)
-	st := p.waitReady(t, url, 30*time.Second)
+	st := p.waitReady(t, url, testenv.SetupTimeout)
 	banner := p.stdout.String()
 	for _, w := range []string{"development mode", "NO AUTHENTICATION", url, dir} {
 		if !strings.Contains(banner, w) {
@@ -422,7 +422,7 @@ func TestServeDevProcess(t *testing.T) {
 	t.Logf("first run stopped %s after SIGTERM", took)
 
 	p2 := startServe(t, bin, args...)
-	p2.waitReady(t, url, 30*time.Second)
+	p2.waitReady(t, url, testenv.SetupTimeout)
 	// A restarted node may answer before it has re-applied its log; wait
 	// (briefly) for it to catch up, then require the very same position.
 	var after api.Status

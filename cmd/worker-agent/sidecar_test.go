@@ -48,7 +48,7 @@ func startSidecar(t testing.TB, cfg, socket string) (*exec.Cmd, *lockedBuffer) {
 			_ = cmd.Wait()
 		}
 	})
-	testenv.WaitFor(t, 10*time.Second, "the sidecar socket", func() bool {
+	testenv.WaitFor(t, testenv.SetupTimeout, "the sidecar socket", func() bool {
 		return strings.Contains(logs.String(), "serving worker")
 	})
 	return cmd, logs

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
@@ -24,9 +23,9 @@ func StartNATS(t testing.TB, jetStream bool) *server.Server {
 		t.Fatal(err)
 	}
 	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
+	if !s.ReadyForConnections(SetupTimeout) {
 		s.Shutdown()
-		t.Fatal("nats-server did not start")
+		t.Fatalf("nats-server did not start within %s", SetupTimeout)
 	}
 	t.Cleanup(func() {
 		s.Shutdown()

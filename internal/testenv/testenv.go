@@ -20,6 +20,14 @@ import (
 	"github.com/writ-dev/writ/raftnode"
 )
 
+// SetupTimeout bounds a first-time setup in a test: a NATS server, a raft
+// node bootstrapping and electing itself, a process starting. It is
+// generous because the waits poll and return as soon as the setup is done,
+// while `go test ./...` on a fresh machine runs them on cores busy
+// compiling other packages; a deadline meant for one operation must not
+// fail on a slow start.
+const SetupTimeout = time.Minute
+
 // FreePort returns a currently free TCP port on 127.0.0.1.
 func FreePort(t testing.TB) int {
 	t.Helper()
@@ -92,7 +100,7 @@ func StartSingleAuth(t testing.TB, dir string, users []natsbus.User, mutate func
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Single{NATS: ns, Node: node, Service: svc, URL: ns.ClientURL(), cancel: cancel, done: make(chan error, 1), conn: nc}
 	go func() { s.done <- svc.Run(ctx) }()
-	WaitFor(t, 10*time.Second, "leader with a policy", func() bool {
+	WaitFor(t, SetupTimeout, "leader with a policy", func() bool {
 		st := svc.Status()
 		return st.State == "Leader" && st.Epoch > 0 && st.Published >= 1
 	})
