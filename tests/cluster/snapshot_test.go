@@ -45,6 +45,10 @@ func TestRestartFromSnapshotKeepsStateAndStatus(t *testing.T) {
 	env.Stop()
 
 	env = testenv.StartSingle(t, dir, nil)
+	// The restart is bounded by its own wait; the calls after it get a
+	// fresh budget.
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	after := env.Service.Status()
 	if after.Seq != before.Seq || after.StateDigest != before.StateDigest {
 		t.Fatalf("invariant snapshot restore keeps state: before seq %d digest %s, after seq %d digest %s", before.Seq, before.StateDigest, after.Seq, after.StateDigest)
