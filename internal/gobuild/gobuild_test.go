@@ -38,13 +38,32 @@ func TestPathBuildsOnceAndRemoveDeletes(t *testing.T) {
 	}
 }
 
+// A failed build is an error with the go command's own output (what is
+// missing, or the compiler's message with file and line), reported by
+// every call for that package; there is no deadline to exceed.
 func TestPathReportsBuildFailure(t *testing.T) {
-	var c Cache
-	defer c.Remove()
-	for range 2 {
-		_, err := c.Path("github.com/writ-dev/writ/cmd/no-such-command")
-		if err == nil || !strings.Contains(err.Error(), "no-such-command") {
-			t.Fatalf("Path of a missing package = %v; want an error naming it", err)
-		}
+	for _, tc := range []struct {
+		name, pkg string
+		want      []string
+	}{
+		{"no such package", "github.com/writ-dev/writ/cmd/no-such-command", []string{"no-such-command"}},
+		{"compile error", "github.com/writ-dev/writ/internal/gobuild/testdata/broken",
+			[]string{"go build", "main.go:6", "cannot use", "as int value"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c Cache
+			defer c.Remove()
+			for range 2 {
+				_, err := c.Path(tc.pkg)
+				if err == nil {
+					t.Fatalf("Path(%s) built it; want an error", tc.pkg)
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(err.Error(), w) {
+						t.Fatalf("Path(%s) = %q; want it to contain %q", tc.pkg, err, w)
+					}
+				}
+			}
+		})
 	}
 }
