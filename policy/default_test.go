@@ -87,6 +87,7 @@ func TestDefaultHarnessTools(t *testing.T) {
 		{"WebSearch", `{"query":"go subtests"}`},
 		{"apply_patch", `{"command":"*** Begin Patch\n*** Update File: cart.go\n@@\n-a\n+b\n*** End Patch\n"}`},
 		{"update_plan", `{"plan":[]}`},
+		{"view_image", `{"path":"/home/dev/shop/screenshot.png"}`},
 	}
 	for _, c := range permitted {
 		if j := call("coordinator", c.tool, c.args); j.Decision != grants.Permit {
