@@ -60,7 +60,13 @@ func (s *State) explainWorkspace(env *grants.Envelope, c *Command) {
 	if env.Reason != grants.ReasonBoundaryCrossing || !slices.Contains(env.Rules, "boundary:workspace") {
 		return
 	}
-	note := s.policy.OutsideWorkspace(c.Caller, c.Lane, env.Target)
+	target := env.Target
+	if target == "" {
+		// A retry's answer is rebuilt from the idempotency record, which
+		// keeps the missing fact but not the target.
+		target, _ = strings.CutPrefix(env.Missing, "allowance or preauthorization covering ")
+	}
+	note := s.policy.OutsideWorkspace(c.Caller, c.Lane, target)
 	if note == "" || strings.Contains(env.Detail, note) {
 		return
 	}
