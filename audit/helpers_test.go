@@ -46,7 +46,7 @@ func (s *stream) sealed(e events.Event, seq uint64, prev events.Hash) *stream {
 }
 
 func epochEv(t int64, epoch uint64) events.Event {
-	p := policy.Default().Canonical()
+	p := policy.LegacyDefault().Canonical()
 	return events.Event{Kind: events.KindEpoch, Time: t, Epoch: epoch, Decision: "permit", Policy: p, PolicyDigest: events.Sum(p)}
 }
 
@@ -180,7 +180,7 @@ func policyCmd(p *policy.Policy) fsm.Command {
 func workload(seed uint64, n int) *sim {
 	r := rand.New(rand.NewPCG(seed, 1))
 	m := newSim()
-	m.apply(policyCmd(policy.Default()))
+	m.apply(policyCmd(policy.LegacyDefault()))
 	workers := []string{"w0", "w1", "w2", "w3", "w4", "w5"}
 	laneOf := map[string]string{"w0": "coordinator", "w1": "isolated", "w2": "specialist", "w3": "isolated", "w4": "specialist", "w5": "coordinator"}
 	tools := []string{"Read", "Bash", "WebFetch", "mcp__x"}
@@ -252,7 +252,7 @@ func workload(seed uint64, n int) *sim {
 			case p < 980:
 				cmds = append(cmds, fsm.Command{Op: fsm.OpReinstate, Caller: "operator:alice", Key: workers[r.IntN(len(workers))]})
 			case p < 988:
-				pol := policy.Default()
+				pol := policy.LegacyDefault()
 				pol.DefaultTTL = policy.Duration(time.Duration(30+r.IntN(60)) * time.Second)
 				cmds = append(cmds, policyCmd(pol))
 			default:

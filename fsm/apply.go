@@ -1,6 +1,9 @@
 package fsm
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 )
@@ -26,6 +29,7 @@ func Apply(s *State, raftIndex uint64, b Batch) []grants.Envelope {
 		v := decide(s, now, b.Node, c)
 		if v.reply != nil {
 			out[i] = *v.reply
+			s.explainWorkspace(&out[i], c)
 			continue
 		}
 		e := &v.event
@@ -42,8 +46,34 @@ func Apply(s *State, raftIndex uint64, b Batch) []grants.Envelope {
 		}
 		s.outbox = append(s.outbox, Pending{Seq: e.Seq, Subject: events.Subject(e.Kind), Data: data})
 		out[i] = grants.FromEvent(*e)
+		s.explainWorkspace(&out[i], c)
 	}
 	return out
+}
+
+// explainWorkspace adds to the answer of a call held because its path lies
+// outside the lane's workspace which workspace that is ("/etc/hosts is
+// outside the workspace /work/w1"), so that the model and the operator
+// read the reason. Only the answer carries it: the receipt and the state
+// keep what the engine decided, as they always did.
+func (s *State) explainWorkspace(env *grants.Envelope, c *Command) {
+	if env.Reason != grants.ReasonBoundaryCrossing || !slices.Contains(env.Rules, "boundary:workspace") {
+		return
+	}
+	target := env.Target
+	if target == "" {
+		// A retry's answer is rebuilt from the idempotency record, which
+		// keeps the missing fact but not the target.
+		target, _ = strings.CutPrefix(env.Missing, "allowance or preauthorization covering ")
+	}
+	note := s.policy.OutsideWorkspace(c.Caller, c.Lane, target)
+	if note == "" || strings.Contains(env.Detail, note) {
+		return
+	}
+	if env.Detail != "" {
+		note = env.Detail + "; " + note
+	}
+	env.Detail = note
 }
 
 // confirmPublished drops outbox entries up to seq.

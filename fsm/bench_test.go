@@ -36,7 +36,7 @@ func requestSpendBatch(i int, at int64, published uint64) fsm.Batch {
 
 func policyBatch() fsm.Batch {
 	return fsm.Batch{Time: int64(time.Second), Node: "n1", Commands: []fsm.Command{
-		{Op: fsm.OpSetPolicy, Caller: "operator:root", Policy: policy.Default().Canonical()}}}
+		{Op: fsm.OpSetPolicy, Caller: "operator:root", Policy: policy.LegacyDefault().Canonical()}}}
 }
 
 // BenchmarkApplyRequestSpend applies entries of 64 request+spend pairs.
@@ -390,7 +390,7 @@ func BenchmarkSnapshotRestore(b *testing.B) {
 	t0 := int64(1_700_000_000) * int64(time.Second)
 	s := fsm.New()
 	fsm.Apply(s, 1, fsm.Batch{Time: t0, Node: "n1", Commands: []fsm.Command{
-		{Op: fsm.OpSetPolicy, Caller: "operator:bench", Policy: policy.Default().Canonical()}}})
+		{Op: fsm.OpSetPolicy, Caller: "operator:bench", Policy: policy.LegacyDefault().Canonical()}}})
 	idx := uint64(2)
 	for i := 0; i < n; i += 256 {
 		bt := fsm.Batch{Time: t0 + int64(time.Second), Node: "n1"}

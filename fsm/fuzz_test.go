@@ -32,7 +32,7 @@ func seedBatches() []fsm.Batch {
 	t0 := int64(1000 * time.Second)
 	return []fsm.Batch{
 		{Time: t0, Node: "n1", Commands: []fsm.Command{
-			{Op: fsm.OpSetPolicy, Caller: "operator:root", Policy: policy.Default().Canonical()},
+			{Op: fsm.OpSetPolicy, Caller: "operator:root", Policy: policy.LegacyDefault().Canonical()},
 		}},
 		{Time: t0 + 1, Node: "n1", Commands: []fsm.Command{
 			{Op: fsm.OpRequest, Caller: "w1", Lane: "coordinator", Tool: "Bash", Digest: d1, IdemKey: "k1", GrantID: "g1", Sources: []string{"s1"}},

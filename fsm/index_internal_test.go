@@ -15,7 +15,7 @@ import (
 // (grants added, spent, expired, an id reused by another worker).
 func TestWorkerIndexIsLazyAndExact(t *testing.T) {
 	s := New()
-	mustApply(t, s, 1, 1, Command{Op: OpSetPolicy, Caller: "operator:root", Policy: policy.Default().Canonical()})
+	mustApply(t, s, 1, 1, Command{Op: OpSetPolicy, Caller: "operator:root", Policy: policy.LegacyDefault().Canonical()})
 	var cmds []Command
 	for i := range 60 {
 		cmds = append(cmds, permitCmd([]string{"w1", "w2", "w3"}[i%3], i))

@@ -33,7 +33,7 @@ func permitCmd(worker string, i int) Command {
 // and rules, and none of them aliases what the caller passed in.
 func TestGrantsShareBindings(t *testing.T) {
 	s := New()
-	mustApply(t, s, 1, 1, Command{Op: OpSetPolicy, Caller: "operator:root", Policy: policy.Default().Canonical()})
+	mustApply(t, s, 1, 1, Command{Op: OpSetPolicy, Caller: "operator:root", Policy: policy.LegacyDefault().Canonical()})
 	c1, c2 := permitCmd("w1", 1), permitCmd("w1", 2)
 	mustApply(t, s, 2, 2, c1, c2)
 	g1, g2 := s.grants["g1"], s.grants["g2"]
@@ -57,7 +57,7 @@ func TestGrantsShareBindings(t *testing.T) {
 // next; the grants folded from earlier events must not change.
 func TestEvolveDoesNotAliasDecodedEvents(t *testing.T) {
 	live := New()
-	mustApply(t, live, 1, 1, Command{Op: OpSetPolicy, Caller: "operator:root", Policy: policy.Default().Canonical()})
+	mustApply(t, live, 1, 1, Command{Op: OpSetPolicy, Caller: "operator:root", Policy: policy.LegacyDefault().Canonical()})
 	c1, c2 := permitCmd("w1", 1), permitCmd("w2", 2)
 	c2.Sources = []string{"other"}
 	mustApply(t, live, 2, 2, c1)
@@ -86,7 +86,7 @@ func TestEvolveDoesNotAliasDecodedEvents(t *testing.T) {
 // the same state.
 func TestExpiredMemoryIsReleased(t *testing.T) {
 	s := New()
-	mustApply(t, s, 1, 1, Command{Op: OpSetPolicy, Caller: "operator:root", Policy: policy.Default().Canonical()})
+	mustApply(t, s, 1, 1, Command{Op: OpSetPolicy, Caller: "operator:root", Policy: policy.LegacyDefault().Canonical()})
 	const n = 4 * shrinkFloor
 	idx := uint64(2)
 	var cmds []Command
@@ -135,7 +135,7 @@ func TestExpiredMemoryIsReleased(t *testing.T) {
 // refusals' records have their own.
 func TestOneExpiryItemPerGrant(t *testing.T) {
 	s := New()
-	mustApply(t, s, 1, 1, Command{Op: OpSetPolicy, Caller: "operator:root", Policy: policy.Default().Canonical()})
+	mustApply(t, s, 1, 1, Command{Op: OpSetPolicy, Caller: "operator:root", Policy: policy.LegacyDefault().Canonical()})
 	mustApply(t, s, 2, 2, permitCmd("w1", 1), permitCmd("w1", 2))
 	deny := permitCmd("w1", 3)
 	deny.Lane = "no-such-lane"

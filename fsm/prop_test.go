@@ -30,7 +30,7 @@ import (
 // and the same with the workspace moved, so spends see target drift), and
 // two that do not parse.
 var propPolicies = [][]byte{
-	policy.Default().Canonical(),
+	policy.LegacyDefault().Canonical(),
 	scriptPolicy("provenance.yaml"),
 	[]byte(`{"version":1,"default_ttl":"20s","lanes":{"coordinator":{"tools":["Bash","Read"],"ttl":"90s"},"isolated":{"tools":["Read"]}},"workers":{"w1":"isolated"}}`),
 	scriptPolicy("v2.yaml"),

@@ -28,7 +28,7 @@ func usageBytes(key string, count, amount, bytes uint64, start, until int64) str
 func TestRestoreRejects(t *testing.T) {
 	head := events.Sum([]byte("head"))
 	okGrant := grants.Grant{ID: "g1", Worker: "w1", ExpiresAt: 2000, Status: grants.StatusPermitted}
-	canon := policy.Default().Canonical()
+	canon := policy.LegacyDefault().Canonical()
 	cases := map[string][]byte{
 		"empty":            {},
 		"wrong version":    {2},
@@ -178,7 +178,7 @@ func TestEvolvePrunesWhatItAdds(t *testing.T) {
 	s := New()
 	var c events.Chain
 	for _, e := range []events.Event{
-		{Kind: events.KindEpoch, Time: 10 * RetainMargin, Epoch: 1, Policy: policy.Default().Canonical()},
+		{Kind: events.KindEpoch, Time: 10 * RetainMargin, Epoch: 1, Policy: policy.LegacyDefault().Canonical()},
 		{Kind: events.KindPermit, Time: 10 * RetainMargin, GrantID: "g1", Worker: "w1", IdemKey: "k", ExpiresAt: 1},
 		{Kind: events.KindDeny, Time: 1, Worker: "w1", IdemKey: "k2"},
 	} {

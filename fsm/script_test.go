@@ -12,7 +12,7 @@ package fsm_test
 // which takes the rest of the line verbatim). Values written {...} or [...]
 // may contain spaces; "..." is a quoted string.
 //
-//	policy default                 OpSetPolicy with policy.Default()
+//	policy default                 OpSetPolicy with policy.LegacyDefault()
 //	policy recommended             OpSetPolicy with policy.Recommended()
 //	policy @<name>                 OpSetPolicy with testdata/policies/<name> (YAML
 //	                               or JSON), in canonical form when it parses,
@@ -254,7 +254,7 @@ func (r *scriptRunner) command(text string, toks []string) fsm.Command {
 		doc := []byte(strings.TrimSpace(strings.TrimPrefix(text, "policy")))
 		switch {
 		case len(toks) > 1 && toks[1] == "default":
-			doc = policy.Default().Canonical()
+			doc = policy.LegacyDefault().Canonical()
 		case len(toks) > 1 && toks[1] == "recommended":
 			doc = policy.Recommended().Canonical()
 		case len(toks) > 1 && strings.HasPrefix(toks[1], "@"):

@@ -150,8 +150,8 @@ func TestSourceAuthorityFollowsPolicy(t *testing.T) {
 	if o := Decide(s, 1, "n1", c); o.Events[0].Authority != "evidence" {
 		t.Fatalf("no policy: %+v", o.Events[0])
 	}
-	Apply(s, 1, Batch{Time: 1, Commands: []Command{{Op: OpSetPolicy, Caller: "op", Policy: policy.Default().Canonical()}}})
-	want := policy.Default().SourceAuthority("user_prompt", "", "").String()
+	Apply(s, 1, Batch{Time: 1, Commands: []Command{{Op: OpSetPolicy, Caller: "op", Policy: policy.LegacyDefault().Canonical()}}})
+	want := policy.LegacyDefault().SourceAuthority("user_prompt", "", "").String()
 	if o := Decide(s, 2, "n1", c); o.Events[0].Authority != want {
 		t.Fatalf("default policy: %+v, want %s", o.Events[0], want)
 	}

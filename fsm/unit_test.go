@@ -16,7 +16,7 @@ import (
 func mustPolicy(t *testing.T, s *fsm.State, at int64) {
 	t.Helper()
 	env := fsm.Apply(s, 1, fsm.Batch{Time: at, Commands: []fsm.Command{
-		{Op: fsm.OpSetPolicy, Caller: "operator:root", Policy: policy.Default().Canonical()}}})
+		{Op: fsm.OpSetPolicy, Caller: "operator:root", Policy: policy.LegacyDefault().Canonical()}}})
 	if env[0].Kind != events.KindEpoch {
 		t.Fatalf("policy refused: %+v", env[0])
 	}

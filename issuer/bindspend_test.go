@@ -66,7 +66,7 @@ func TestBindSpendKeepsArgsOnlyForTargetedGrants(t *testing.T) {
 		args, cwd  string
 		targeted   bool
 	}{
-		{"built-in policy, shell command", policy.Default(), "coordinator", "Bash", `{"command":"echo hi"}`, "", false},
+		{"built-in policy, shell command", policy.LegacyDefault(), "coordinator", "Bash", `{"command":"echo hi"}`, "", false},
 		{"recommended policy, shell command", policy.Recommended(), "specialist", "Bash", `{"command":"echo hi"}`, "", true},
 		{"recommended policy, file read", policy.Recommended(), "specialist", "Read", `{"file_path":"notes.txt"}`, "/work/w1/a", true},
 	} {
@@ -103,7 +103,7 @@ func TestDroppedSpendArgsChangeNothing(t *testing.T) {
 		{args, "a1"}, {args, "a1"}, {args, "a2"}, {`{"command":"echo bye"}`, "a3"},
 	}
 	run := func(keepArgs bool) ([]grants.Envelope, [][]byte) {
-		s, g := mintFor(t, policy.Default(), "coordinator", "Bash", args, "")
+		s, g := mintFor(t, policy.LegacyDefault(), "coordinator", "Bash", args, "")
 		if g.Target != "" {
 			t.Fatalf("the built-in policy bound target %q to a shell command", g.Target)
 		}

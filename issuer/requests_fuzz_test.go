@@ -399,7 +399,7 @@ func FuzzReinstateCommand(f *testing.F) {
 }
 
 func FuzzPolicyCommand(f *testing.F) {
-	def := string(policy.Default().Canonical())
+	def := string(policy.LegacyDefault().Canonical())
 	addSeeds(f, "operator:ops",
 		`{"v":1,"policy":`+def+`}`,
 		`{"v":1,"policy":{"version":1,"default_ttl":"1m","lanes":{"x":{"tools":["Read"]}}}}`,

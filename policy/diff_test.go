@@ -40,7 +40,7 @@ func TestDiff(t *testing.T) {
 	if d := policy.Diff(a, a); len(d) != 0 {
 		t.Errorf("Diff(a, a) = %v", d)
 	}
-	if d := policy.Diff(policy.Default(), a); len(d) == 0 || d[len(d)-1].Field != "workspace" {
+	if d := policy.Diff(policy.LegacyDefault(), a); len(d) == 0 || d[len(d)-1].Field != "workspace" {
 		t.Errorf("Diff(v1, v2) = %v", d)
 	}
 }

@@ -313,7 +313,7 @@ func TestTargetOf(t *testing.T) {
 			t.Errorf("TargetOf(%s, %s, cwd=%q, resolved=%q) = %q, %v; want %q, %v", tc.lane, tc.tool, tc.cwd, tc.resolved, got, ok, tc.want, tc.ok)
 		}
 	}
-	if _, ok := policy.Default().TargetOf("w1", "coordinator", "Read", a, "", ""); ok {
+	if _, ok := policy.LegacyDefault().TargetOf("w1", "coordinator", "Read", a, "", ""); ok {
 		t.Error("a version 1 policy derived a target")
 	}
 }

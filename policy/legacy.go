@@ -12,12 +12,13 @@ import (
 // This file is the version 1 schema, unchanged in meaning: a log written
 // under a version 1 document must replay to the same decisions forever.
 
-// Default returns the version 1 policy a fresh issuer starts with:
-// coordinators may call any tool, isolated workers only read, specialists
-// read, write and run commands inside their workspace. It is kept byte for
-// byte as it always was (its digest is in existing receipt streams);
-// Recommended is the version 2 starting point.
-func Default() *Policy {
+// LegacyDefault returns the version 1 policy a fresh issuer used to start
+// with: coordinators may call any tool, isolated workers only read,
+// specialists read, write and run commands. It is kept byte for byte as it
+// always was (its digest is in existing receipt streams, and clusters that
+// started under it keep it in their log); a fresh issuer now starts with
+// Default, the version 2 recommended policy.
+func LegacyDefault() *Policy {
 	return &Policy{
 		Version:    LegacyVersion,
 		DefaultTTL: Duration(time.Minute),

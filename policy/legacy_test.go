@@ -131,9 +131,9 @@ func TestParseInvalid(t *testing.T) {
 // TestDefault: the built-in policy validates, covers the built-in lanes and
 // survives a round trip through its canonical form.
 func TestDefault(t *testing.T) {
-	d := Default()
+	d := LegacyDefault()
 	if err := d.Validate(); err != nil {
-		t.Fatalf("Default().Validate: %v", err)
+		t.Fatalf("LegacyDefault().Validate: %v", err)
 	}
 	for _, l := range lanes.Builtin {
 		if _, ok := d.Lanes[l]; !ok {
@@ -142,7 +142,7 @@ func TestDefault(t *testing.T) {
 	}
 	p, err := Parse(d.Canonical())
 	if err != nil {
-		t.Fatalf("Parse(Default().Canonical()): %v", err)
+		t.Fatalf("Parse(LegacyDefault().Canonical()): %v", err)
 	}
 	if !reflect.DeepEqual(p, d) {
 		t.Errorf("round trip changed the default policy:\n %+v\n %+v", p, d)
@@ -157,7 +157,7 @@ func TestCanonicalStable(t *testing.T) {
 		baseDoc,
 		`{"lanes":{"b":{"tools":["<x>&"],"ttl":"1h"},"a":{"tools":[]}},"default_ttl":"1s","version":1}`,
 		`{"version":1,"default_ttl":"90s","lanes":{"x":{"tools":null,"deny":null}},"workers":{}}`,
-		string(Default().Canonical()),
+		string(LegacyDefault().Canonical()),
 	}
 	for _, doc := range docs {
 		p, err := Parse([]byte(doc))
@@ -238,7 +238,7 @@ func TestEvaluate(t *testing.T) {
 // panicking.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(baseDoc))
-	f.Add(Default().Canonical())
+	f.Add(LegacyDefault().Canonical())
 	f.Add([]byte(`{"version":1,"default_ttl":"1m","lanes":{"a":{"tools":["*"]}},"provenance":{"memory_paths":["*/CLAUDE.md"]}}`))
 	f.Add([]byte(`{"version":2,"default_ttl":"1m","lanes":{"a":{"surfaces":["*"],"consequences":["*"]}},` +
 		`"surfaces":[{"id":"s","tools":["*"],"operation":"write","consequence":"local_mutation","target":{"field":"p","canon":"path"},"sinks":["c"]}],` +

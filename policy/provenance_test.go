@@ -48,7 +48,7 @@ func TestSourceAuthorityDefaults(t *testing.T) {
 		"peer_message": authority.Evidence, "model_output": authority.Evidence,
 		"derived": authority.Evidence, "": authority.Evidence, "USER_PROMPT": authority.Evidence,
 	}
-	for name, p := range map[string]*policy.Policy{"version 1": policy.Default(), "nil": nilPolicy, "no section": bare,
+	for name, p := range map[string]*policy.Policy{"version 1": policy.LegacyDefault(), "nil": nilPolicy, "no section": bare,
 		"unparsed": {Version: policy.SchemaVersion}} {
 		for ch, w := range want {
 			if got := p.SourceAuthority(ch, "/work/w1/x", "mcp__crm__get"); got != w {
@@ -498,7 +498,7 @@ func TestParseProvenance(t *testing.T) {
 	if p.Digest() == mustParse(t, baseV2).Digest() {
 		t.Error("the section does not change the digest")
 	}
-	v1 := *policy.Default()
+	v1 := *policy.LegacyDefault()
 	v1.Provenance.MemoryPaths = []string{"*/CLAUDE.md"}
 	if err := v1.Validate(); !errors.Is(err, policy.ErrInvalid) {
 		t.Errorf("version 1 with provenance: %v", err)

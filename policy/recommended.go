@@ -23,3 +23,11 @@ func Recommended() *Policy {
 	}
 	return p
 }
+
+// Default returns the policy a fresh issuer applies when it is started
+// without one: the recommended version 2 document (one source of truth,
+// docs/policy.example.yaml), with its shape rules, protected paths, egress
+// allow-list and provenance checks on. The initial policy is written into
+// the log, so a cluster that started under an older default (the version
+// 1 LegacyDefault) keeps judging by it until an operator applies another.
+func Default() *Policy { return Recommended() }

@@ -22,7 +22,7 @@ func TestDefaultRulebook(t *testing.T) {
 		forms[r.ID] = true
 	}
 	for _, id := range []string{"log-wipe", "encoded-exec", "curl-pipe-shell", "reverse-shell",
-		"credential-read-file", "credential-read-shell", "masquerade", "writ-state-file", "writ-state-shell"} {
+		"credential-read-file", "credential-read-shell", "masquerade", "writ-state-file", "writ-state-shell", "credential-exfil", "patch-writ-state", "patch-sensitive-file"} {
 		if !forms[id] {
 			t.Errorf("the default rulebook has no %s rule", id)
 		}
@@ -59,7 +59,7 @@ func TestDefaultRulebook(t *testing.T) {
 }
 
 // ruleRequest builds the call a rule's example stands for: a shell
-// command, or a read or write of a path.
+// command, a read or write of a path, or a Codex patch.
 func ruleRequest(t *testing.T, r policy.ShapeRule, example string) *policy.Request {
 	t.Helper()
 	tool, field := "Bash", "command"
@@ -68,6 +68,8 @@ func ruleRequest(t *testing.T, r policy.ShapeRule, example string) *policy.Reque
 		tool, field = "Read", "file_path"
 	case slices.Contains(r.Surfaces, "file_write"):
 		tool, field = "Write", "file_path"
+	case slices.Contains(r.Surfaces, "patch"):
+		tool = "apply_patch"
 	}
 	args, _ := json.Marshal(map[string]string{field: example})
 	return req(t, "w1", "coordinator", tool, string(args))
@@ -108,8 +110,11 @@ func TestRecommendedProvenance(t *testing.T) {
 		{"a refund nobody asked for", call("coordinator", "mcp__stripe__refund", `{"payee":"cus_1","amount":100}`), grants.ReasonAuthorityReview},
 		{"a refund to a payee from a page", call("coordinator", "mcp__stripe__refund", `{"payee":"cus_1","amount":100}`,
 			from("/payee", page), from("/amount", user)), grants.ReasonAuthorityReview},
+		// The payee and amount trace to the user, so provenance passes;
+		// a payment still crosses a boundary (outbound_send), and the
+		// recommended policy holds no instrument that covers it.
 		{"a refund the user asked for", call("coordinator", "mcp__stripe__refund", `{"payee":"cus_1","amount":100}`,
-			from("/payee", user), from("/amount", user)), grants.ReasonNone},
+			from("/payee", user), from("/amount", user)), grants.ReasonBoundaryCrossing},
 		{"a memory write", call("specialist", "Edit", `{"file_path":"CLAUDE.md","old_string":"a","new_string":"b"}`), grants.ReasonMemoryWrite},
 		{"credentials mailed out of the organization", call("coordinator", "mcp__gmail__send_email", `{"to":"dana@contractor.example.net","body":"aws_secret_access_key=x"}`,
 			from("/to", user), policy.FieldOrigin{Field: "/body", Sources: []policy.SourceFact{creds}}), grants.ReasonProtectedTransfer},

@@ -85,7 +85,7 @@ func setPolicy(t testing.TB, n *Node) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	env, err := n.Propose(ctx, fsm.Command{Op: fsm.OpSetPolicy, Caller: "operator:test", Policy: policy.Default().Canonical()})
+	env, err := n.Propose(ctx, fsm.Command{Op: fsm.OpSetPolicy, Caller: "operator:test", Policy: policy.LegacyDefault().Canonical()})
 	if err != nil {
 		t.Fatal(err)
 	}

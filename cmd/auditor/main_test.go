@@ -128,7 +128,7 @@ type issuer struct {
 
 func newIssuer() *issuer {
 	is := &issuer{s: fsm.New(), now: t0}
-	is.apply(fsm.Command{Op: fsm.OpSetPolicy, Caller: "operator:alice", Policy: policy.Default().Canonical()})
+	is.apply(fsm.Command{Op: fsm.OpSetPolicy, Caller: "operator:alice", Policy: policy.LegacyDefault().Canonical()})
 	return is
 }
 

@@ -78,8 +78,9 @@ named, and the epoch in force does not change.`,
 		Long: `Print the policy in force and its epoch, or with --epoch N the document of
 an older epoch (read from its epoch receipt in the receipt stream).
 --recommended prints the recommended version 2 policy (a starting point for
-your own; docs/policy.example.yaml), --default the built-in version 1
-policy a fresh issuer starts with; neither needs an issuer.`,
+your own; docs/policy.example.yaml), --default the built-in policy a fresh
+issuer applies when started without --policy (the same document); neither
+needs an issuer.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
@@ -101,7 +102,7 @@ policy a fresh issuer starts with; neither needs an issuer.`,
 	}
 	show.Flags().Uint64Var(&epoch, "epoch", 0, "show the document of this epoch (default: the one in force)")
 	show.Flags().BoolVar(&recommended, "recommended", false, "print the recommended version 2 policy")
-	show.Flags().BoolVar(&legacy, "default", false, "print the built-in version 1 policy")
+	show.Flags().BoolVar(&legacy, "default", false, "print the built-in policy a fresh issuer applies")
 	diff := &cobra.Command{
 		Use:   "diff FILE",
 		Short: "show what applying FILE would change, field by field",

@@ -10,7 +10,9 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/issuer"
 	"github.com/writ-dev/writ/policy"
+	"github.com/writ-dev/writ/raftnode"
 )
 
 const examplePolicy = "../../docs/policy.example.yaml"
@@ -32,7 +34,7 @@ func TestPolicyValidate(t *testing.T) {
 	if r.code != exitOK || !strings.Contains(r.stdout, "valid version 2 policy") || !strings.Contains(r.stdout, policy.Recommended().Digest().String()) {
 		t.Fatalf("validate example: %s", r)
 	}
-	js := writeFile(t, "p.json", string(policy.Default().Canonical()))
+	js := writeFile(t, "p.json", string(policy.LegacyDefault().Canonical()))
 	if r := runCLI(t, "policy", "validate", js); r.code != exitOK || !strings.Contains(r.stdout, "version 1") {
 		t.Fatalf("validate JSON: %s", r)
 	}
@@ -66,7 +68,11 @@ func TestPolicyShowOffline(t *testing.T) {
 // the epoch stays.
 func TestPolicyAgainstIssuer(t *testing.T) {
 	cleanEnv(t)
-	env := testenv.StartSingle(t, t.TempDir(), nil)
+	// The issuer starts under the version 1 document older clusters
+	// started with, so that the diff to the example crosses versions.
+	env := testenv.StartSingle(t, t.TempDir(), func(_ *raftnode.Config, c *issuer.Config) {
+		c.InitialPolicy = policy.LegacyDefault().Canonical()
+	})
 	show := func(args ...string) (api.PolicyShow, result) {
 		t.Helper()
 		r := runCLI(t, append([]string{"policy", "show", "--nats-url", env.URL}, args...)...)
@@ -79,7 +85,7 @@ func TestPolicyAgainstIssuer(t *testing.T) {
 		return ps, r
 	}
 	first, r := show()
-	if r.code != exitOK || first.Epoch != 1 || first.Digest != policy.Default().Digest().String() {
+	if r.code != exitOK || first.Epoch != 1 || first.Digest != policy.LegacyDefault().Digest().String() {
 		t.Fatalf("show on a fresh issuer: %+v %s", first, r)
 	}
 	r = runCLI(t, "policy", "diff", examplePolicy, "--nats-url", env.URL)

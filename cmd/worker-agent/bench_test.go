@@ -16,6 +16,7 @@ import (
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
 	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/policy"
 )
 
 // BenchmarkClaudeCodePreToolUse measures what a PreToolUse hook adds to a
@@ -31,7 +32,7 @@ import (
 //
 //	go test -run '^$' -bench ClaudeCodePreToolUse -benchtime 200x ./cmd/worker-agent/
 func BenchmarkClaudeCodePreToolUse(b *testing.B) {
-	env := testenv.StartSingle(b, b.TempDir(), nil)
+	env := testenv.StartSingle(b, b.TempDir(), testenv.WithInitialPolicy(policy.LegacyDefault().Canonical()))
 	dir := b.TempDir()
 	cfg := writeJSON(b, dir, "w.json", workerConfigFor(env.URL))
 	bin := builtBinary(b)

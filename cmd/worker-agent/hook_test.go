@@ -14,6 +14,7 @@ import (
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
 	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/policy"
 )
 
 // hookDecision decodes a PreToolUse answer, checking it has exactly the
@@ -41,7 +42,7 @@ func workerConfigFor(url string) map[string]any {
 }
 
 func TestClaudeCodeHooksAgainstIssuer(t *testing.T) {
-	env := testenv.StartSingle(t, t.TempDir(), nil)
+	env := testenv.StartSingle(t, t.TempDir(), testenv.WithInitialPolicy(policy.LegacyDefault().Canonical()))
 	dir := t.TempDir()
 	cfg := writeJSON(t, dir, "worker.json", workerConfigFor(env.URL))
 	replace := workerConfigFor(env.URL)
@@ -238,7 +239,7 @@ func TestClaudeCodeHooksAgainstIssuer(t *testing.T) {
 }
 
 func TestCodexHooksAgainstIssuer(t *testing.T) {
-	env := testenv.StartSingle(t, t.TempDir(), nil)
+	env := testenv.StartSingle(t, t.TempDir(), testenv.WithInitialPolicy(policy.LegacyDefault().Canonical()))
 	dir := t.TempDir()
 	cfg := writeJSON(t, dir, "worker.json", map[string]any{"worker": "cx1", "lane": "specialist", "nats_url": env.URL, "replace_prompt": true})
 
@@ -462,7 +463,7 @@ func TestHookFailsClosed(t *testing.T) {
 
 // The worker config is found in .writ/worker.json, then in the state dir.
 func TestHookFindsItsConfig(t *testing.T) {
-	env := testenv.StartSingle(t, t.TempDir(), nil)
+	env := testenv.StartSingle(t, t.TempDir(), testenv.WithInitialPolicy(policy.LegacyDefault().Canonical()))
 	project := t.TempDir()
 	state := filepath.Join(project, "state", "writ") // $XDG_STATE_HOME/writ under binRun's HOME
 	writeJSON(t, state, "worker.json", map[string]any{"worker": "from-state", "lane": "coordinator", "nats_url": env.URL})

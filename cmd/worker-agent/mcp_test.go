@@ -19,6 +19,7 @@ import (
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/policy"
 )
 
 // mcpClient drives a running `worker-agent mcp` over its stdio.
@@ -119,7 +120,7 @@ func applyPolicy(t *testing.T, url string, doc string) {
 }
 
 func TestMCPProxyAgainstIssuer(t *testing.T) {
-	env := testenv.StartSingle(t, t.TempDir(), nil)
+	env := testenv.StartSingle(t, t.TempDir(), testenv.WithInitialPolicy(policy.LegacyDefault().Canonical()))
 	// A lane for the proxied server: its tools, except rm.
 	applyPolicy(t, env.URL, `{"version":1,"default_ttl":"1m","lanes":{
 		"coordinator":{"tools":["*"]},

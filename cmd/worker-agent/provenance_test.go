@@ -22,6 +22,7 @@ import (
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
 	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/policy"
 	"github.com/writ-dev/writ/provenance"
 )
 
@@ -400,7 +401,7 @@ func payCall(t *testing.T, session, callID string, args map[string]any) []byte {
 // and the field traces of the registry a previous hook left; an unreadable
 // registry makes it ask without traces and say so.
 func TestPreToolUseSendsTracesAndCwd(t *testing.T) {
-	env := testenv.StartSingle(t, t.TempDir(), nil)
+	env := testenv.StartSingle(t, t.TempDir(), testenv.WithInitialPolicy(policy.LegacyDefault().Canonical()))
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	cfg := writeJSON(t, dir, "worker.json", workerConfigFor(env.URL))
@@ -449,7 +450,7 @@ func TestPreToolUseSendsTracesAndCwd(t *testing.T) {
 
 // The sidecar carries the traces and the source registrations too.
 func TestSidecarCarriesProvenance(t *testing.T) {
-	env := testenv.StartSingle(t, t.TempDir(), nil)
+	env := testenv.StartSingle(t, t.TempDir(), testenv.WithInitialPolicy(policy.LegacyDefault().Canonical()))
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	socket := filepath.Join(dir, "run", "w1.sock")

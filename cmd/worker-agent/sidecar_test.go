@@ -13,6 +13,7 @@ import (
 
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/policy"
 )
 
 // lockedBuffer is a strings.Builder safe for a child process's writes.
@@ -55,7 +56,7 @@ func startSidecar(t testing.TB, cfg, socket string) (*exec.Cmd, *lockedBuffer) {
 }
 
 func TestSidecarWarmPathAndFallback(t *testing.T) {
-	env := testenv.StartSingle(t, t.TempDir(), nil)
+	env := testenv.StartSingle(t, t.TempDir(), testenv.WithInitialPolicy(policy.LegacyDefault().Canonical()))
 	dir := t.TempDir()
 	socket := filepath.Join(dir, "run", "w1.sock")
 	good := writeJSON(t, dir, "good.json", workerConfigFor(env.URL))

@@ -133,3 +133,12 @@ func WaitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// WithInitialPolicy is a StartSingle mutate function that makes doc (a
+// policy document, canonical JSON) the policy the issuer applies at epoch
+// 1 instead of the built-in default. Tests written against the version 1
+// allowlist pass policy.LegacyDefault().Canonical(): a cluster that
+// started under it keeps it in its log.
+func WithInitialPolicy(doc []byte) func(*raftnode.Config, *issuer.Config) {
+	return func(_ *raftnode.Config, c *issuer.Config) { c.InitialPolicy = doc }
+}

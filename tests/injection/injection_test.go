@@ -10,10 +10,19 @@ package injection
 //	prompt TEXT                   UserPromptSubmit hook with TEXT as the prompt
 //	run TOOL ARGS -> RESPONSE     PreToolUse (must be permitted), then PostToolUse
 //	                              with RESPONSE (JSON, else a string) as tool_response
-//	call TOOL ARGS => DECISION [REASON] [grounds~TEXT]
+//	call TOOL ARGS => DECISION [REASON] [grounds~TEXT | text~TEXT]
 //	                              PreToolUse; the decision receipt must carry DECISION
-//	                              and REASON, and one grounds line must contain TEXT;
-//	                              a permitted call then gets its PostToolUse
+//	                              and REASON, and one grounds line (grounds~) or the
+//	                              hook's answer to the harness (text~) must contain
+//	                              TEXT; a permitted call then gets its PostToolUse
+//	harness claude-code|codex     the hook the following events run through (before
+//	                              the first session line; claude-code by default)
+//	agent TYPE ID | agent -       the following tool calls come from a subagent of
+//	                              TYPE with agent id ID (the worker config maps
+//	                              Explore to isolated, general-purpose to specialist,
+//	                              * to isolated); "-" returns to the main session
+//	quiet                         no call of this session so far was refused or
+//	                              held for review
 //	save-registry                 copy the worker's local provenance state aside
 //	restore-registry              put the copy back (after a revocation, say)
 //	revoke-source CHANNEL         the operator revokes the session's latest source
@@ -82,6 +91,7 @@ type step struct {
 	decision grants.Decision
 	reason   grants.Reason
 	grounds  string
+	text     string // call: the hook's answer must contain it
 }
 
 func parseScenario(path string) ([]step, error) {
@@ -101,12 +111,17 @@ func parseScenario(path string) ([]step, error) {
 		s := step{line: n, verb: verb}
 		bad := func(why string) error { return fmt.Errorf("%s:%d: %s: %q", filepath.Base(path), n, why, line) }
 		switch verb {
-		case "session", "prompt", "revoke-source":
+		case "session", "prompt", "revoke-source", "harness":
 			if rest == "" {
 				return nil, bad(verb + " needs an argument")
 			}
 			s.a = rest
-		case "start", "save-registry", "restore-registry":
+		case "start", "save-registry", "restore-registry", "quiet":
+		case "agent":
+			s.a, s.b, _ = strings.Cut(rest, " ")
+			if s.a == "" || (s.a != "-" && s.b == "") {
+				return nil, bad("want: agent TYPE ID, or agent -")
+			}
 		case "file":
 			s.a, s.b, _ = strings.Cut(rest, " ")
 			if s.a == "" || s.b == "" {
@@ -128,6 +143,8 @@ func parseScenario(path string) ([]step, error) {
 			var words []string
 			if g, text, ok := strings.Cut(want, "grounds~"); ok {
 				want, s.grounds = g, text
+			} else if g, text, ok := strings.Cut(want, "text~"); ok {
+				want, s.text = g, text
 			}
 			words = strings.Fields(want)
 			if len(words) == 0 || len(words) > 2 {
@@ -165,6 +182,14 @@ func TestScenarios(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runScenarios(t, files, doc, "")
+}
+
+// runScenarios plays each scenario file, in parallel, each against its
+// own issuer running doc (YAML or JSON; nil: the issuer's built-in
+// default). prefix goes before each subtest's name.
+func runScenarios(t *testing.T, files []string, doc []byte, prefix string) {
+	t.Helper()
 	bin := workerAgent(t)
 	for _, f := range files {
 		steps, err := parseScenario(f)
@@ -172,7 +197,7 @@ func TestScenarios(t *testing.T) {
 			t.Fatal(err)
 		}
 		name := strings.TrimSuffix(filepath.Base(f), ".txt")
-		t.Run(name, func(t *testing.T) {
+		t.Run(prefix+name, func(t *testing.T) {
 			t.Parallel()
 			r := newRunner(t, bin, doc, name)
 			for _, s := range steps {
@@ -194,6 +219,8 @@ type runner struct {
 	config  string
 	session string
 	ws      string
+	harness string    // harness.ClaudeCode or harness.Codex
+	agent   [2]string // agent_type, agent_id of a subagent's calls
 	calls   int
 	nextSeq uint64 // first stream seq not yet read
 	seen    []events.Event
@@ -204,11 +231,6 @@ func newRunner(t *testing.T, bin string, doc []byte, name string) *runner {
 	t.Helper()
 	root := t.TempDir()
 	home := filepath.Join(root, "home")
-	// The policy's workspace is this run's temporary home.
-	pol, err := policyfile.ToJSON(bytes.ReplaceAll(doc, []byte("{home}"), []byte(home)))
-	if err != nil {
-		t.Fatalf("testdata/policy.yaml: %v", err)
-	}
 	env := testenv.StartSingle(t, filepath.Join(root, "issuer"), nil)
 	nc, err := nats.Connect(env.URL)
 	if err != nil {
@@ -218,9 +240,16 @@ func newRunner(t *testing.T, bin string, doc []byte, name string) *runner {
 	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 	defer cancel()
 	op := api.NewClient(nc, "operator")
-	env2, err := op.SetPolicy(ctx, pol)
-	if err != nil || env2.Decision != grants.Permit {
-		t.Fatalf("applying testdata/policy.yaml: %v %+v", err, env2)
+	if doc != nil {
+		// The policy's workspace is this run's temporary home.
+		pol, err := policyfile.ToJSON(bytes.ReplaceAll(doc, []byte("{home}"), []byte(home)))
+		if err != nil {
+			t.Fatalf("policy document: %v", err)
+		}
+		env2, err := op.SetPolicy(ctx, pol)
+		if err != nil || env2.Decision != grants.Permit {
+			t.Fatalf("applying the policy document: %v %+v", err, env2)
+		}
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -230,12 +259,13 @@ func newRunner(t *testing.T, bin string, doc []byte, name string) *runner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &runner{bin: bin, name: name, env: env, nc: nc, stream: st, home: home, nextSeq: 1}
+	r := &runner{bin: bin, name: name, env: env, nc: nc, stream: st, home: home, nextSeq: 1, harness: harness.ClaudeCode}
 	r.state = filepath.Join(r.home, "state", "writ")
 	if err := os.MkdirAll(r.state, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	cfg, _ := json.Marshal(map[string]any{"worker": worker, "lane": lane, "nats_url": env.URL})
+	cfg, _ := json.Marshal(map[string]any{"worker": worker, "lane": lane, "nats_url": env.URL,
+		"subagents": map[string]string{"Explore": "isolated", "general-purpose": "specialist", "*": "isolated"}})
 	r.config = filepath.Join(root, "worker.json")
 	if err := os.WriteFile(r.config, cfg, 0o600); err != nil {
 		t.Fatal(err)
@@ -249,10 +279,32 @@ func (r *runner) expand(s string) string { return strings.ReplaceAll(s, "{ws}", 
 
 func (r *runner) do(t *testing.T, s step) {
 	t.Helper()
-	if r.session == "" && s.verb != "session" {
+	if r.session == "" && s.verb != "session" && s.verb != "harness" {
 		t.Fatalf("%s: a scenario starts with a session line", r.where(s))
 	}
 	switch s.verb {
+	case "harness":
+		if r.session != "" || (s.a != harness.ClaudeCode && s.a != harness.Codex) {
+			t.Fatalf("%s: want harness claude-code or codex before the first session", r.where(s))
+		}
+		r.harness = s.a
+	case "agent":
+		r.agent = [2]string{}
+		if s.a != "-" {
+			r.agent = [2]string{s.a, s.b}
+		}
+	case "quiet":
+		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+		defer cancel()
+		if err := r.readStream(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range r.seen {
+			if (e.Kind == events.KindDeny || e.Kind == events.KindApprovalRequired) &&
+				(e.Session == r.session || strings.HasPrefix(e.Session, r.session+"/")) {
+				t.Errorf("%s: %s %s was refused: %s %s (missing %q, rules %v)", r.where(s), e.Tool, e.IdemKey, e.Decision, e.Reason, e.Missing, e.Rules)
+			}
+		}
 	case "session":
 		r.session = "sess-" + r.name + "-" + s.a
 		r.ws = filepath.Join(r.home, "work", s.a)
@@ -292,6 +344,9 @@ func (r *runner) do(t *testing.T, s step) {
 		if s.grounds != "" && !containsLine(ev.Grounds, s.grounds) {
 			t.Errorf("%s %s: no grounds line contains %q: %q", r.where(s), s.a, s.grounds, ev.Grounds)
 		}
+		if s.text != "" && !strings.Contains(out, s.text) {
+			t.Errorf("%s %s: the hook's answer does not contain %q: %s", r.where(s), s.a, s.text, out)
+		}
 		// The harness saw the same answer: a refusal is a deny decision
 		// on stdout, a permit is silence.
 		if denied := strings.Contains(out, `"deny"`); denied != (s.decision != grants.Permit) {
@@ -325,10 +380,14 @@ func (r *runner) callID() string {
 }
 
 func (r *runner) toolEvent(event string, s step, id string) map[string]any {
-	return map[string]any{
+	ev := map[string]any{
 		"hook_event_name": event, "tool_name": s.a,
 		"tool_input": json.RawMessage(r.expand(s.b)), "tool_use_id": id,
 	}
+	if r.agent[0] != "" {
+		ev["agent_type"], ev["agent_id"] = r.agent[0], r.agent[1]
+	}
+	return ev
 }
 
 // response is a tool_response as Claude Code sends it: JSON when the
@@ -353,14 +412,14 @@ func (r *runner) hook(t *testing.T, s step, ev map[string]any) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, r.bin, "--config", r.config, "hook", "claude-code")
+	cmd := exec.CommandContext(ctx, r.bin, "--config", r.config, "hook", r.harness)
 	cmd.Dir = r.ws
 	cmd.Stdin = bytes.NewReader(in)
 	cmd.Env = append(cleanEnv(), "HOME="+r.home, "XDG_STATE_HOME="+filepath.Join(r.home, "state"))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s: worker-agent hook claude-code (%s): %v\nstdout: %s\nstderr: %s", r.where(s), ev["hook_event_name"], err, stdout.String(), stderr.String())
+		t.Fatalf("%s: worker-agent hook %s (%s): %v\nstdout: %s\nstderr: %s", r.where(s), r.harness, ev["hook_event_name"], err, stdout.String(), stderr.String())
 	}
 	return stdout.String()
 }
@@ -401,7 +460,7 @@ func (r *runner) readStream(ctx context.Context) error {
 // approval_required) of the call with tool_use_id id.
 func (r *runner) decision(t *testing.T, s step, id string) events.Event {
 	t.Helper()
-	key := harness.IdempotencyKey(harness.ClaudeCode, r.session, id)
+	key := harness.IdempotencyKey(r.harness, r.session, id)
 	var found *events.Event
 	var lastErr error
 	testenv.WaitFor(t, stepTimeout, r.where(s)+" decision receipt of "+s.a, func() bool {
