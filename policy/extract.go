@@ -18,10 +18,12 @@ type facts struct {
 	hasAmount bool
 	bytes     uint64
 	sinks     []string // screen forms
+	args      []string // screen forms of every string argument, when a shape rule reads them
 	screen    string   // the screen form of a shell target
 	elided    bool     // a sink value was too long to carry
 	// Case-folded forms for shape-rule prefilters, filled on first use.
 	foldedSinks  []string
+	foldedArgs   []string
 	targetValue  string
 	foldedTarget string
 	folded       bool
@@ -36,6 +38,10 @@ func (f *facts) prepareFolded() {
 	f.foldedSinks = make([]string, len(f.sinks))
 	for i, s := range f.sinks {
 		f.foldedSinks[i] = fold(s)
+	}
+	f.foldedArgs = make([]string, len(f.args))
+	for i, s := range f.args {
+		f.foldedArgs[i] = fold(s)
 	}
 	if f.s.hasTarget && f.s.canon != CanonShell {
 		_, f.targetValue, _ = strings.Cut(f.target.Subject, ":")
@@ -69,7 +75,7 @@ func (c *compiled) surfaceOf(tool string) int {
 func (c *compiled) extract(s *cSurface, lane *cLane, r *Request) (f facts, reason grants.Reason, missing, detail string) {
 	f.s, f.lane = s, lane
 	f.res = Resolution{Cwd: r.Cwd, Resolved: r.Resolved, Workspace: workspaceOf(lane.workspace, r.Worker)}
-	needArgs := s.hasTarget || len(s.sinks) > 0 || s.amountPtr != "" || s.bytesPtr != ""
+	needArgs := s.hasTarget || len(s.sinks) > 0 || s.amountPtr != "" || s.bytesPtr != "" || s.args
 	if needArgs && !r.Args.Carried {
 		return f, grants.ReasonInvalidRequest, "args", "the call's arguments were not forwarded to the policy engine"
 	}
@@ -127,6 +133,16 @@ func (c *compiled) extract(s *cSurface, lane *cLane, r *Request) (f facts, reaso
 			switch v.Kind {
 			case ArgString:
 				f.sinks = append(f.sinks, ScreenText(v.Value))
+			case ArgElided:
+				f.elided = true
+			}
+		}
+	}
+	if s.args {
+		for _, v := range r.Args.Leaves {
+			switch v.Kind {
+			case ArgString:
+				f.args = append(f.args, ScreenText(v.Value))
 			case ArgElided:
 				f.elided = true
 			}
