@@ -162,3 +162,26 @@ func TestWithBuiltins(t *testing.T) {
 		t.Fatalf("the built-in default: %v", err)
 	}
 }
+
+// TestArgsRulesFailClosed: a rule that reads every argument cannot be
+// sidestepped by leaving the arguments out (a digest-only request) or by
+// padding one past the length writ screens: both are refused, on a
+// surface that declares no sinks of its own.
+func TestArgsRulesFailClosed(t *testing.T) {
+	p, err := policy.WithBuiltins(policy.Recommended())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := &policy.Request{Worker: "w1", Lane: "coordinator", Tool: "mcp__nats__request"}
+	if j := p.Judge(bare, usage{}, now); j.Decision != grants.Deny || j.Reason != grants.ReasonInvalidRequest || j.Missing != "args" {
+		t.Fatalf("arguments not forwarded: %+v", j)
+	}
+	padded := `{"subject":"writ.op.approve` + strings.Repeat(" ", policy.MaxArgString) + `"}`
+	if j := p.Judge(req(t, "w1", "coordinator", "mcp__nats__request", padded), usage{}, now); j.Decision != grants.Deny || j.Rules[len(j.Rules)-1] != "shape:unscreened" {
+		t.Fatalf("an argument too long to screen: %+v", j)
+	}
+	// Without the built-in rules the same surface reads no argument.
+	if j := policy.Recommended().Judge(bare, usage{}, now); j.Reason == grants.ReasonInvalidRequest {
+		t.Fatalf("a surface without an args rule needs no arguments: %+v", j)
+	}
+}
