@@ -24,10 +24,12 @@ var builtinShapeRules = []ShapeRule{
 		ID:          "writ-operator-command",
 		Description: "running writ's own operator commands (approve, revoke, reinstate, policy apply, snapshot restore): only a person decides these",
 		In:          []string{"args"},
-		// issuer (any directory, .exe, after env/sh -c/$(...) or a quote the
-		// screen form removed), any global flags with their values, then a
-		// state-changing subcommand.
-		Match:  `(?i)(^|[\s/;&|(\x60=])issuer(\.exe)?\)?(\s+-[^\s;&|]*(\s+[^-\s;&|][^\s;&|]*)?)*\s+(approve|revoke|reinstate|policy(\s+-[^\s;&|]*(\s+[^-\s;&|][^\s;&|]*)?)*\s+apply|snapshot(\s+-[^\s;&|]*(\s+[^-\s;&|][^\s;&|]*)?)*\s+restore)\b`,
+		// issuer (any directory, .exe, after env/sh -c/$(...)/a backtick, in
+		// a list such as Python's subprocess argv), any global flags with
+		// their values, then a state-changing subcommand; or "approve"
+		// followed by a review id, whatever runs it (a variable, an alias,
+		// a copy of the binary under another name).
+		Match:  `(?i)((^|[^\w.-])issuer(\.exe)?[)\x60]?([\s,]+-[^\s,;&|]*([\s,]+[^-\s,;&|][^\s,;&|]*)?)*[\s,]+(approve|revoke|reinstate|policy([\s,]+-[^\s,;&|]*([\s,]+[^-\s,;&|][^\s,;&|]*)?)*[\s,]+apply|snapshot([\s,]+-[^\s,;&|]*([\s,]+[^-\s,;&|][^\s,;&|]*)?)*[\s,]+restore)\b|\bapprove[\s,]+(-[^\s,;&|]*[\s,]+)*rv-[0-9a-f])`,
 		Action: "deny",
 		Examples: Examples{
 			Hit: []string{
@@ -50,6 +52,10 @@ var builtinShapeRules = []ShapeRule{
 				"issuer snapshot restore --in s.snap --data-dir d --node-id n1 --peers n1=127.0.0.1:7000",
 				"go run ./cmd/issuer approve rv-1",
 				"echo y | issuer.exe approve rv-1",
+				"`which issuer` approve rv-1",
+				`python3 -c "import subprocess; subprocess.run(['issuer', 'approve', 'rv-1'])"`,
+				"$ISSUER approve rv-0123456789abcdef0123",
+				"/tmp/x --json approve rv-0123456789abcdef0123",
 			},
 			Miss: []string{
 				"grep issuer README.md",
@@ -64,6 +70,9 @@ var builtinShapeRules = []ShapeRule{
 				"go build -o bin/issuer ./cmd/issuer",
 				"ls cmd/issuer",
 				"git log -- issuer/approve.go",
+				"writ-issuer-approve.md",
+				"reissuer approve",
+				"approve the rv-1 plan",
 			},
 		},
 	},

@@ -139,16 +139,61 @@ func (c *compiled) extract(s *cSurface, lane *cLane, r *Request) (f facts, reaso
 		}
 	}
 	if s.args {
-		for _, v := range r.Args.Leaves {
-			switch v.Kind {
-			case ArgString:
-				f.args = append(f.args, ScreenText(v.Value))
-			case ArgElided:
-				f.elided = true
-			}
-		}
+		f.args, f.elided = screenArgs(r.Args.Leaves, f.elided)
 	}
 	return f, grants.ReasonNone, "", ""
+}
+
+// screenArgs returns the screen form of every string argument, and of
+// every array of two or more strings joined by blanks — an argv such as
+// ["issuer","approve","rv-1"] reads as the command it runs. elided is set
+// when a value was too long to screen.
+func screenArgs(leaves []Arg, elided bool) ([]string, bool) {
+	var out []string
+	var run []string // consecutive string elements of one array
+	parent := ""
+	flush := func() {
+		if len(run) > 1 {
+			out = append(out, ScreenText(strings.Join(run, " ")))
+		}
+		run = run[:0]
+	}
+	for _, v := range leaves {
+		switch v.Kind {
+		case ArgString:
+			out = append(out, ScreenText(v.Value))
+			if p, ok := arrayParent(v.Path); ok {
+				if p != parent {
+					flush()
+					parent = p
+				}
+				run = append(run, v.Value)
+				continue
+			}
+		case ArgElided:
+			elided = true
+		}
+		flush()
+		parent = ""
+	}
+	flush()
+	return out, elided
+}
+
+// arrayParent returns the pointer of the array holding the element at
+// path ("/argv" for "/argv/2"); ok is false when path is not an array
+// element.
+func arrayParent(path string) (string, bool) {
+	i := strings.LastIndexByte(path, '/')
+	if i < 0 || i == len(path)-1 {
+		return "", false
+	}
+	for _, c := range path[i+1:] {
+		if c < '0' || c > '9' {
+			return "", false
+		}
+	}
+	return path[:i], true
 }
 
 // workspaceOf substitutes the worker into a workspace template.
