@@ -170,9 +170,21 @@ func (s *Service) lead(ctx context.Context) error {
 // none, so the trust root is always in the log, never implied by code. The
 // document written carries writ's built-in rules (LogPolicy).
 func (s *Service) ensurePolicy(ctx context.Context) error {
-	var epoch uint64
-	s.node.View(func(st *fsm.State, _ uint64) { epoch = st.Epoch() })
+	var (
+		epoch    uint64
+		builtins bool
+	)
+	s.node.View(func(st *fsm.State, _ uint64) {
+		epoch = st.Epoch()
+		p, _ := st.Policy()
+		builtins = policy.HasBuiltins(p)
+	})
 	if epoch > 0 {
+		if !builtins {
+			// A policy applied before writ had built-in rules (or a version
+			// 1 one) keeps judging as it did; re-applying it adds them.
+			s.log.Warn("the policy in force lacks writ's built-in rules, so an agent could run writ's operator commands; re-apply a version 2 policy document with issuer policy apply FILE to add them", "epoch", epoch)
+		}
 		return nil
 	}
 	var p *policy.Policy
