@@ -19,8 +19,8 @@ const (
 )
 
 // ApproveCommand is the operator command that approves a review. It is
-// named in every approval_required answer so the person reading the
-// transcript knows exactly what binds an approval to writ.
+// named only where a person reads it (OperatorNote: Claude Code's
+// systemMessage and the hook's stderr), never in the text the model gets.
 func ApproveCommand(reviewID string) string { return "issuer approve " + reviewID }
 
 // Answer is what a hook process does: its exit code, its stdout (nil for
@@ -36,6 +36,14 @@ type Answer struct {
 // may ever be added here for Codex.
 type preToolUseOutput struct {
 	HookSpecificOutput preToolUseDecision `json:"hookSpecificOutput"`
+}
+
+// claudeCodeOutput is preToolUseOutput with Claude Code's systemMessage,
+// which Claude Code shows to the user and not to the model. Only Claude
+// Code answers carry it.
+type claudeCodeOutput struct {
+	HookSpecificOutput preToolUseDecision `json:"hookSpecificOutput"`
+	SystemMessage      string             `json:"systemMessage,omitempty"`
 }
 
 type preToolUseDecision struct {
@@ -66,27 +74,43 @@ type Options struct {
 //     ReplacePrompt, permissionDecision "allow";
 //   - deny: exit 0 with permissionDecision "deny" and a reason naming the
 //     reason code, the missing fact and the recovery;
-//   - approval_required: the same deny, naming the review and the operator
-//     command that approves it. Never "ask": an approval given in the
-//     harness's prompt would bind to nothing in writ.
+//   - approval_required: the same deny, naming the review and saying a
+//     person has to decide it — never a command the model could run. The
+//     operator command goes to the person only: Claude Code's
+//     systemMessage and, for both harnesses, stderr (exit 0: neither
+//     harness gives it to the model). Never "ask": an approval given in
+//     the harness's prompt would bind to nothing in writ.
+//   - a denial by a rule also names the rule on stderr.
 //   - anything else: exit 2.
 func PreToolUse(harness string, tool string, env grants.Envelope, opt Options) Answer {
 	switch env.Decision {
 	case grants.Permit:
 		if harness == ClaudeCode && opt.ReplacePrompt {
-			return decisionAnswer("allow", PermitReason(tool, env))
+			return decisionAnswer(harness, "allow", PermitReason(tool, env), "")
 		}
 		return Answer{Exit: ExitOK}
 	case grants.Deny, grants.ApprovalRequired:
-		return decisionAnswer("deny", RefusalReasonWith(tool, env, opt.Sources))
+		note := OperatorNote(tool, env)
+		a := decisionAnswer(harness, "deny", RefusalReasonWith(tool, env, opt.Sources), note)
+		if a.Stderr == "" {
+			a.Stderr = note
+			if rule := DecidingRule(env); rule != "" {
+				a.Stderr = OneLine("writ: denied " + tool + ": " + string(env.Reason) + " by rule " + rule)
+			}
+		}
+		return a
 	}
 	return Fail(fmt.Errorf("the issuer answered with unknown decision %q; the call must not run", env.Decision))
 }
 
-func decisionAnswer(decision, reason string) Answer {
-	out := preToolUseOutput{HookSpecificOutput: preToolUseDecision{
-		HookEventName: EventPreToolUse, PermissionDecision: decision, PermissionDecisionReason: reason,
-	}}
+// decisionAnswer prints the decision; a Claude Code answer also carries
+// note, for the user, as its systemMessage.
+func decisionAnswer(harness, decision, reason, note string) Answer {
+	d := preToolUseDecision{HookEventName: EventPreToolUse, PermissionDecision: decision, PermissionDecisionReason: reason}
+	var out any = preToolUseOutput{HookSpecificOutput: d}
+	if harness == ClaudeCode && note != "" {
+		out = claudeCodeOutput{HookSpecificOutput: d, SystemMessage: note}
+	}
 	b, err := marshal(out)
 	if err != nil {
 		return Fail(err)

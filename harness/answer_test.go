@@ -20,14 +20,21 @@ var (
 	unknown  = grants.Envelope{Decision: "maybe"}
 )
 
-// decision decodes a PreToolUse answer's stdout.
+// decision decodes a PreToolUse answer's stdout: the decision object,
+// with Claude Code's systemMessage (for the user) under "systemMessage".
 func decision(t *testing.T, out []byte) map[string]string {
 	t.Helper()
-	var doc map[string]map[string]string
+	var doc struct {
+		HookSpecificOutput map[string]string `json:"hookSpecificOutput"`
+		SystemMessage      *string           `json:"systemMessage"`
+	}
 	if err := json.Unmarshal(out, &doc); err != nil {
 		t.Fatalf("stdout is not the decision JSON: %v: %q", err, out)
 	}
-	return doc["hookSpecificOutput"]
+	if doc.SystemMessage != nil {
+		doc.HookSpecificOutput["systemMessage"] = *doc.SystemMessage
+	}
+	return doc.HookSpecificOutput
 }
 
 func TestClaudeCodeAnswers(t *testing.T) {
@@ -57,15 +64,21 @@ func TestClaudeCodeAnswers(t *testing.T) {
 		}
 	}
 
-	// Approval: a deny (never "ask") naming the review and the command.
+	// Approval: a deny (never "ask") naming the review and saying a person
+	// decides it; the operator command only in what the user sees.
 	a = harness.PreToolUse(harness.ClaudeCode, "Bash", approval, harness.Options{ReplacePrompt: true})
 	d = decision(t, a.Stdout)
 	if a.Exit != 0 || d["permissionDecision"] != "deny" {
 		t.Fatalf("approval: %+v", a)
 	}
-	for _, want := range []string{"deploy_v2_review", "`issuer approve deploy_v2_review`", "authority_too_low", "owner approval", "bind to nothing"} {
+	for _, want := range []string{"deploy_v2_review", "A person has to decide", "you cannot approve it yourself", "authority_too_low", "owner approval", "bind to nothing"} {
 		if !strings.Contains(d["permissionDecisionReason"], want) {
 			t.Errorf("approval reason lacks %q: %s", want, d["permissionDecisionReason"])
+		}
+	}
+	for _, where := range []string{d["systemMessage"], a.Stderr} {
+		if !strings.Contains(where, "`issuer approve deploy_v2_review`") || strings.Contains(where, "\n") {
+			t.Errorf("the user's line lacks the operator command: systemMessage %q stderr %q", d["systemMessage"], a.Stderr)
 		}
 	}
 	if d = decision(t, harness.PreToolUse(harness.ClaudeCode, "Bash", bare, harness.Options{}).Stdout); d["permissionDecision"] != "deny" || d["permissionDecisionReason"] == "" {
@@ -122,6 +135,75 @@ func checkCodexAnswer(t *testing.T, env grants.Envelope, a harness.Answer) {
 	default:
 		if a.Exit != 2 || len(a.Stdout) != 0 || a.Stderr == "" {
 			t.Fatalf("unknown decision must be exit 2 with stderr: %+v", a)
+		}
+	}
+}
+
+// TestApprovalTextGivesTheModelNoCommand: the text the model gets for a
+// held call — Claude Code's and Codex's permissionDecisionReason, the MCP
+// refusal — says a person has to decide and never names a command it
+// could run to approve the review itself; the command reaches the person
+// on channels the model does not get (systemMessage, stderr at exit 0).
+func TestApprovalTextGivesTheModelNoCommand(t *testing.T) {
+	held := []grants.Envelope{
+		approval,
+		{Decision: grants.ApprovalRequired, ReviewID: "rv-0123456789abcdef0123", Reason: grants.ReasonShapeReview, Missing: "review of shape credential-read-shell", Rules: []string{"shape:credential-read-shell"}},
+		{Decision: grants.ApprovalRequired, ReviewID: "rv-0123456789abcdef0124", Reason: grants.ReasonReviewRequired, Missing: "review of consequence class credential_use"},
+		{Decision: grants.ApprovalRequired, ReviewID: "rv-0123456789abcdef0125", Reason: grants.ReasonMemoryWrite, Missing: "owner review of a write to memory path */CLAUDE.md"},
+	}
+	for _, env := range held {
+		texts := map[string]string{"mcp": harness.RefusalReason("mcp__x__y", env)}
+		for _, h := range []string{harness.ClaudeCode, harness.Codex} {
+			a := harness.PreToolUse(h, "Bash", env, harness.Options{})
+			d := decision(t, a.Stdout)
+			texts[h] = d["permissionDecisionReason"]
+			if !strings.Contains(a.Stderr, harness.ApproveCommand(env.ReviewID)) {
+				t.Errorf("%s %s: stderr lacks the operator command: %q", h, env.ReviewID, a.Stderr)
+			}
+			if h == harness.ClaudeCode && !strings.Contains(d["systemMessage"], harness.ApproveCommand(env.ReviewID)) {
+				t.Errorf("claude-code %s: systemMessage lacks the operator command: %q", env.ReviewID, d["systemMessage"])
+			}
+		}
+		for h, text := range texts {
+			for _, bad := range []string{"issuer approve", "writ.op.", "`"} {
+				if strings.Contains(text, bad) {
+					t.Errorf("%s %s: the model's text hands it %q: %s", h, env.ReviewID, bad, text)
+				}
+			}
+			for _, want := range []string{env.ReviewID, "A person has to decide", "you cannot approve it yourself"} {
+				if !strings.Contains(text, want) {
+					t.Errorf("%s: the model's text lacks %q: %s", h, want, text)
+				}
+			}
+		}
+	}
+}
+
+// TestDenialNamesTheRule: a denial by an explicit rule or a shape rule
+// names the rule, in the model's text and on stderr, instead of the
+// generic "no explicit denial"; the built-in operator rules say a person
+// decides.
+func TestDenialNamesTheRule(t *testing.T) {
+	for _, tc := range []struct {
+		env  grants.Envelope
+		rule string
+	}{
+		{grants.Envelope{Decision: grants.Deny, Reason: grants.ReasonDeniedByPolicy, Missing: "no explicit denial", Recovery: grants.RecoverNone,
+			Rules: []string{"lane:coordinator", "surface:file_write", "deny:no-prod-secrets"}}, "deny:no-prod-secrets"},
+		{grants.Envelope{Decision: grants.Deny, Reason: grants.ReasonShapeRule, Missing: "a form no shape rule denies", Recovery: grants.RecoverNone,
+			Rules: []string{"lane:coordinator", "surface:shell", "shape:writ-operator-command"}}, "shape:writ-operator-command"},
+	} {
+		r := harness.RefusalReason("Bash", tc.env)
+		if !strings.Contains(r, "Rule: "+tc.rule) || strings.Contains(r, tc.env.Missing) {
+			t.Errorf("%s: text %s", tc.rule, r)
+		}
+		if strings.HasPrefix(tc.rule, "shape:writ-operator") && !strings.Contains(r, "only a person decides these") {
+			t.Errorf("built-in rule text: %s", r)
+		}
+		for _, h := range []string{harness.ClaudeCode, harness.Codex} {
+			if a := harness.PreToolUse(h, "Bash", tc.env, harness.Options{}); !strings.Contains(a.Stderr, tc.rule) {
+				t.Errorf("%s: stderr %q lacks %s", h, a.Stderr, tc.rule)
+			}
 		}
 	}
 }

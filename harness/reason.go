@@ -42,10 +42,66 @@ func meaning(r grants.Reason) string {
 	return ""
 }
 
+// approvalAdvice is what the model is told about a held call: a person
+// decides, outside the session. It never names a command the model could
+// run; the operator's command goes where only a person reads it
+// (OperatorNote).
+const approvalAdvice = "A person has to decide this review outside this session; you cannot approve it yourself, and writ refuses any attempt by an agent to run writ's operator commands. Tell the user this call is waiting for their review, and retry this exact call only after they say it was approved."
+
+// genericMissing are the missing facts of a denial by an explicit rule:
+// they say nothing the rule's id does not, so the text names the rule
+// instead.
+var genericMissing = map[string]bool{
+	"no explicit denial":          true,
+	"a form no shape rule denies": true,
+}
+
+// GenericMissing reports whether missing is the generic fact of a denial
+// by an explicit or shape rule, which the rule's id says better.
+func GenericMissing(missing string) bool { return genericMissing[missing] }
+
+// DecidingRule returns the rule that decided a denial — an explicit deny
+// rule ("deny:<id>"), a shape rule ("shape:<id>") or a lane's surfaces or
+// classes ("lanes.<lane>.surfaces") — or "" when the refusal names none.
+func DecidingRule(env grants.Envelope) string {
+	if env.Decision != grants.Deny || len(env.Rules) == 0 {
+		return ""
+	}
+	last := env.Rules[len(env.Rules)-1]
+	switch env.Reason {
+	case grants.ReasonDeniedByPolicy, grants.ReasonShapeRule:
+		if strings.HasPrefix(last, "deny:") || strings.HasPrefix(last, "shape:") || strings.HasPrefix(last, "lanes.") {
+			return shorten(OneLine(last), 128)
+		}
+	}
+	return ""
+}
+
+// isBuiltinOperatorRule reports whether rule is one of the built-in rules
+// that refuse writ's operator commands (policy.BuiltinShapeRules).
+func isBuiltinOperatorRule(rule string) bool {
+	return strings.HasPrefix(rule, "shape:writ-operator-")
+}
+
+// OperatorNote is the line for the person at the harness, not the model,
+// of an approval_required answer: the review and the operator command that
+// approves it. "" for any other answer.
+func OperatorNote(tool string, env grants.Envelope) string {
+	if env.Decision != grants.ApprovalRequired {
+		return ""
+	}
+	if env.ReviewID == "" {
+		return "writ: a " + tool + " call waits for a person's decision; the answer named no review id"
+	}
+	return OneLine("writ: the " + tool + " call waits for review " + env.ReviewID + "; a person approves it with `" + ApproveCommand(env.ReviewID) + "` (the agent cannot), or leaves it to expire")
+}
+
 // RefusalReason is the one-line text of a deny or approval_required answer:
-// what was refused, the reason code and what it means, the missing fact and
-// the recovery — or, for an approval, the review id and the exact operator
-// command that approves it. It is RefusalReasonWith without source names.
+// what was refused, the reason code and what it means, the rule that
+// decided a denial, the missing fact and the recovery — or, for an
+// approval, the review id and that a person has to decide it (never a
+// command the model could run). It is RefusalReasonWith without source
+// names.
 func RefusalReason(tool string, env grants.Envelope) string {
 	return RefusalReasonWith(tool, env, nil)
 }
@@ -76,10 +132,9 @@ func RefusalReasonWith(tool string, env grants.Envelope, sources SourceLookup) s
 			fmt.Fprintf(&b, " (missing: %s)", env.Missing)
 		}
 		b.WriteString(". ")
-		if env.ReviewID != "" {
-			fmt.Fprintf(&b, "An operator approves it with `%s`; then retry the call.", ApproveCommand(env.ReviewID))
-		} else {
-			b.WriteString("No review id was given; ask an operator.")
+		b.WriteString(approvalAdvice)
+		if env.ReviewID == "" {
+			b.WriteString(" No review id was given; the user has to ask writ's operator.")
 		}
 		b.WriteString(" An approval given in this harness's own prompt would bind to nothing in writ, so the call is denied until then.")
 	} else {
@@ -92,7 +147,14 @@ func RefusalReasonWith(tool string, env grants.Envelope, sources SourceLookup) s
 			fmt.Fprintf(&b, " (%s)", m)
 		}
 		b.WriteString(".")
-		if env.Missing != "" {
+		rule := DecidingRule(env)
+		if rule != "" {
+			fmt.Fprintf(&b, " Rule: %s.", rule)
+			if isBuiltinOperatorRule(rule) {
+				b.WriteString(" This is one of writ's own operator actions: only a person decides these, never an agent; do not retry it in another form.")
+			}
+		}
+		if env.Missing != "" && !(rule != "" && GenericMissing(env.Missing)) {
 			fmt.Fprintf(&b, " Missing: %s.", env.Missing)
 		}
 		fmt.Fprintf(&b, " Recovery: %s — %s.", rec, RecoveryAdvice(rec))

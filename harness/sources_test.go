@@ -197,7 +197,7 @@ func TestProvenanceReasons(t *testing.T) {
 	review := tooLow
 	review.Decision, review.Reason, review.ReviewID, review.Recovery = grants.ApprovalRequired, grants.ReasonAuthorityReview, "rv-1", grants.RecoverRefreshApproval
 	r = harness.RefusalReasonWith("pay", review, channels)
-	for _, want := range []string{"review rv-1", "`issuer approve rv-1`", "web_fetch content", "ask the user to confirm", "owner may instead approve"} {
+	for _, want := range []string{"review rv-1", "A person has to decide", "web_fetch content", "ask the user to confirm", "owner may instead approve"} {
 		if !strings.Contains(r, want) {
 			t.Errorf("authority_review lacks %q:\n%s", want, r)
 		}
@@ -220,7 +220,7 @@ func TestProvenanceReasons(t *testing.T) {
 		Missing: "owner review of a write to memory path */memory/*",
 	}
 	r = harness.RefusalReasonWith("Write", memory, nil)
-	for _, want := range []string{"memory_write_review", "draft awaiting the owner's approval", "`issuer approve rv-9`", "do not write the same content another way"} {
+	for _, want := range []string{"memory_write_review", "draft awaiting the owner's approval", "A person has to decide", "do not write the same content another way"} {
 		if !strings.Contains(r, want) {
 			t.Errorf("memory_write_review lacks %q:\n%s", want, r)
 		}

@@ -65,5 +65,10 @@ func (c Config) Validate() error {
 	case c.ConfirmEvery <= 0:
 		return fmt.Errorf("%w: ConfirmEvery must be positive", ErrConfig)
 	}
+	if c.InitialPolicy != nil {
+		if _, err := LogPolicy(c.InitialPolicy); err != nil {
+			return fmt.Errorf("%w: InitialPolicy (--policy): %w", ErrConfig, err)
+		}
+	}
 	return nil
 }

@@ -83,6 +83,43 @@ func TestPolicyCommandNamesTheField(t *testing.T) {
 	}
 }
 
+// TestPolicyCommandWritesTheBuiltinRules: the entry a policy request
+// proposes carries writ's built-in rules, whatever the document said; a
+// document that redefines one, and a version 1 document, never reach the
+// log, and the refusal says what to do. The initial policy goes the same
+// way (Config.Validate refuses a bad one before anything starts).
+func TestPolicyCommandWritesTheBuiltinRules(t *testing.T) {
+	body := func(doc []byte) []byte { return []byte(`{"v":1,"policy":` + string(doc) + `}`) }
+	c, rerr := policyCommand("operator:o", body(policy.Recommended().Canonical()))
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	p, err := policy.Parse(c.Policy)
+	if err != nil || !policy.HasBuiltins(p) {
+		t.Fatalf("the proposed entry lacks the built-in rules: %v", err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(c.Policy, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["shape_rules"].([]any)[0].(map[string]any)["action"] = "escalate"
+	w, _ := json.Marshal(doc)
+	weakened := string(w)
+	for name, tc := range map[string]struct{ doc, want string }{
+		"redefined built-in rule": {weakened, `shape_rules[0].id: "writ-operator-command" is a built-in rule`},
+		"version 1":               {`{"version":1,"default_ttl":"1m","lanes":{"coordinator":{"tools":["*"]}}}`, "write a version 2 document"},
+	} {
+		if _, rerr := policyCommand("operator:o", body([]byte(tc.doc))); rerr == nil || rerr.missing != "policy" || !strings.Contains(rerr.detail, tc.want) {
+			t.Errorf("%s: got %+v; want a refusal naming policy with %q", name, rerr, tc.want)
+		}
+		cfg := DefaultConfig()
+		cfg.InitialPolicy = []byte(tc.doc)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s as the initial policy: %v", name, err)
+		}
+	}
+}
+
 // TestSpendCommandForwardsArgs: a spend with args forwards them flattened,
 // with its resolution context.
 func TestSpendCommandForwardsArgs(t *testing.T) {

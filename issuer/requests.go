@@ -504,15 +504,17 @@ func reinstateCommand(operator string, data []byte) (fsm.Command, *requestError)
 }
 
 // policyCommand builds an OpSetPolicy from a JSON document (the CLI
-// converts YAML first). A document that fails validation is refused here,
-// with the field named, and never reaches the log; the state machine
-// checks it again when it applies the entry.
+// converts YAML first). The entry carries the document with writ's
+// built-in rules (LogPolicy). A document that fails validation, is of
+// version 1 or redefines a built-in rule is refused here, with the field
+// named, and never reaches the log; the state machine checks it again
+// when it applies the entry.
 func policyCommand(operator string, data []byte) (fsm.Command, *requestError) {
 	var r api.PolicyRequest
 	if err := decodeStrict(data, &r); err != nil {
 		return fsm.Command{}, err
 	}
-	p, err := policy.Parse(r.Policy)
+	p, err := LogPolicy(r.Policy)
 	if err != nil {
 		var detail string
 		if errors.Is(err, policy.ErrInvalid) || errors.Is(err, policy.ErrVersion) {
@@ -530,6 +532,21 @@ func policyCommand(operator string, data []byte) (fsm.Command, *requestError) {
 		return fsm.Command{}, invalid("policy", "canonical form does not validate: %v", err)
 	}
 	return fsm.Command{Op: fsm.OpSetPolicy, Caller: operator, Policy: canon}, nil
+}
+
+// LogPolicy parses an operator's policy document and returns the document
+// that is written to the log for it: the same document with writ's
+// built-in rules (policy.WithBuiltins), which keep every agent from
+// running writ's operator commands. A version 1 document, which cannot
+// carry them, and one that redefines a built-in rule are refused. Only
+// the paths where a document enters writ call it (the initial policy, a
+// policy request); entries already in the log replay as they are.
+func LogPolicy(raw []byte) (*policy.Policy, error) {
+	p, err := policy.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	return policy.WithBuiltins(p)
 }
 
 // reviewIDLen is the length of a review id as fsm.ReviewID makes it: "rv-"

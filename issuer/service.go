@@ -167,18 +167,40 @@ func (s *Service) lead(ctx context.Context) error {
 }
 
 // ensurePolicy applies the initial policy the first time a leader finds
-// none, so the trust root is always in the log, never implied by code.
+// none, so the trust root is always in the log, never implied by code. The
+// document written carries writ's built-in rules (LogPolicy).
 func (s *Service) ensurePolicy(ctx context.Context) error {
-	var epoch uint64
-	s.node.View(func(st *fsm.State, _ uint64) { epoch = st.Epoch() })
+	var (
+		epoch    uint64
+		builtins bool
+	)
+	s.node.View(func(st *fsm.State, _ uint64) {
+		epoch = st.Epoch()
+		p, _ := st.Policy()
+		builtins = policy.HasBuiltins(p)
+	})
 	if epoch > 0 {
+		if !builtins {
+			// A policy applied before writ had built-in rules (or a version
+			// 1 one) keeps judging as it did; re-applying it adds them.
+			s.log.Warn("the policy in force lacks writ's built-in rules, so an agent could run writ's operator commands; re-apply a version 2 policy document with issuer policy apply FILE to add them", "epoch", epoch)
+		}
 		return nil
 	}
-	doc := s.cfg.InitialPolicy
-	if doc == nil {
-		doc = policy.Default().Canonical()
+	var p *policy.Policy
+	var err error
+	switch def := policy.Default(); {
+	case s.cfg.InitialPolicy != nil:
+		p, err = LogPolicy(s.cfg.InitialPolicy)
+	case def.Version == policy.LegacyVersion:
+		// A version 1 built-in default cannot carry the built-in rules;
+		// it is applied as it is, and an operator moves to version 2 with
+		// `issuer policy apply`, which adds them.
+		p = def
+		s.log.Warn("the built-in default policy is version 1 and has no built-in rules; apply a version 2 policy (issuer policy show --recommended) so agents cannot run writ's operator commands")
+	default:
+		p, err = policy.WithBuiltins(def)
 	}
-	p, err := policy.Parse(doc)
 	if err != nil {
 		return fmt.Errorf("initial policy: %w", err)
 	}

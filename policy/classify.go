@@ -117,6 +117,13 @@ func (c *compiled) shapeMatches(sh *cShape, f *facts) bool {
 			}
 		}
 	}
+	if sh.args {
+		for i, s := range f.args {
+			if sh.pre.mayMatch(f.foldedArgs[i]) && sh.re.MatchString(s) {
+				return true
+			}
+		}
+	}
 	if sh.target && f.targetValue != "" {
 		if sh.pre.mayMatch(f.foldedTarget) && sh.re.MatchString(f.targetValue) {
 			return true

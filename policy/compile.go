@@ -81,6 +81,7 @@ type cSurface struct {
 	sinks                      []string // JSON pointers
 	amountPtr, bytesPtr        string
 	shape                      []int // indexes of the shape rules that apply
+	args                       bool  // a shape rule that applies reads every argument
 }
 
 type cLane struct {
@@ -117,6 +118,7 @@ type cShape struct {
 	pre           prefilter
 	deny          bool
 	sinks, target bool
+	args          bool // every string argument of the call, in screen form
 }
 
 type cQuota struct {

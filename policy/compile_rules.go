@@ -192,8 +192,10 @@ func (c *compiled) compileShapes(p *Policy) error {
 				s.sinks = true
 			case "target":
 				s.target = true
+			case "args":
+				s.args = true
 			default:
-				return invalid(fmt.Sprintf("%s.in[%d]", f, j), "want sinks or target, got %q", in)
+				return invalid(fmt.Sprintf("%s.in[%d]", f, j), "want sinks, target or args, got %q", in)
 			}
 		}
 		for j, ex := range r.Examples.Hit {
@@ -217,6 +219,7 @@ func (c *compiled) compileShapes(p *Policy) error {
 		for k, ok := range applies {
 			if ok {
 				c.surfaces[k].shape = append(c.surfaces[k].shape, len(c.shape))
+				c.surfaces[k].args = c.surfaces[k].args || s.args
 			}
 		}
 		c.shape = append(c.shape, s)

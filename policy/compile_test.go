@@ -108,7 +108,7 @@ func TestParseV2Invalid(t *testing.T) {
 		{"shape regexp", editV2(t, `"match":"\\bsudo\\b"`, `"match":"(sudo"`), "shape_rules[0].match: error parsing regexp"},
 		{"shape matches everything", editV2(t, `"match":"\\bsudo\\b"`, `"match":"x*"`), "shape_rules[0].match: matches the empty string"},
 		{"shape action", editV2(t, `"action":"escalate"`, `"action":"warn"`), "shape_rules[0].action: want deny or escalate"},
-		{"shape in", editV2(t, `"in":["sinks"]`, `"in":["args"]`), "shape_rules[0].in[0]: want sinks or target"},
+		{"shape in", editV2(t, `"in":["sinks"]`, `"in":["argv"]`), "shape_rules[0].in[0]: want sinks, target or args"},
 		{"shape surface", editV2(t, `"surfaces":["sh"],"in"`, `"surfaces":["nope"],"in"`), `shape_rules[0].surfaces[0]: "nope" names no declared surface`},
 		{"shape hit example fails", editV2(t, `"hit":["sudo ls"]`, `"hit":["su ls"]`), `shape_rules[0].examples.hit[0]: the rule does not match "su ls"`},
 		{"shape miss example matches", editV2(t, `"miss":["pseudo"]`, `"miss":["sudo -i"]`), `shape_rules[0].examples.miss[0]: the rule matches "sudo -i"`},

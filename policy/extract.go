@@ -18,10 +18,12 @@ type facts struct {
 	hasAmount bool
 	bytes     uint64
 	sinks     []string // screen forms
+	args      []string // screen forms of every string argument, when a shape rule reads them
 	screen    string   // the screen form of a shell target
 	elided    bool     // a sink value was too long to carry
 	// Case-folded forms for shape-rule prefilters, filled on first use.
 	foldedSinks  []string
+	foldedArgs   []string
 	targetValue  string
 	foldedTarget string
 	folded       bool
@@ -36,6 +38,10 @@ func (f *facts) prepareFolded() {
 	f.foldedSinks = make([]string, len(f.sinks))
 	for i, s := range f.sinks {
 		f.foldedSinks[i] = fold(s)
+	}
+	f.foldedArgs = make([]string, len(f.args))
+	for i, s := range f.args {
+		f.foldedArgs[i] = fold(s)
 	}
 	if f.s.hasTarget && f.s.canon != CanonShell {
 		_, f.targetValue, _ = strings.Cut(f.target.Subject, ":")
@@ -69,7 +75,7 @@ func (c *compiled) surfaceOf(tool string) int {
 func (c *compiled) extract(s *cSurface, lane *cLane, r *Request) (f facts, reason grants.Reason, missing, detail string) {
 	f.s, f.lane = s, lane
 	f.res = Resolution{Cwd: r.Cwd, Resolved: r.Resolved, Workspace: workspaceOf(lane.workspace, r.Worker)}
-	needArgs := s.hasTarget || len(s.sinks) > 0 || s.amountPtr != "" || s.bytesPtr != ""
+	needArgs := s.hasTarget || len(s.sinks) > 0 || s.amountPtr != "" || s.bytesPtr != "" || s.args
 	if needArgs && !r.Args.Carried {
 		return f, grants.ReasonInvalidRequest, "args", "the call's arguments were not forwarded to the policy engine"
 	}
@@ -132,7 +138,62 @@ func (c *compiled) extract(s *cSurface, lane *cLane, r *Request) (f facts, reaso
 			}
 		}
 	}
+	if s.args {
+		f.args, f.elided = screenArgs(r.Args.Leaves, f.elided)
+	}
 	return f, grants.ReasonNone, "", ""
+}
+
+// screenArgs returns the screen form of every string argument, and of
+// every array of two or more strings joined by blanks — an argv such as
+// ["issuer","approve","rv-1"] reads as the command it runs. elided is set
+// when a value was too long to screen.
+func screenArgs(leaves []Arg, elided bool) ([]string, bool) {
+	var out []string
+	var run []string // consecutive string elements of one array
+	parent := ""
+	flush := func() {
+		if len(run) > 1 {
+			out = append(out, ScreenText(strings.Join(run, " ")))
+		}
+		run = run[:0]
+	}
+	for _, v := range leaves {
+		switch v.Kind {
+		case ArgString:
+			out = append(out, ScreenText(v.Value))
+			if p, ok := arrayParent(v.Path); ok {
+				if p != parent {
+					flush()
+					parent = p
+				}
+				run = append(run, v.Value)
+				continue
+			}
+		case ArgElided:
+			elided = true
+		}
+		flush()
+		parent = ""
+	}
+	flush()
+	return out, elided
+}
+
+// arrayParent returns the pointer of the array holding the element at
+// path ("/argv" for "/argv/2"); ok is false when path is not an array
+// element.
+func arrayParent(path string) (string, bool) {
+	i := strings.LastIndexByte(path, '/')
+	if i < 0 || i == len(path)-1 {
+		return "", false
+	}
+	for _, c := range path[i+1:] {
+		if c < '0' || c > '9' {
+			return "", false
+		}
+	}
+	return path[:i], true
 }
 
 // workspaceOf substitutes the worker into a workspace template.

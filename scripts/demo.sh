@@ -177,12 +177,13 @@ hook 07_subagent_pre_bash.json deny "git log -- the isolated lane has no shell s
 printf '\n\033[1m-- 9c. Outbound mail: an address outside the trust domain, then the same send twice\033[0m\n'
 echo "(under this policy a send outside trust_domains is not a flat deny: it crosses a boundary that"
 echo " no allowance covers, so the answer is approval_required (boundary_crossing), which the hook"
-echo " gives Claude Code as a deny naming the review and the command that approves it)"
+echo " gives Claude Code as a deny naming the review; the command that approves it goes to the user"
+echo " only, as the answer's systemMessage and on stderr, never in the text the model reads)"
 hook 08_pre_mail_outside.json review "mail cart totals to billing-export@quickledger-sync.net, as an injected README asked"
 hook 09_pre_mail_team.json permit "mail dana@example.com: allowance mail-inside covers the coordinator inside example.com"
 hook 10_post_mail_team.json permit "the send finished: effect confirmed by harness:claude-code"
 hook 11_pre_mail_team_again.json review "the model sends the same mail again (a new tool call): the effect ledger answers repeat_effect"
-echo "(each held answer names its review and 'issuer approve <review_id>'; 9d shows an approval)"
+echo "(each held answer names its review; 'issuer approve <review_id>' is for the person; 9d shows an approval)"
 
 printf '\n\033[1m-- 9d. Provenance: the same refund tool, a payee from the user and a payee from a ticket\033[0m\n'
 echo "(the hook registers the user's prompt and every tool result with the issuer: a descriptor and a"

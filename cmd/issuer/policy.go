@@ -190,14 +190,19 @@ func printSummary(w io.Writer, p *policy.Policy) {
 		len(p.Surfaces), len(p.Allow), len(p.Deny), len(p.Preauthorizations), len(p.ShapeRules), len(p.Quotas))
 }
 
-// readPolicy reads and validates a YAML or JSON policy file; a refusal
-// names the field.
+// readPolicy reads and validates a YAML or JSON policy file and adds
+// writ's built-in rules, as the issuer does when it applies it (so the
+// digest printed and the diff are those of the document the log will
+// hold); a refusal names the field.
 func readPolicy(path string) (*policy.Policy, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, usageError{err}
 	}
 	p, err := policyfile.Parse(raw)
+	if err == nil {
+		p, err = policy.WithBuiltins(p) // the document the log will hold
+	}
 	if err != nil {
 		return nil, refusedError{fmt.Sprintf("%s: %v", path, err)}
 	}

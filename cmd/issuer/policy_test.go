@@ -26,17 +26,43 @@ func writeFile(t *testing.T, name, text string) string {
 	return p
 }
 
+// logged is the document the issuer writes to its log for p: p with the
+// built-in rules.
+func logged(t *testing.T, p *policy.Policy) *policy.Policy {
+	t.Helper()
+	q, err := policy.WithBuiltins(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// loggedDefault is the document a fresh issuer applies: the built-in
+// default with the built-in rules (as it is while it is version 1).
+func loggedDefault(t *testing.T) *policy.Policy {
+	if d := policy.Default(); d.Version == policy.LegacyVersion {
+		return d
+	}
+	return logged(t, policy.Default())
+}
+
 // TestPolicyValidate: validate reads YAML and JSON, names the field of an
 // invalid document (exit 1), and a missing file is a usage error.
 func TestPolicyValidate(t *testing.T) {
 	cleanEnv(t)
 	r := runCLI(t, "policy", "validate", examplePolicy)
-	if r.code != exitOK || !strings.Contains(r.stdout, "valid version 2 policy") || !strings.Contains(r.stdout, policy.Recommended().Digest().String()) {
+	if r.code != exitOK || !strings.Contains(r.stdout, "valid version 2 policy") || !strings.Contains(r.stdout, logged(t, policy.Recommended()).Digest().String()) {
 		t.Fatalf("validate example: %s", r)
 	}
-	js := writeFile(t, "p.json", string(policy.LegacyDefault().Canonical()))
-	if r := runCLI(t, "policy", "validate", js); r.code != exitOK || !strings.Contains(r.stdout, "version 1") {
+	js := writeFile(t, "p.json", string(policy.Recommended().Canonical()))
+	if r := runCLI(t, "policy", "validate", js); r.code != exitOK || !strings.Contains(r.stdout, "version 2") {
 		t.Fatalf("validate JSON: %s", r)
+	}
+	// A version 1 document cannot carry the built-in rules: refused,
+	// pointing at version 2.
+	v1 := writeFile(t, "v1.json", `{"version":1,"default_ttl":"1m","lanes":{"coordinator":{"tools":["*"]}}}`)
+	if r := runCLI(t, "policy", "validate", v1); r.code != exitRefused || !strings.Contains(r.stderr, "write a version 2 document") {
+		t.Fatalf("validate version 1: %s", r)
 	}
 	bad := writeFile(t, "bad.yaml", "version: 2\ndefault_ttl: 1m\nlanes:\n  a: {surfaces: [nope]}\nsurfaces:\n  - {id: s, tools: [x], operation: o, consequence: local_read}\n")
 	r = runCLI(t, "policy", "validate", bad)
@@ -85,7 +111,7 @@ func TestPolicyAgainstIssuer(t *testing.T) {
 		return ps, r
 	}
 	first, r := show()
-	if r.code != exitOK || first.Epoch != 1 || first.Digest != policy.LegacyDefault().Digest().String() {
+	if r.code != exitOK || first.Epoch != 1 || first.Digest != loggedDefault(t).Digest().String() {
 		t.Fatalf("show on a fresh issuer: %+v %s", first, r)
 	}
 	r = runCLI(t, "policy", "diff", examplePolicy, "--nats-url", env.URL)
@@ -102,7 +128,7 @@ func TestPolicyAgainstIssuer(t *testing.T) {
 		t.Fatalf("diff after apply: %s", r)
 	}
 	cur, _ := show()
-	if cur.Epoch != 2 || cur.Digest != policy.Recommended().Digest().String() || cur.Seq != 0 {
+	if cur.Epoch != 2 || cur.Digest != logged(t, policy.Recommended()).Digest().String() || cur.Seq != 0 {
 		t.Fatalf("show after apply: %+v", cur)
 	}
 	old, r := show("--epoch", "1")

@@ -17,6 +17,7 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/harness"
 )
 
 // maxAttempt bounds one try of a request; api.Client retries until
@@ -225,7 +226,11 @@ func refusalLine(prefix string, env grants.Envelope) string {
 	if env.ReviewID != "" {
 		b.WriteString(" [review " + env.ReviewID + "]")
 	}
-	if env.Missing != "" {
+	rule := harness.DecidingRule(env)
+	if rule != "" {
+		b.WriteString(" [rule " + rule + "]")
+	}
+	if env.Missing != "" && (rule == "" || !harness.GenericMissing(env.Missing)) {
 		b.WriteString(" (missing: " + env.Missing + ")")
 	}
 	rec := env.Recovery

@@ -201,9 +201,12 @@ func (g *globals) runHook(cmd *cobra.Command, name string, af *adapterFlags, dea
 			return fail(unreachable(err))
 		}
 		a := harness.PreToolUse(name, call.Tool, env, harness.Options{ReplacePrompt: cfg.replacePrompt(), Sources: sourceChannels(reg)})
-		if a.Stderr == "" {
-			a.Stderr = warn // the one line a failed answer has comes first
-		}
+		switch {
+		case a.Stderr == "":
+			a.Stderr = warn
+		case warn != "" && a.Exit == harness.ExitOK:
+			a.Stderr = warn + "; " + a.Stderr // a note for the person: keep both on one line
+		} // a failed answer's one line comes first
 		return a
 	}
 	outcome, _ := harness.PostOutcome(in.HookEventName)

@@ -21,13 +21,24 @@ import (
 // shape writ emits.
 func hookDecision(t *testing.T, stdout string) map[string]string {
 	t.Helper()
-	var doc map[string]map[string]string
+	var doc map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
 		t.Fatalf("stdout is not a hook answer: %v: %q", err, stdout)
 	}
-	h, ok := doc["hookSpecificOutput"]
-	if len(doc) != 1 || !ok || h["hookEventName"] != "PreToolUse" || h["permissionDecisionReason"] == "" {
+	var h map[string]string
+	if err := json.Unmarshal(doc["hookSpecificOutput"], &h); err != nil || h["hookEventName"] != "PreToolUse" || h["permissionDecisionReason"] == "" {
 		t.Fatalf("hook answer %q", stdout)
+	}
+	// Besides the decision, only Claude Code's systemMessage (for the
+	// user) may appear.
+	for k, v := range doc {
+		if k == "systemMessage" {
+			if err := json.Unmarshal(v, new(string)); err != nil {
+				t.Fatalf("systemMessage is not a string: %q", stdout)
+			}
+		} else if k != "hookSpecificOutput" {
+			t.Fatalf("hook answer has field %q: %q", k, stdout)
+		}
 	}
 	return h
 }
@@ -357,7 +368,10 @@ func TestHookAnswersFromFakeIssuer(t *testing.T) {
 				}
 				want := []string{"already_spent", "reconcile_consumption"}
 				if name == "approval" {
-					want = []string{"review r-9", "`issuer approve r-9`", "authority_too_low", "owner approval"}
+					want = []string{"review r-9", "A person has to decide", "authority_too_low", "owner approval"}
+					if strings.Contains(d["permissionDecisionReason"], "issuer approve") || !strings.Contains(r.stderr, "`issuer approve r-9`") {
+						t.Errorf("the operator command belongs on stderr, not in the model's reason: reason %q stderr %q", d["permissionDecisionReason"], r.stderr)
+					}
 				}
 				for _, s := range want {
 					if !strings.Contains(d["permissionDecisionReason"], s) {

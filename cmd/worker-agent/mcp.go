@@ -206,6 +206,14 @@ func (m *mcpGate) Check(ctx context.Context, tc harness.ToolCall) harness.Verdic
 		return refuse(unreachable(err))
 	}
 	if env.Decision != grants.Permit {
+		// The refusal goes to the model; the operator command that
+		// approves a held call, or the rule that denied it, only to the
+		// proxy's stderr, which the harness shows to the person.
+		if note := harness.OperatorNote(tool, env); note != "" {
+			fmt.Fprintf(m.g.stderr, "worker-agent mcp: %s\n", note)
+		} else if rule := harness.DecidingRule(env); rule != "" {
+			fmt.Fprintf(m.g.stderr, "worker-agent mcp: denied %s: %s by rule %s\n", harness.OneLine(tool), env.Reason, rule)
+		}
 		return harness.Verdict{Refusal: harness.RefusalReason(tool, env)}
 	}
 	return harness.Verdict{Allow: true, Ref: env.GrantID}

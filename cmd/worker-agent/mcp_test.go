@@ -122,9 +122,11 @@ func applyPolicy(t *testing.T, url string, doc string) {
 func TestMCPProxyAgainstIssuer(t *testing.T) {
 	env := testenv.StartSingle(t, t.TempDir(), testenv.WithInitialPolicy(policy.LegacyDefault().Canonical()))
 	// A lane for the proxied server: its tools, except rm.
-	applyPolicy(t, env.URL, `{"version":1,"default_ttl":"1m","lanes":{
-		"coordinator":{"tools":["*"]},
-		"mcptest":{"tools":["mcp__fake__*"],"deny":["mcp__fake__rm"]}}}`)
+	applyPolicy(t, env.URL, `{"version":2,"default_ttl":"1m","lanes":{
+		"coordinator":{"surfaces":["*"],"consequences":["*"]},
+		"mcptest":{"surfaces":["fake"],"consequences":["*"]}},
+		"surfaces":[{"id":"fake","tools":["mcp__fake__*"],"operation":"call","consequence":"remote_query"}],
+		"deny":[{"id":"no-rm","lanes":["mcptest"],"tools":["mcp__fake__rm"]}]}`)
 	dir := t.TempDir()
 	cfg := writeJSON(t, dir, "w.json", map[string]any{"worker": "m1", "lane": "coordinator", "nats_url": env.URL})
 	self, err := os.Executable()
@@ -262,7 +264,7 @@ func TestMCPProxyAgainstIssuer(t *testing.T) {
 	if got := kinds(byTool["mcp__fake__rm"]); !reflect.DeepEqual(got, []events.Kind{events.KindDeny}) {
 		t.Fatalf("rm receipts %v", got)
 	}
-	if e := byTool["mcp__fake__rm"][0]; e.Lane != "mcptest" || e.Reason != string(grants.ReasonDeniedByPolicy) || !reflect.DeepEqual(e.Rules, []string{"lanes.mcptest.deny:mcp__fake__rm"}) {
+	if e := byTool["mcp__fake__rm"][0]; e.Lane != "mcptest" || e.Reason != string(grants.ReasonDeniedByPolicy) || !reflect.DeepEqual(e.Rules, []string{"lane:mcptest", "surface:fake", "deny:no-rm"}) {
 		t.Fatalf("rm deny %+v", e)
 	}
 	for tool, want := range map[string]struct {

@@ -16,7 +16,7 @@ import (
 	"github.com/writ-dev/writ/internal/testenv"
 )
 
-const shortTTLPolicy = `{"version":1,"default_ttl":"1s","lanes":{"coordinator":{"tools":["*"],"ttl":"1s"}}}`
+const shortTTLPolicy = `{"version":2,"default_ttl":"1s","lanes":{"coordinator":{"ttl":"1s","surfaces":["*"],"consequences":["*"]}},"surfaces":[{"id":"shell","tools":["Bash"],"operation":"execute","consequence":"arbitrary_execution","target":{"field":"command","canon":"shell"},"sinks":["command"]}]}`
 
 // single starts an in-process one-node issuer and a connection to it.
 func single(t *testing.T) (*testenv.Single, *nats.Conn) {

@@ -67,7 +67,7 @@ func TestAuthorityChangesBetweenPermitAndSpend(t *testing.T) {
 
 	// Epoch bump.
 	g, i := grant(w1)
-	env, err := op.SetPolicy(ctx, policy.LegacyDefault().Canonical())
+	env, err := op.SetPolicy(ctx, policy.Recommended().Canonical())
 	ok(err, env)
 	if env.Epoch != g.Epoch+1 {
 		t.Fatalf("policy moved the epoch to %d, grant epoch %d", env.Epoch, g.Epoch)

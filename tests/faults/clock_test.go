@@ -15,7 +15,7 @@ import (
 	"github.com/writ-dev/writ/internal/cluster"
 )
 
-const ttlPolicy = `{"version":1,"default_ttl":"2s","lanes":{"coordinator":{"tools":["*"],"ttl":"2s"}}}`
+const ttlPolicy = `{"version":2,"default_ttl":"2s","lanes":{"coordinator":{"ttl":"2s","surfaces":["*"],"consequences":["*"]}},"surfaces":[{"id":"shell","tools":["Bash"],"operation":"execute","consequence":"arbitrary_execution","target":{"field":"command","canon":"shell"},"sinks":["command"]}]}`
 
 // TestClockJumpsAndSkew is scenario 6: the nodes' wall clocks disagree
 // (n2 runs 90s fast, n3 2m slow) and the leader's clock jumps 10 minutes

@@ -100,7 +100,7 @@ func TestFlakyLinks(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 			defer cancel()
 			if kind == opEpoch {
-				return op.SetPolicy(ctx, policy.LegacyDefault().Canonical())
+				return op.SetPolicy(ctx, policy.Recommended().Canonical())
 			}
 			return op.Revoke(ctx, api.RevokeRequest{Worker: worker})
 		})

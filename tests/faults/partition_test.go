@@ -159,7 +159,7 @@ func partitionScenario(t *testing.T, p partitionPlan) {
 				octx, ocancel := context.WithTimeout(context.Background(), p.opTimeout)
 				defer ocancel()
 				if kind == opEpoch {
-					return cl.SetPolicy(octx, policy.LegacyDefault().Canonical())
+					return cl.SetPolicy(octx, policy.Recommended().Canonical())
 				}
 				return cl.Revoke(octx, api.RevokeRequest{Worker: worker})
 			})
