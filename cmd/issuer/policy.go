@@ -71,37 +71,67 @@ named, and the epoch in force does not change.`,
 		epoch       uint64
 		recommended bool
 		legacy      bool
+		showJSON    bool
 	)
 	show := &cobra.Command{
-		Use:   "show [--epoch N | --recommended | --default]",
-		Short: "print the policy in force, or of epoch N",
-		Long: `Print the policy in force and its epoch, or with --epoch N the document of
-an older epoch (read from its epoch receipt in the receipt stream).
+		Use:   "show [--epoch N | --recommended | --default] [--json]",
+		Short: "print the policy in force, or of epoch N, as a document apply accepts",
+		Long: `Print the policy in force, or with --epoch N the document of an older
+epoch (read from its epoch receipt in the receipt stream), as a document
+that 'issuer policy apply' accepts as it is:
+
+  issuer policy show > policy.yaml      # edit, then
+  issuer policy diff policy.yaml && issuer policy apply policy.yaml
+
+The default output is YAML, headed by comment lines naming the epoch and
+the digest. --json prints the canonical JSON document itself (the bytes
+the digest is taken over, so sha256sum of the output without its final
+newline is the digest) and the epoch and digest on stderr.
+
 --recommended prints the recommended version 2 policy (a starting point for
-your own; docs/policy.example.yaml), --default the built-in version 1
-policy a fresh issuer starts with; neither needs an issuer.`,
+your own; docs/policy.example.yaml), --default the built-in policy a fresh
+issuer starts with; neither needs an issuer.`,
+		Example: `  issuer policy show
+  issuer policy show --json | jq .lanes
+  issuer policy show --epoch 1 > epoch1.yaml
+  issuer policy show --recommended > policy.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var (
+				doc  []byte
+				what string
+			)
 			switch {
 			case recommended && legacy:
 				return usageError{fmt.Errorf("give --recommended or --default, not both")}
+			case (recommended || legacy) && cmd.Flags().Changed("epoch"):
+				return usageError{fmt.Errorf("--epoch reads an issuer's history; it does not go with --recommended or --default")}
 			case recommended || legacy:
-				p := policy.Default()
+				p, name := policy.Default(), "the built-in default policy"
 				if recommended {
-					p = policy.Recommended()
+					p, name = policy.Recommended(), "the recommended policy"
 				}
-				return printJSON(stdout, api.PolicyShow{Digest: p.Digest().String(), Policy: p.Canonical()})
+				doc, what = p.Canonical(), fmt.Sprintf("%s, digest %s", name, p.Digest())
+			default:
+				ps, err := fetchPolicy(cmd.Context(), &so, epoch)
+				if err != nil {
+					return err
+				}
+				if len(ps.Policy) == 0 {
+					return refusedError{fmt.Sprintf("epoch %d has no policy document", ps.Epoch)}
+				}
+				doc, what = ps.Policy, fmt.Sprintf("epoch %d, digest %s", ps.Epoch, ps.Digest)
+				if ps.Seq != 0 {
+					what += fmt.Sprintf(", applied by receipt %d", ps.Seq)
+				}
 			}
-			ps, err := fetchPolicy(cmd.Context(), &so, epoch)
-			if err != nil {
-				return err
-			}
-			return printJSON(stdout, ps)
+			return writePolicyDoc(stdout, cmd.ErrOrStderr(), doc, what, showJSON)
 		},
 	}
 	show.Flags().Uint64Var(&epoch, "epoch", 0, "show the document of this epoch (default: the one in force)")
 	show.Flags().BoolVar(&recommended, "recommended", false, "print the recommended version 2 policy")
-	show.Flags().BoolVar(&legacy, "default", false, "print the built-in version 1 policy")
+	show.Flags().BoolVar(&legacy, "default", false, "print the built-in policy a fresh issuer starts with")
+	show.Flags().BoolVar(&showJSON, "json", false, "print the canonical JSON document (epoch and digest on stderr)")
 	diff := &cobra.Command{
 		Use:   "diff FILE",
 		Short: "show what applying FILE would change, field by field",
@@ -139,6 +169,24 @@ where the first match wins (surfaces).`,
 	addConnFlags(diff, &do)
 	cmd.AddCommand(validate, apply, show, diff)
 	return cmd
+}
+
+// writePolicyDoc prints a canonical document as YAML headed by a comment
+// naming what it is, or with asJSON as the canonical JSON itself, the
+// description going to stderr. Either form is what apply reads.
+func writePolicyDoc(stdout, stderr io.Writer, doc []byte, what string, asJSON bool) error {
+	if asJSON {
+		fmt.Fprintf(stderr, "# %s\n", what)
+		_, err := fmt.Fprintf(stdout, "%s\n", doc)
+		return err
+	}
+	y, err := policyfile.ToYAML(doc)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "# writ policy: %s\n# apply with: issuer policy apply FILE\n", what)
+	_, err = stdout.Write(y)
+	return err
 }
 
 // fetchPolicy asks the issuer for the document of an epoch.

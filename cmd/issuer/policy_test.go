@@ -2,15 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testenv"
 	"github.com/writ-dev/writ/policy"
+	"github.com/writ-dev/writ/policy/policyfile"
 )
 
 const examplePolicy = "../../docs/policy.example.yaml"
@@ -46,19 +47,33 @@ func TestPolicyValidate(t *testing.T) {
 	}
 }
 
-// TestPolicyShowOffline: the built-in documents print without an issuer.
+// TestPolicyShowOffline: the built-in documents print without an issuer,
+// as YAML (the default) and as canonical JSON, and both forms parse to the
+// document itself.
 func TestPolicyShowOffline(t *testing.T) {
 	cleanEnv(t)
 	for flag, p := range map[string]*policy.Policy{"--recommended": policy.Recommended(), "--default": policy.Default()} {
 		r := runCLI(t, "policy", "show", flag)
-		var ps api.PolicyShow
-		if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &ps) != nil || ps.Digest != p.Digest().String() {
-			t.Fatalf("show %s: %s", flag, r)
+		y, err := policyfile.Parse([]byte(r.stdout))
+		if r.code != exitOK || err != nil || y.Digest() != p.Digest() || !strings.Contains(r.stdout, "# writ policy: ") ||
+			!strings.Contains(r.stdout, p.Digest().String()) {
+			t.Fatalf("show %s: %v\n%s", flag, err, r)
+		}
+		r = runCLI(t, "policy", "show", flag, "--json")
+		if r.code != exitOK || r.stdout != string(p.Canonical())+"\n" || !strings.Contains(r.stderr, p.Digest().String()) {
+			t.Fatalf("show %s --json: %s", flag, r)
 		}
 	}
 	if r := runCLI(t, "policy", "show", "--recommended", "--default"); r.code != exitUsage {
 		t.Fatalf("show with both: %s", r)
 	}
+}
+
+// shown is what `policy show` printed about an issuer's policy.
+type shown struct {
+	Epoch  uint64
+	Digest string
+	Doc    *policy.Policy
 }
 
 // TestPolicyAgainstIssuer: diff, apply, show and show --epoch against a
@@ -67,14 +82,19 @@ func TestPolicyShowOffline(t *testing.T) {
 func TestPolicyAgainstIssuer(t *testing.T) {
 	cleanEnv(t)
 	env := testenv.StartSingle(t, t.TempDir(), nil)
-	show := func(args ...string) (api.PolicyShow, result) {
+	show := func(args ...string) (shown, result) {
 		t.Helper()
-		r := runCLI(t, append([]string{"policy", "show", "--nats-url", env.URL}, args...)...)
-		var ps api.PolicyShow
+		r := runCLI(t, append([]string{"policy", "show", "--json", "--nats-url", env.URL}, args...)...)
+		var ps shown
 		if r.code == exitOK {
-			if err := json.Unmarshal([]byte(r.stdout), &ps); err != nil {
+			if _, err := fmt.Sscanf(r.stderr, "# epoch %d, digest %64s", &ps.Epoch, &ps.Digest); err != nil {
+				t.Fatalf("show printed %q on stderr: %v", r.stderr, err)
+			}
+			p, err := policy.Parse([]byte(strings.TrimSuffix(r.stdout, "\n")))
+			if err != nil {
 				t.Fatalf("show printed %q: %v", r.stdout, err)
 			}
+			ps.Doc = p
 		}
 		return ps, r
 	}
@@ -96,15 +116,15 @@ func TestPolicyAgainstIssuer(t *testing.T) {
 		t.Fatalf("diff after apply: %s", r)
 	}
 	cur, _ := show()
-	if cur.Epoch != 2 || cur.Digest != policy.Recommended().Digest().String() || cur.Seq != 0 {
+	if cur.Epoch != 2 || cur.Digest != policy.Recommended().Digest().String() || cur.Doc.Digest().String() != cur.Digest {
 		t.Fatalf("show after apply: %+v", cur)
 	}
 	old, r := show("--epoch", "1")
-	if r.code != exitOK || old.Epoch != 1 || old.Seq != 1 || old.Digest != first.Digest {
+	if r.code != exitOK || old.Epoch != 1 || !strings.Contains(r.stderr, "applied by receipt 1") || old.Digest != first.Digest {
 		t.Fatalf("show --epoch 1: %+v %s", old, r)
 	}
-	if p, err := policy.Parse(old.Policy); err != nil || p.Digest().String() != old.Digest {
-		t.Fatalf("show --epoch 1 printed a document that does not match its digest: %v", err)
+	if old.Doc.Digest().String() != old.Digest {
+		t.Fatalf("show --epoch 1 printed a document that does not match its digest")
 	}
 	if _, r := show("--epoch", "9"); r.code != exitRefused || !strings.Contains(r.stderr, "not applied yet") {
 		t.Fatalf("show --epoch 9: %s", r)
@@ -116,5 +136,49 @@ func TestPolicyAgainstIssuer(t *testing.T) {
 	}
 	if st, _ := statusJSON(t, env.URL); st.Epoch != 2 {
 		t.Fatalf("epoch after a refused apply: %d", st.Epoch)
+	}
+}
+
+// TestPolicyShowApplyRoundTrip: what `policy show` prints, YAML or JSON,
+// `policy apply` accepts as it is, and applying it yields the same digest:
+// for the policy in force on a real issuer and for --recommended.
+func TestPolicyShowApplyRoundTrip(t *testing.T) {
+	cleanEnv(t)
+	env := testenv.StartSingle(t, t.TempDir(), nil)
+	digest := func() string {
+		st, _ := statusJSON(t, env.URL)
+		return st.PolicyDigest
+	}
+	cases := []struct {
+		name string
+		show []string
+	}{
+		{"in force, YAML", []string{"--nats-url", env.URL}},
+		{"in force, JSON", []string{"--nats-url", env.URL, "--json"}},
+		{"recommended, YAML", []string{"--recommended"}},
+		{"recommended, JSON", []string{"--recommended", "--json"}},
+		{"epoch 1, YAML", []string{"--nats-url", env.URL, "--epoch", "1"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runCLI(t, append([]string{"policy", "show"}, tc.show...)...)
+			if r.code != exitOK {
+				t.Fatalf("show: %s", r)
+			}
+			f := writeFile(t, "shown", r.stdout)
+			p, err := policyfile.Parse([]byte(r.stdout))
+			if err != nil {
+				t.Fatalf("show printed a document that does not parse: %v\n%s", err, r.stdout)
+			}
+			if r := runCLI(t, "policy", "apply", f, "--nats-url", env.URL); r.code != exitOK {
+				t.Fatalf("apply of what show printed: %s", r)
+			}
+			if got := digest(); got != p.Digest().String() {
+				t.Fatalf("digest after apply %s, want %s", got, p.Digest())
+			}
+			if !strings.Contains(r.stdout+r.stderr, p.Digest().String()) {
+				t.Fatalf("show did not name the digest %s: %s", p.Digest(), r)
+			}
+		})
 	}
 }

@@ -125,3 +125,68 @@ func jsonable(v any, field string, depth int) (any, error) {
 	}
 	return nil, fmt.Errorf("%s: a %T cannot be written as JSON (quote the value)", name, v)
 }
+
+// ToYAML writes a JSON policy document (normally a canonical form) as
+// YAML that Parse reads back to the same canonical form: object keys keep
+// their order, numbers stay numbers, and strings YAML 1.1 would read as
+// something else ("yes", "1.0", "null") are quoted.
+func ToYAML(doc []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	v, err := yamlValue(dec)
+	if err != nil {
+		return nil, fmt.Errorf("policyfile: writing YAML: %w", err)
+	}
+	return yaml.Marshal(v)
+}
+
+// yamlValue reads the next JSON value from dec as a value yaml.Marshal
+// writes faithfully: objects as ordered yaml.MapSlice, numbers as int64,
+// uint64 or float64.
+func yamlValue(dec *json.Decoder) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			m := yaml.MapSlice{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				v, err := yamlValue(dec)
+				if err != nil {
+					return nil, err
+				}
+				m = append(m, yaml.MapItem{Key: k, Value: v})
+			}
+			_, err := dec.Token() // '}'
+			return m, err
+		case '[':
+			l := []any{}
+			for dec.More() {
+				v, err := yamlValue(dec)
+				if err != nil {
+					return nil, err
+				}
+				l = append(l, v)
+			}
+			_, err := dec.Token() // ']'
+			return l, err
+		}
+		return nil, fmt.Errorf("unexpected %v", t)
+	case json.Number:
+		if i, err := t.Int64(); err == nil {
+			return i, nil
+		}
+		if u, err := strconv.ParseUint(string(t), 10, 64); err == nil {
+			return u, nil
+		}
+		return t.Float64()
+	}
+	return tok, nil
+}
