@@ -105,7 +105,7 @@ func TestToYAMLRoundTrip(t *testing.T) {
 	docs := map[string][]byte{
 		"default":     policy.Default().Canonical(),
 		"recommended": policy.Recommended().Canonical(),
-		"tricky v1": []byte(`{"version":1,"default_ttl":"1m","workers":{"n":"on","y":"yes"},"lanes":{"n":{"tools":["null","1.5","0x10","~","#x","a: b","- c","true"],"ttl":"30s"},"on":{"tools":["*"],"deny":["no"]},"yes":{"tools":["Bash"]}}}`),
+		"tricky v1":   []byte(`{"version":1,"default_ttl":"1m","workers":{"n":"on","y":"yes"},"lanes":{"n":{"tools":["null","1.5","0x10","~","#x","a: b","- c","true"],"ttl":"30s"},"on":{"tools":["*"],"deny":["no"]},"yes":{"tools":["Bash"]}}}`),
 	}
 	for _, f := range []string{"../testdata/engine.yaml", "../testdata/provenance.yaml", "../../docs/policy.example.yaml"} {
 		raw, err := os.ReadFile(f)
