@@ -98,6 +98,10 @@ func bodyVersion(v any) (version *int, ok bool) {
 		return &r.V, true
 	case *api.ApproveRequest:
 		return &r.V, true
+	case *api.ReviewsRequest:
+		return &r.V, true
+	case *api.PolicyTestRequest:
+		return &r.V, true
 	}
 	return nil, false
 }
