@@ -20,7 +20,7 @@ import (
 func policyCmd(stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "policy",
-		Short: "validate, apply, show or diff the policy document",
+		Short: "validate, apply, show, diff or test the policy document",
 		Long: `The policy document is the operator's trust root: lanes, tool surfaces with
 their consequence classes and targets, allowances and denials,
 preauthorizations, protected paths and domains, review classes, shape rules,
@@ -167,7 +167,7 @@ where the first match wins (surfaces).`,
 	addConnFlags(apply, &o)
 	addConnFlags(show, &so)
 	addConnFlags(diff, &do)
-	cmd.AddCommand(validate, apply, show, diff)
+	cmd.AddCommand(validate, apply, show, diff, policyTestCmd(stdout))
 	return cmd
 }
 
@@ -206,13 +206,13 @@ func fetchPolicy(ctx context.Context, o *connect.Options, epoch uint64) (api.Pol
 	return ps, nil
 }
 
+// printJSON writes v as indented JSON for a person or a script to read:
+// '<', '>' and '&' are written as they are, not as \u003c escapes.
 func printJSON(w io.Writer, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(w, string(b))
-	return nil
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 func shortDigest(d string) string {
