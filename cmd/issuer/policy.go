@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -246,7 +247,21 @@ func readPolicy(path string) (*policy.Policy, error) {
 	}
 	p, err := policyfile.Parse(raw)
 	if err != nil {
-		return nil, refusedError{fmt.Sprintf("%s: %v", path, err)}
+		return nil, refusedError{policyProblems(path, err)}
 	}
 	return p, nil
+}
+
+// policyProblems describes why the document at path does not validate:
+// every problem on a line of its own, each naming its field, under one
+// "invalid policy" (not the package's prefix once per problem).
+func policyProblems(path string, err error) string {
+	var ve *policy.ValidationError
+	if errors.As(err, &ve) {
+		return fmt.Sprintf("%s: invalid policy, %d problems:\n  %s", path, len(ve.Problems)+ve.More, strings.Join(ve.Lines(), "\n  "))
+	}
+	if errors.Is(err, policy.ErrInvalid) {
+		return fmt.Sprintf("%s: invalid policy: %s", path, policy.ProblemText(err))
+	}
+	return fmt.Sprintf("%s: %v", path, err)
 }

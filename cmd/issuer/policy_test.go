@@ -182,3 +182,42 @@ func TestPolicyShowApplyRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+// TestPolicyValidateProblems: validate lists every problem on a line of
+// its own with its field, says "invalid policy" once and stacks no
+// package prefixes, for validation and YAML problems alike; apply refuses
+// the same document before dialling.
+func TestPolicyValidateProblems(t *testing.T) {
+	cleanEnv(t)
+	bad := writeFile(t, "bad.yaml", "version: 2\ndefault_ttl: 1m\nunpinned: maybe\nlanes:\n  x: {ttl: 5h, surfaces: [nope], consequences: [bogus]}\nsurfaces:\n  - {id: s, tools: [x], operation: o, consequence: weird}\n")
+	r := runCLI(t, "policy", "validate", bad)
+	want := []string{
+		bad + ": invalid policy, 5 problems:",
+		"\n  unpinned: want allow or deny",
+		"\n  surfaces[0].consequence: want one of",
+		"\n  lanes.x.ttl: 5h0m0s is outside",
+		"\n  lanes.x.surfaces[0]: \"nope\" names no declared surface",
+		"\n  lanes.x.consequences[0]: want one of",
+	}
+	for _, w := range want {
+		if r.code != exitRefused || !strings.Contains(r.stderr, w) {
+			t.Fatalf("validate: stderr lacks %q: %s", w, r)
+		}
+	}
+	yml := writeFile(t, "broken.yaml", "version: 2\nlanes: [\n")
+	r = runCLI(t, "policy", "validate", yml)
+	if r.code != exitRefused || !strings.Contains(r.stderr, yml+": invalid policy: yaml: line") {
+		t.Fatalf("validate broken YAML: %s", r)
+	}
+	for _, res := range []result{r, runCLI(t, "policy", "validate", bad)} {
+		for _, stacked := range []string{"policy: invalid", "policy: policy", "policyfile:", "bad YAML"} {
+			if strings.Contains(res.stderr, stacked) {
+				t.Errorf("stderr carries %q: %s", stacked, res.stderr)
+			}
+		}
+	}
+	url, accepted := tripwire(t)
+	if r := runCLI(t, "policy", "apply", bad, "--nats-url", url); r.code != exitRefused || !strings.Contains(r.stderr, "5 problems") || accepted.Load() != 0 {
+		t.Fatalf("apply of an invalid document: %s (connections %d)", r, accepted.Load())
+	}
+}

@@ -250,7 +250,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		}
 		p, err := policyfile.Parse(raw)
 		if err != nil {
-			return usageError{fmt.Errorf("--policy %s: %w", f.policyFile, err)}
+			return usageError{errors.New("--policy " + policyProblems(f.policyFile, err))}
 		}
 		initial = p.Canonical()
 	}

@@ -24,6 +24,15 @@ import (
 // policy.ErrInvalid, so callers can treat it as a validation error).
 var ErrYAML = errors.New("policyfile: bad YAML")
 
+// yamlError is a document that does not convert: it wraps both
+// policy.ErrInvalid and ErrYAML, and reads "policy: invalid: " and the
+// problem once, without a prefix per wrapped error.
+type yamlError string
+
+func (e yamlError) Error() string { return policy.ErrInvalid.Error() + ": " + string(e) }
+
+func (e yamlError) Is(target error) bool { return target == policy.ErrInvalid || target == ErrYAML }
+
 // maxDepth bounds nesting in a YAML document.
 const maxDepth = 32
 
@@ -35,22 +44,23 @@ const maxDepth = 32
 // the offending value.
 func ToJSON(raw []byte) ([]byte, error) {
 	if len(raw) > policy.MaxDocumentBytes {
-		return nil, fmt.Errorf("%w: %w: document is %d bytes, limit %d", policy.ErrInvalid, ErrYAML, len(raw), policy.MaxDocumentBytes)
+		return nil, yamlError(fmt.Sprintf("document is %d bytes, limit %d", len(raw), policy.MaxDocumentBytes))
 	}
 	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) > 0 && t[0] == '{' {
 		return raw, nil
 	}
 	var doc any
 	if err := yaml.UnmarshalStrict(raw, &doc); err != nil {
-		return nil, fmt.Errorf("%w: %w: %v", policy.ErrInvalid, ErrYAML, err)
+		// yaml's own messages start "yaml: line N: ...".
+		return nil, yamlError(err.Error())
 	}
 	v, err := jsonable(doc, "", 0)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w: %v", policy.ErrInvalid, ErrYAML, err)
+		return nil, yamlError("yaml: " + err.Error())
 	}
 	out, err := json.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w: %v", policy.ErrInvalid, ErrYAML, err)
+		return nil, yamlError("yaml: " + err.Error())
 	}
 	return out, nil
 }
