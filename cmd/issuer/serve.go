@@ -73,7 +73,16 @@ A three-node cluster on one machine:
             {"name":"audit","role":"auditor","password_file":"audit.pw"}]}
 A worker may publish only under writ.api.<name>.>, so it can neither ask
 nor spend in another's name. Without --auth a non-dev node refuses to
-start unless --insecure-no-auth is given.`,
+start unless --insecure-no-auth is given.
+
+A running node holds an exclusive lock on its --data-dir (the file
+writ.lock in it): a second node started on the same dir fails before it
+opens anything, naming the dir. The operating system releases the lock
+when the process exits, however it exits.
+
+Every log line, raft's and the embedded NATS server's included, goes to
+stderr in one format: --log-format text (key=value) or json (one object
+per line, for a log shipper).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return serve(cmd.Context(), f, stdout, stderr)
