@@ -2,6 +2,8 @@ package fsm
 
 import (
 	"bytes"
+	"cmp"
+	"slices"
 	"strings"
 	"time"
 
@@ -119,6 +121,44 @@ func (s *State) Review(id string) (ReviewInfo, bool) {
 	}
 	return ReviewInfo{ID: r.ID, Worker: r.Worker, Lane: r.Lane, Session: r.Session, Tool: r.Tool,
 		Reason: r.Reason, Digest: r.Digest, Seq: r.Seq, Until: r.Until}, true
+}
+
+// Reviews returns the reviews open at the state's clock, oldest first (by
+// the seq of the receipt that opened each).
+func (s *State) Reviews() []ReviewInfo {
+	out := make([]ReviewInfo, 0, len(s.reviews))
+	for id, r := range s.reviews {
+		if s.clock >= r.Until {
+			continue
+		}
+		info, _ := s.Review(id)
+		out = append(out, info)
+	}
+	slices.SortFunc(out, func(a, b ReviewInfo) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out
+}
+
+// ApprovalInfo describes a live approval: the review it closed and when it
+// lapses unused.
+type ApprovalInfo struct {
+	ReviewID, Worker, Lane, Tool string
+	Digest                       events.Hash
+	ExpiresAt                    int64
+	Seq                          uint64 // the approval receipt
+}
+
+// Approvals returns the approvals live at the state's clock, oldest first.
+func (s *State) Approvals() []ApprovalInfo {
+	out := make([]ApprovalInfo, 0, len(s.approvals))
+	for _, a := range s.approvals {
+		if s.clock >= a.ExpiresAt {
+			continue
+		}
+		out = append(out, ApprovalInfo{ReviewID: a.ReviewID, Worker: a.Key.Worker, Lane: a.Lane, Tool: a.Key.Tool,
+			Digest: a.Key.Digest, ExpiresAt: a.ExpiresAt, Seq: a.Seq})
+	}
+	slices.SortFunc(out, func(a, b ApprovalInfo) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out
 }
 
 // decideApprove judges an operator's approval of a review.

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -312,6 +313,13 @@ func decideReinstate(s *State, now int64, node string, c *Command) verdict {
 func decideSetPolicy(s *State, now int64, node string, c *Command) verdict {
 	p, err := policy.Parse(c.Policy)
 	if err != nil {
+		// The state machine's answer names the first problem, as it always
+		// has (its answers are pinned); the issuer refuses a bad document
+		// before proposing it, with every problem listed.
+		var ve *policy.ValidationError
+		if errors.As(err, &ve) {
+			err = ve.Problems[0]
+		}
 		return reply(grants.Refuse(grants.ReasonInvalidRequest, "policy", err.Error()))
 	}
 	// The epoch event carries the canonical form and Evolve parses that, so

@@ -128,3 +128,20 @@ func TestSpendCommandForwardsArgs(t *testing.T) {
 		t.Fatalf("spendCommand = %+v %s %v", c, canon, rerr)
 	}
 }
+
+// TestPolicyCommandDetail: a document that does not validate is refused
+// before it is proposed, with every problem in the detail under one
+// "policy: invalid" (not "policy: policy: invalid").
+func TestPolicyCommandDetail(t *testing.T) {
+	body, _ := json.Marshal(api.PolicyRequest{V: api.Version, Policy: json.RawMessage(
+		`{"version":2,"default_ttl":"1m","unpinned":"maybe","lanes":{"a":{"surfaces":["nope"]}},"surfaces":[{"id":"s","tools":["x"],"operation":"o","consequence":"local_read"}]}`)})
+	_, rerr := policyCommand("operator", body)
+	if rerr == nil {
+		t.Fatal("an invalid document was accepted")
+	}
+	d := rerr.detail
+	if !strings.HasPrefix(d, "policy: invalid: 2 problems: ") || strings.Count(d, "policy:") != 1 ||
+		!strings.Contains(d, "unpinned: ") || !strings.Contains(d, `lanes.a.surfaces[0]: "nope"`) {
+		t.Fatalf("detail %q", d)
+	}
+}

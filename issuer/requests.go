@@ -98,6 +98,10 @@ func bodyVersion(v any) (version *int, ok bool) {
 		return &r.V, true
 	case *api.ApproveRequest:
 		return &r.V, true
+	case *api.ReviewsRequest:
+		return &r.V, true
+	case *api.PolicyTestRequest:
+		return &r.V, true
 	}
 	return nil, false
 }
@@ -516,13 +520,10 @@ func policyCommand(operator string, data []byte) (fsm.Command, *requestError) {
 	}
 	p, err := LogPolicy(r.Policy)
 	if err != nil {
-		var detail string
-		if errors.Is(err, policy.ErrInvalid) || errors.Is(err, policy.ErrVersion) {
-			detail = err.Error()
-		} else {
-			detail = "policy: " + err.Error()
-		}
-		return fsm.Command{}, invalid("policy", "%s", detail)
+		// The validation error names the document ("policy: invalid:")
+		// and every problem with its field; it is the detail as it is,
+		// not under a second "policy:".
+		return fsm.Command{}, &requestError{reason: grants.ReasonInvalidRequest, missing: "policy", detail: err.Error()}
 	}
 	canon := p.Canonical()
 	// The canonical form can be larger than the document (JSON escapes

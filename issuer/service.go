@@ -155,6 +155,8 @@ func (s *Service) lead(ctx context.Context) error {
 		api.SubjectApprove:                 s.handleOperator,
 		api.SubjectStatus:                  s.handleStatus,
 		api.OperatorPrefix + "policy.show": s.handlePolicyShow,
+		api.SubjectReviews:                 s.handleReviews,
+		api.SubjectPolicyTest:              s.handlePolicyTest,
 	} {
 		sub, err := s.nc.QueueSubscribe(subj, queueGroup, h)
 		if err != nil {
@@ -224,6 +226,8 @@ const (
 	workerHandler     handler = iota // worker
 	operatorHandler                  // operator
 	policyShowHandler                // policyShow
+	reviewsHandler                   // reviews
+	policyTestHandler                // policyTest
 )
 
 // spawn runs the handler h for m in its own goroutine, bounded by
@@ -250,6 +254,10 @@ func (s *Service) serve(m *nats.Msg, h handler) {
 		s.operator(m)
 	case policyShowHandler:
 		s.policyShow(m)
+	case reviewsHandler:
+		s.reviews(m)
+	case policyTestHandler:
+		s.policyTest(m)
 	}
 }
 

@@ -146,10 +146,15 @@ func compile(p *Policy) (*compiled, error) {
 		c.compilePreauths, c.compileBoundaries, c.compileReview, c.compileShapes, c.compileQuotas,
 		c.compileProvenance,
 	}
+	// Every step runs, so that one refusal lists every problem; a step
+	// keeps a placeholder for an entry it refused (a surface, a lane), so
+	// that later references to it are not reported as problems too.
+	var ps problems
 	for _, step := range steps {
-		if err := step(p); err != nil {
-			return nil, err
-		}
+		ps.add(step(p))
+	}
+	if err := ps.err(); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -271,22 +276,24 @@ func (c *compiled) compileSurfaces(p *Policy) error {
 		return invalid("surfaces", "more than %d entries", maxEntries)
 	}
 	seen := map[string]bool{}
+	var ps problems
 	for i, s := range p.Surfaces {
+		// Every field is checked, each problem reported; a surface with a
+		// problem stays as a placeholder, which keeps the surfaces'
+		// indices and lets lanes and rules name it without a second one.
 		f := fmt.Sprintf("surfaces[%d]", i)
+		bad := len(ps.list) + ps.more
 		if err := safeID(s.ID); err != nil {
-			return invalid(f+".id", "%v", err)
-		}
-		if seen[s.ID] {
-			return invalid(f+".id", "duplicate surface id %q", s.ID)
+			ps.add(invalid(f+".id", "%v", err))
+		} else if seen[s.ID] {
+			ps.add(invalid(f+".id", "duplicate surface id %q", s.ID))
 		}
 		seen[s.ID] = true
 		if len(s.Tools) == 0 {
-			return invalid(f+".tools", "at least one tool name or pattern is required")
+			ps.add(invalid(f+".tools", "at least one tool name or pattern is required"))
 		}
 		gs, err := globs(f+".tools", s.Tools, nil)
-		if err != nil {
-			return err
-		}
+		ps.add(err)
 		for _, g := range gs {
 			if g.Literal() {
 				if _, ok := c.toolExact[g.String()]; !ok {
@@ -297,45 +304,42 @@ func (c *compiled) compileSurfaces(p *Policy) error {
 			}
 		}
 		if err := safeID(s.Operation); err != nil {
-			return invalid(f+".operation", "%v", err)
+			ps.add(invalid(f+".operation", "%v", err))
 		}
 		cs := cSurface{id: s.ID, operation: s.Operation, consequence: s.Consequence, class: classIndex(s.Consequence)}
 		if cs.class < 0 {
-			return invalid(f+".consequence", "want one of %s, got %q", strings.Join(Consequences, ", "), s.Consequence)
+			ps.add(invalid(f+".consequence", "want one of %s, got %q", strings.Join(Consequences, ", "), s.Consequence))
+			cs.class = 0
 		}
 		if s.Target != (Target{}) {
-			if err := checkField(f+".target.field", s.Target.Field); err != nil {
-				return err
-			}
+			ps.add(checkField(f+".target.field", s.Target.Field))
 			if !contains(canonMethods, s.Target.Canon) {
-				return invalid(f+".target.canon", "want one of %s, got %q", strings.Join(canonMethods, ", "), s.Target.Canon)
+				ps.add(invalid(f+".target.canon", "want one of %s, got %q", strings.Join(canonMethods, ", "), s.Target.Canon))
 			}
 			cs.hasTarget, cs.targetPtr, cs.canon = true, fieldPointer(s.Target.Field), s.Target.Canon
 		}
 		if len(s.Sinks) > maxEntries {
-			return invalid(f+".sinks", "more than %d entries", maxEntries)
-		}
-		for j, sink := range s.Sinks {
-			if err := checkField(fmt.Sprintf("%s.sinks[%d]", f, j), sink); err != nil {
-				return err
+			ps.add(invalid(f+".sinks", "more than %d entries", maxEntries))
+		} else {
+			for j, sink := range s.Sinks {
+				ps.add(checkField(fmt.Sprintf("%s.sinks[%d]", f, j), sink))
+				cs.sinks = append(cs.sinks, fieldPointer(sink))
 			}
-			cs.sinks = append(cs.sinks, fieldPointer(sink))
 		}
 		if s.AmountField != "" {
-			if err := checkField(f+".amount_field", s.AmountField); err != nil {
-				return err
-			}
+			ps.add(checkField(f+".amount_field", s.AmountField))
 			cs.amountPtr = fieldPointer(s.AmountField)
 		}
 		if s.BytesField != "" {
-			if err := checkField(f+".bytes_field", s.BytesField); err != nil {
-				return err
-			}
+			ps.add(checkField(f+".bytes_field", s.BytesField))
 			cs.bytesPtr = fieldPointer(s.BytesField)
+		}
+		if len(ps.list)+ps.more != bad {
+			cs = cSurface{id: s.ID, operation: s.Operation, consequence: s.Consequence, class: cs.class}
 		}
 		c.surfaces = append(c.surfaces, cs)
 	}
-	return nil
+	return ps.err()
 }
 
 // surfaceSet resolves surface ids or patterns to a membership list; each
@@ -382,30 +386,31 @@ func (c *compiled) compileLanes(p *Policy) error {
 	if len(p.Lanes) == 0 {
 		return invalid("lanes", "at least one lane is required")
 	}
+	var ps problems
 	for _, name := range sortedKeys(p.Lanes) {
 		l := p.Lanes[name]
 		f := "lanes." + name
+		bad := len(ps.list) + ps.more
 		if err := safeID(name); err != nil {
-			return invalid(f, "%v", err)
+			ps.add(invalid(f, "%v", err))
 		}
-		if err := checkTTL(f+".ttl", l.TTL, true); err != nil {
-			return err
-		}
+		ps.add(checkTTL(f+".ttl", l.TTL, true))
 		if len(l.Tools) > 0 || len(l.Deny) > 0 {
-			return invalid(f, "tools and deny are version 1 lane fields; use surfaces and top-level deny rules")
+			ps.add(invalid(f, "tools and deny are version 1 lane fields; use surfaces and top-level deny rules"))
 		}
 		set, err := c.surfaceSet(f+".surfaces", l.Surfaces)
-		if err != nil {
-			return err
-		}
+		ps.add(err)
 		classes, err := classSet(f+".consequences", l.Consequences)
-		if err != nil {
-			return err
-		}
+		ps.add(err)
 		if l.Workspace != "" {
 			if err := checkWorkspace(l.Workspace); err != nil {
-				return invalid(f+".workspace", "%v", err)
+				ps.add(invalid(f+".workspace", "%v", err))
 			}
+		}
+		if len(ps.list)+ps.more != bad {
+			// A placeholder, as for surfaces.
+			c.lanes[name] = &cLane{name: name, surfaces: make([]bool, len(c.surfaces))}
+			continue
 		}
 		ttl := l.TTL
 		if ttl == 0 {
@@ -417,19 +422,19 @@ func (c *compiled) compileLanes(p *Policy) error {
 		}
 		c.lanes[name] = &cLane{name: name, ttl: int64(ttl), surfaces: set, classes: classes, workspace: ws}
 	}
-	return nil
+	return ps.err()
 }
 
 func (c *compiled) compileWorkers(p *Policy) error {
+	var ps problems
 	for _, w := range sortedKeys(p.Workers) {
 		if err := safeID(w); err != nil {
-			return invalid("workers."+w, "%v", err)
-		}
-		if _, ok := p.Lanes[p.Workers[w]]; !ok {
-			return invalid("workers."+w, "lane %q is not declared in lanes", p.Workers[w])
+			ps.add(invalid("workers."+w, "%v", err))
+		} else if _, ok := p.Lanes[p.Workers[w]]; !ok {
+			ps.add(invalid("workers."+w, "lane %q is not declared in lanes", p.Workers[w]))
 		}
 	}
-	return nil
+	return ps.err()
 }
 
 func contains(list []string, s string) bool {

@@ -46,6 +46,7 @@ func checkLimit(field string, v *uint64) error {
 }
 
 func (c *compiled) compileRules(p *Policy) error {
+	var ps problems
 	for _, sec := range []struct {
 		name  string
 		rules []Rule
@@ -56,62 +57,69 @@ func (c *compiled) compileRules(p *Policy) error {
 		}
 		seen := map[string]bool{}
 		for i, r := range sec.rules {
-			f := fmt.Sprintf("%s[%d]", sec.name, i)
-			if err := safeID(r.ID); err != nil {
-				return invalid(f+".id", "%v", err)
-			}
-			if seen[r.ID] {
-				return invalid(f+".id", "duplicate id %q", r.ID)
-			}
-			seen[r.ID] = true
-			m, err := c.compileMatch(f, r.Lanes, r.Workers, r.Tools, r.Targets, true)
-			if err != nil {
-				return err
-			}
-			if r.MaxAmount != nil && sec.name == "deny" {
-				return invalid(f+".max_amount", "only an allowance bounds the amount")
-			}
-			if err := checkLimit(f+".max_amount", r.MaxAmount); err != nil {
-				return err
-			}
-			*sec.dst = append(*sec.dst, cRule{id: r.ID, m: m, maxAmount: r.MaxAmount})
+			ps.add(func() error {
+				f := fmt.Sprintf("%s[%d]", sec.name, i)
+				if err := safeID(r.ID); err != nil {
+					return invalid(f+".id", "%v", err)
+				}
+				if seen[r.ID] {
+					return invalid(f+".id", "duplicate id %q", r.ID)
+				}
+				seen[r.ID] = true
+				m, err := c.compileMatch(f, r.Lanes, r.Workers, r.Tools, r.Targets, true)
+				if err != nil {
+					return err
+				}
+				if r.MaxAmount != nil && sec.name == "deny" {
+					return invalid(f+".max_amount", "only an allowance bounds the amount")
+				}
+				if err := checkLimit(f+".max_amount", r.MaxAmount); err != nil {
+					return err
+				}
+				*sec.dst = append(*sec.dst, cRule{id: r.ID, m: m, maxAmount: r.MaxAmount})
+				return nil
+			}())
 		}
 	}
-	return nil
+	return ps.err()
 }
 
 func (c *compiled) compilePreauths(p *Policy) error {
 	if len(p.Preauthorizations) > maxEntries {
 		return invalid("preauthorizations", "more than %d entries", maxEntries)
 	}
+	var ps problems
 	for i, a := range p.Preauthorizations {
-		f := fmt.Sprintf("preauthorizations[%d]", i)
-		if err := safeID(a.ID); err != nil {
-			return invalid(f+".id", "%v", err)
-		}
-		if _, dup := c.preauthByID[a.ID]; dup {
-			return invalid(f+".id", "duplicate id %q", a.ID)
-		}
-		m, err := c.compileMatch(f, a.Lanes, a.Workers, a.Tools, a.Targets, true)
-		if err != nil {
-			return err
-		}
-		if a.Expires == 0 {
-			return invalid(f+".expires", "required: every preauthorization expires")
-		}
-		for _, l := range []struct {
-			name string
-			v    *uint64
-		}{{"per_call", a.PerCall}, {"cumulative", a.Cumulative}, {"uses", a.Uses}} {
-			if err := checkLimit(f+"."+l.name, l.v); err != nil {
+		ps.add(func() error {
+			f := fmt.Sprintf("preauthorizations[%d]", i)
+			if err := safeID(a.ID); err != nil {
+				return invalid(f+".id", "%v", err)
+			}
+			if _, dup := c.preauthByID[a.ID]; dup {
+				return invalid(f+".id", "duplicate id %q", a.ID)
+			}
+			m, err := c.compileMatch(f, a.Lanes, a.Workers, a.Tools, a.Targets, true)
+			if err != nil {
 				return err
 			}
-		}
-		c.preauthByID[a.ID] = len(c.preauths)
-		c.preauths = append(c.preauths, cPreauth{id: a.ID, m: m, expires: int64(a.Expires),
-			perCall: a.PerCall, cumulative: a.Cumulative, uses: a.Uses})
+			if a.Expires == 0 {
+				return invalid(f+".expires", "required: every preauthorization expires")
+			}
+			for _, l := range []struct {
+				name string
+				v    *uint64
+			}{{"per_call", a.PerCall}, {"cumulative", a.Cumulative}, {"uses", a.Uses}} {
+				if err := checkLimit(f+"."+l.name, l.v); err != nil {
+					return err
+				}
+			}
+			c.preauthByID[a.ID] = len(c.preauths)
+			c.preauths = append(c.preauths, cPreauth{id: a.ID, m: m, expires: int64(a.Expires),
+				perCall: a.PerCall, cumulative: a.Cumulative, uses: a.Uses})
+			return nil
+		}())
 	}
-	return nil
+	return ps.err()
 }
 
 func (c *compiled) compileBoundaries(p *Policy) error {
@@ -153,78 +161,82 @@ func (c *compiled) compileShapes(p *Policy) error {
 		return invalid("shape_rules", "more than %d entries", maxEntries)
 	}
 	seen := map[string]bool{}
+	var ps problems
 	for i, r := range p.ShapeRules {
-		f := fmt.Sprintf("shape_rules[%d]", i)
-		if err := safeID(r.ID); err != nil {
-			return invalid(f+".id", "%v", err)
-		}
-		if seen[r.ID] {
-			return invalid(f+".id", "duplicate id %q", r.ID)
-		}
-		seen[r.ID] = true
-		if len(r.Description) > maxPattern || hasControl(r.Description) {
-			return invalid(f+".description", "at most %d printable bytes", maxPattern)
-		}
-		if r.Match == "" || len(r.Match) > maxRegexp {
-			return invalid(f+".match", "want a regular expression of 1-%d bytes", maxRegexp)
-		}
-		re, err := regexp.Compile(r.Match)
-		if err != nil {
-			return invalid(f+".match", "%v", err)
-		}
-		if re.MatchString("") {
-			return invalid(f+".match", "matches the empty string, so it would match every call")
-		}
-		s := cShape{id: r.ID, re: re, pre: newPrefilter(r.Match)}
-		switch r.Action {
-		case "deny":
-			s.deny = true
-		case "escalate":
-		default:
-			return invalid(f+".action", "want deny or escalate, got %q", r.Action)
-		}
-		if len(r.In) == 0 {
-			s.sinks, s.target = true, true
-		}
-		for j, in := range r.In {
-			switch in {
-			case "sinks":
-				s.sinks = true
-			case "target":
-				s.target = true
-			case "args":
-				s.args = true
+		ps.add(func() error {
+			f := fmt.Sprintf("shape_rules[%d]", i)
+			if err := safeID(r.ID); err != nil {
+				return invalid(f+".id", "%v", err)
+			}
+			if seen[r.ID] {
+				return invalid(f+".id", "duplicate id %q", r.ID)
+			}
+			seen[r.ID] = true
+			if len(r.Description) > maxPattern || hasControl(r.Description) {
+				return invalid(f+".description", "at most %d printable bytes", maxPattern)
+			}
+			if r.Match == "" || len(r.Match) > maxRegexp {
+				return invalid(f+".match", "want a regular expression of 1-%d bytes", maxRegexp)
+			}
+			re, err := regexp.Compile(r.Match)
+			if err != nil {
+				return invalid(f+".match", "%v", err)
+			}
+			if re.MatchString("") {
+				return invalid(f+".match", "matches the empty string, so it would match every call")
+			}
+			s := cShape{id: r.ID, re: re, pre: newPrefilter(r.Match)}
+			switch r.Action {
+			case "deny":
+				s.deny = true
+			case "escalate":
 			default:
-				return invalid(fmt.Sprintf("%s.in[%d]", f, j), "want sinks, target or args, got %q", in)
+				return invalid(f+".action", "want deny or escalate, got %q", r.Action)
 			}
-		}
-		for j, ex := range r.Examples.Hit {
-			if !s.re.MatchString(ScreenText(ex)) && !s.re.MatchString(ex) {
-				return invalid(fmt.Sprintf("%s.examples.hit[%d]", f, j), "the rule does not match %q", ex)
+			if len(r.In) == 0 {
+				s.sinks, s.target = true, true
 			}
-		}
-		for j, ex := range r.Examples.Miss {
-			if s.re.MatchString(ScreenText(ex)) || s.re.MatchString(ex) {
-				return invalid(fmt.Sprintf("%s.examples.miss[%d]", f, j), "the rule matches %q", ex)
+			for j, in := range r.In {
+				switch in {
+				case "sinks":
+					s.sinks = true
+				case "target":
+					s.target = true
+				case "args":
+					s.args = true
+				default:
+					return invalid(fmt.Sprintf("%s.in[%d]", f, j), "want sinks, target or args, got %q", in)
+				}
 			}
-		}
-		applies := make([]bool, len(c.surfaces))
-		if len(r.Surfaces) == 0 {
-			for k := range applies {
-				applies[k] = true
+			for j, ex := range r.Examples.Hit {
+				if !s.re.MatchString(ScreenText(ex)) && !s.re.MatchString(ex) {
+					return invalid(fmt.Sprintf("%s.examples.hit[%d]", f, j), "the rule does not match %q", ex)
+				}
 			}
-		} else if applies, err = c.surfaceSet(f+".surfaces", r.Surfaces); err != nil {
-			return err
-		}
-		for k, ok := range applies {
-			if ok {
-				c.surfaces[k].shape = append(c.surfaces[k].shape, len(c.shape))
-				c.surfaces[k].args = c.surfaces[k].args || s.args
+			for j, ex := range r.Examples.Miss {
+				if s.re.MatchString(ScreenText(ex)) || s.re.MatchString(ex) {
+					return invalid(fmt.Sprintf("%s.examples.miss[%d]", f, j), "the rule matches %q", ex)
+				}
 			}
-		}
-		c.shape = append(c.shape, s)
+			applies := make([]bool, len(c.surfaces))
+			if len(r.Surfaces) == 0 {
+				for k := range applies {
+					applies[k] = true
+				}
+			} else if applies, err = c.surfaceSet(f+".surfaces", r.Surfaces); err != nil {
+				return err
+			}
+			for k, ok := range applies {
+				if ok {
+					c.surfaces[k].shape = append(c.surfaces[k].shape, len(c.shape))
+					c.surfaces[k].args = c.surfaces[k].args || s.args
+				}
+			}
+			c.shape = append(c.shape, s)
+			return nil
+		}())
 	}
-	return nil
+	return ps.err()
 }
 
 func (c *compiled) compileQuotas(p *Policy) error {
@@ -232,43 +244,47 @@ func (c *compiled) compileQuotas(p *Policy) error {
 		return invalid("quotas", "more than %d entries", maxEntries)
 	}
 	seen := map[string]bool{}
+	var ps problems
 	for i, q := range p.Quotas {
-		f := fmt.Sprintf("quotas[%d]", i)
-		if err := safeID(q.ID); err != nil {
-			return invalid(f+".id", "%v", err)
-		}
-		if seen[q.ID] {
-			return invalid(f+".id", "duplicate id %q", q.ID)
-		}
-		seen[q.ID] = true
-		m, err := c.compileMatch(f, q.Lanes, q.Workers, nil, nil, false)
-		if err != nil {
-			return err
-		}
-		cq := cQuota{id: q.ID, lanes: m.lanes, workers: m.workers, window: int64(q.Window),
-			requests: q.Requests, amount: q.Amount, bytes: q.Bytes}
-		switch q.Per {
-		case ScopeWorker:
-		case ScopeLane:
-			cq.perLane = true
-		default:
-			return invalid(f+".per", "want worker or lane, got %q", q.Per)
-		}
-		if time.Duration(q.Window) < time.Second || time.Duration(q.Window) > maxLedgerWindow {
-			return invalid(f+".window", "%s is outside [1s, %s]", time.Duration(q.Window), maxLedgerWindow)
-		}
-		if q.Requests == nil && q.Amount == nil && q.Bytes == nil {
-			return invalid(f, "set at least one of requests, amount or bytes")
-		}
-		for _, l := range []struct {
-			name string
-			v    *uint64
-		}{{"requests", q.Requests}, {"amount", q.Amount}, {"bytes", q.Bytes}} {
-			if err := checkLimit(f+"."+l.name, l.v); err != nil {
+		ps.add(func() error {
+			f := fmt.Sprintf("quotas[%d]", i)
+			if err := safeID(q.ID); err != nil {
+				return invalid(f+".id", "%v", err)
+			}
+			if seen[q.ID] {
+				return invalid(f+".id", "duplicate id %q", q.ID)
+			}
+			seen[q.ID] = true
+			m, err := c.compileMatch(f, q.Lanes, q.Workers, nil, nil, false)
+			if err != nil {
 				return err
 			}
-		}
-		c.quotas = append(c.quotas, cq)
+			cq := cQuota{id: q.ID, lanes: m.lanes, workers: m.workers, window: int64(q.Window),
+				requests: q.Requests, amount: q.Amount, bytes: q.Bytes}
+			switch q.Per {
+			case ScopeWorker:
+			case ScopeLane:
+				cq.perLane = true
+			default:
+				return invalid(f+".per", "want worker or lane, got %q", q.Per)
+			}
+			if time.Duration(q.Window) < time.Second || time.Duration(q.Window) > maxLedgerWindow {
+				return invalid(f+".window", "%s is outside [1s, %s]", time.Duration(q.Window), maxLedgerWindow)
+			}
+			if q.Requests == nil && q.Amount == nil && q.Bytes == nil {
+				return invalid(f, "set at least one of requests, amount or bytes")
+			}
+			for _, l := range []struct {
+				name string
+				v    *uint64
+			}{{"requests", q.Requests}, {"amount", q.Amount}, {"bytes", q.Bytes}} {
+				if err := checkLimit(f+"."+l.name, l.v); err != nil {
+					return err
+				}
+			}
+			c.quotas = append(c.quotas, cq)
+			return nil
+		}())
 	}
-	return nil
+	return ps.err()
 }

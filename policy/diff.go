@@ -49,12 +49,17 @@ func Diff(a, b *Policy) []Change {
 	return out
 }
 
+// compact is v as compact JSON, written for a person to read: '<', '>'
+// and '&' stay as they are rather than becoming \u003c escapes.
 func compact(v any) string {
 	if v == nil {
 		return ""
 	}
-	b, _ := json.Marshal(v)
-	return string(b)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // decoded JSON always encodes
+	return string(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
 }
 
 func join(field, key string) string {

@@ -44,3 +44,20 @@ func TestDiff(t *testing.T) {
 		t.Errorf("Diff(v1, v2) = %v", d)
 	}
 }
+
+// TestDiffReadable: diff lines show '<', '>' and '&' as they are written
+// in the document, not as \u003c escapes.
+func TestDiffReadable(t *testing.T) {
+	doc := func(tool string) *policy.Policy {
+		t.Helper()
+		p, err := policy.Parse([]byte(`{"version":1,"default_ttl":"1m","lanes":{"x":{"tools":["` + tool + `"]}}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	d := policy.Diff(doc("a>b"), doc("a<b&c"))
+	if len(d) != 1 || d[0].String() != `~ lanes.x.tools: ["a>b"] -> ["a<b&c"]` {
+		t.Fatalf("Diff = %q", d)
+	}
+}

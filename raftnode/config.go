@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // Peer is one voting member of the raft group.
@@ -48,6 +50,9 @@ type Config struct {
 	LeaderLease      time.Duration
 	// LogLevel for raft's own logger: "error", "warn", "info", "debug".
 	LogLevel string
+	// Logger, when set, receives raft's own lines (see SlogLogger) instead
+	// of a text logger on Start's logOut; LogLevel still applies to it.
+	Logger hclog.Logger
 
 	// TLS, when set, runs the raft transport over mutual TLS (see
 	// TLSFiles); nil is plain TCP, for development and single nodes.

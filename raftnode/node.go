@@ -89,9 +89,14 @@ func Start(cfg Config, logOut io.Writer) (*Node, error) {
 	rc.LeaderLeaseTimeout = cfg.LeaderLease
 	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 256
-	rc.Logger = hclog.New(&hclog.LoggerOptions{
-		Name: "raft", Level: hclog.LevelFromString(cfg.LogLevel), Output: logOut,
-	}).With("node", cfg.NodeID)
+	if cfg.Logger != nil {
+		cfg.Logger.SetLevel(hclog.LevelFromString(cfg.LogLevel))
+		rc.Logger = cfg.Logger
+	} else {
+		rc.Logger = hclog.New(&hclog.LoggerOptions{
+			Name: "raft", Level: hclog.LevelFromString(cfg.LogLevel), Output: logOut,
+		}).With("node", cfg.NodeID)
+	}
 
 	store, err := raftboltdb.New(boltOptions(filepath.Join(cfg.DataDir, "raft.db")))
 	if err != nil {

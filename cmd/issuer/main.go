@@ -94,6 +94,7 @@ Exit codes: 0 ok, 1 refused, 2 usage, 3 unavailable.`,
 		revokeCmd(stdout),
 		reinstateCmd(stdout),
 		approveCmd(stdout),
+		reviewsCmd(stdout),
 		policyCmd(stdout),
 		snapshotCmd(stdout),
 	)

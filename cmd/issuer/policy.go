@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,7 +21,7 @@ import (
 func policyCmd(stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "policy",
-		Short: "validate, apply, show or diff the policy document",
+		Short: "validate, apply, show, diff or test the policy document",
 		Long: `The policy document is the operator's trust root: lanes, tool surfaces with
 their consequence classes and targets, allowances and denials,
 preauthorizations, protected paths and domains, review classes, shape rules,
@@ -71,38 +72,68 @@ named, and the epoch in force does not change.`,
 		epoch       uint64
 		recommended bool
 		legacy      bool
+		showJSON    bool
 	)
 	show := &cobra.Command{
-		Use:   "show [--epoch N | --recommended | --default]",
-		Short: "print the policy in force, or of epoch N",
-		Long: `Print the policy in force and its epoch, or with --epoch N the document of
-an older epoch (read from its epoch receipt in the receipt stream).
+		Use:   "show [--epoch N | --recommended | --default] [--json]",
+		Short: "print the policy in force, or of epoch N, as a document apply accepts",
+		Long: `Print the policy in force, or with --epoch N the document of an older
+epoch (read from its epoch receipt in the receipt stream), as a document
+that 'issuer policy apply' accepts as it is:
+
+  issuer policy show > policy.yaml      # edit, then
+  issuer policy diff policy.yaml && issuer policy apply policy.yaml
+
+The default output is YAML, headed by comment lines naming the epoch and
+the digest. --json prints the canonical JSON document itself (the bytes
+the digest is taken over, so sha256sum of the output without its final
+newline is the digest) and the epoch and digest on stderr.
+
 --recommended prints the recommended version 2 policy (a starting point for
 your own; docs/policy.example.yaml), --default the built-in policy a fresh
 issuer applies when started without --policy (the same document); neither
 needs an issuer.`,
+		Example: `  issuer policy show
+  issuer policy show --json | jq .lanes
+  issuer policy show --epoch 1 > epoch1.yaml
+  issuer policy show --recommended > policy.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var (
+				doc  []byte
+				what string
+			)
 			switch {
 			case recommended && legacy:
 				return usageError{fmt.Errorf("give --recommended or --default, not both")}
+			case (recommended || legacy) && cmd.Flags().Changed("epoch"):
+				return usageError{fmt.Errorf("--epoch reads an issuer's history; it does not go with --recommended or --default")}
 			case recommended || legacy:
-				p := policy.Default()
+				p, name := policy.Default(), "the built-in default policy"
 				if recommended {
-					p = policy.Recommended()
+					p, name = policy.Recommended(), "the recommended policy"
 				}
-				return printJSON(stdout, api.PolicyShow{Digest: p.Digest().String(), Policy: p.Canonical()})
+				doc, what = p.Canonical(), fmt.Sprintf("%s, digest %s", name, p.Digest())
+			default:
+				ps, err := fetchPolicy(cmd.Context(), &so, epoch)
+				if err != nil {
+					return err
+				}
+				if len(ps.Policy) == 0 {
+					return refusedError{fmt.Sprintf("epoch %d has no policy document", ps.Epoch)}
+				}
+				doc, what = ps.Policy, fmt.Sprintf("epoch %d, digest %s", ps.Epoch, ps.Digest)
+				if ps.Seq != 0 {
+					what += fmt.Sprintf(", applied by receipt %d", ps.Seq)
+				}
 			}
-			ps, err := fetchPolicy(cmd.Context(), &so, epoch)
-			if err != nil {
-				return err
-			}
-			return printJSON(stdout, ps)
+			return writePolicyDoc(stdout, cmd.ErrOrStderr(), doc, what, showJSON)
 		},
 	}
 	show.Flags().Uint64Var(&epoch, "epoch", 0, "show the document of this epoch (default: the one in force)")
 	show.Flags().BoolVar(&recommended, "recommended", false, "print the recommended version 2 policy")
 	show.Flags().BoolVar(&legacy, "default", false, "print the built-in policy a fresh issuer applies")
+	show.Flags().BoolVar(&showJSON, "json", false, "print the canonical JSON document (epoch and digest on stderr)")
 	diff := &cobra.Command{
 		Use:   "diff FILE",
 		Short: "show what applying FILE would change, field by field",
@@ -138,8 +169,26 @@ where the first match wins (surfaces).`,
 	addConnFlags(apply, &o)
 	addConnFlags(show, &so)
 	addConnFlags(diff, &do)
-	cmd.AddCommand(validate, apply, show, diff)
+	cmd.AddCommand(validate, apply, show, diff, policyTestCmd(stdout))
 	return cmd
+}
+
+// writePolicyDoc prints a canonical document as YAML headed by a comment
+// naming what it is, or with asJSON as the canonical JSON itself, the
+// description going to stderr. Either form is what apply reads.
+func writePolicyDoc(stdout, stderr io.Writer, doc []byte, what string, asJSON bool) error {
+	if asJSON {
+		fmt.Fprintf(stderr, "# %s\n", what)
+		_, err := fmt.Fprintf(stdout, "%s\n", doc)
+		return err
+	}
+	y, err := policyfile.ToYAML(doc)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "# writ policy: %s\n# apply with: issuer policy apply FILE\n", what)
+	_, err = stdout.Write(y)
+	return err
 }
 
 // fetchPolicy asks the issuer for the document of an epoch.
@@ -159,13 +208,13 @@ func fetchPolicy(ctx context.Context, o *connect.Options, epoch uint64) (api.Pol
 	return ps, nil
 }
 
+// printJSON writes v as indented JSON for a person or a script to read:
+// '<', '>' and '&' are written as they are, not as \u003c escapes.
 func printJSON(w io.Writer, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(w, string(b))
-	return nil
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 func shortDigest(d string) string {
@@ -204,7 +253,21 @@ func readPolicy(path string) (*policy.Policy, error) {
 		p, err = policy.WithBuiltins(p) // the document the log will hold
 	}
 	if err != nil {
-		return nil, refusedError{fmt.Sprintf("%s: %v", path, err)}
+		return nil, refusedError{policyProblems(path, err)}
 	}
 	return p, nil
+}
+
+// policyProblems describes why the document at path does not validate:
+// every problem on a line of its own, each naming its field, under one
+// "invalid policy" (not the package's prefix once per problem).
+func policyProblems(path string, err error) string {
+	var ve *policy.ValidationError
+	if errors.As(err, &ve) {
+		return fmt.Sprintf("%s: invalid policy, %d problems:\n  %s", path, len(ve.Problems)+ve.More, strings.Join(ve.Lines(), "\n  "))
+	}
+	if errors.Is(err, policy.ErrInvalid) {
+		return fmt.Sprintf("%s: invalid policy: %s", path, policy.ProblemText(err))
+	}
+	return fmt.Sprintf("%s: %v", path, err)
 }

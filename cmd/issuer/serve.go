@@ -19,9 +19,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/issuer"
 	"github.com/writ-dev/writ/natsbus"
-	"github.com/writ-dev/writ/policy"
+	"github.com/writ-dev/writ/policy/policyfile"
 	"github.com/writ-dev/writ/raftnode"
 )
 
@@ -41,6 +42,7 @@ type serveFlags struct {
 	authFile    string
 	policyFile  string
 	logLevel    string
+	logFormat   string
 	replicas    int
 	sec         secFlags
 }
@@ -71,7 +73,16 @@ A three-node cluster on one machine:
             {"name":"audit","role":"auditor","password_file":"audit.pw"}]}
 A worker may publish only under writ.api.<name>.>, so it can neither ask
 nor spend in another's name. Without --auth a non-dev node refuses to
-start unless --insecure-no-auth is given.`,
+start unless --insecure-no-auth is given.
+
+A running node holds an exclusive lock on its --data-dir (the file
+writ.lock in it): a second node started on the same dir fails before it
+opens anything, naming the dir. The operating system releases the lock
+when the process exits, however it exits.
+
+Every log line, raft's and the embedded NATS server's included, goes to
+stderr in one format: --log-format text (key=value) or json (one object
+per line, for a log shipper).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return serve(cmd.Context(), f, stdout, stderr)
@@ -93,6 +104,7 @@ start unless --insecure-no-auth is given.`,
 	fl.StringVar(&f.authFile, "auth", "", "JSON file of NATS users (see above)")
 	fl.StringVar(&f.policyFile, "policy", "", "policy document applied when the log has none (default: built-in)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "error, warn, info or debug")
+	fl.StringVar(&f.logFormat, "log-format", "text", "text (key=value lines) or json (one object per line); raft's and NATS's lines too")
 	fl.IntVar(&f.replicas, "stream-replicas", 0, "receipt stream replicas (default: 1 for one peer, 3 otherwise)")
 	addSecFlags(fl, &f.sec)
 	return cmd
@@ -207,7 +219,16 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return usageError{fmt.Errorf("--log-level: %w", err)}
 	}
-	rh := newRaftContext(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	var base slog.Handler
+	switch hopts := (&slog.HandlerOptions{Level: level}); f.logFormat {
+	case "text":
+		base = slog.NewTextHandler(stderr, hopts)
+	case "json":
+		base = slog.NewJSONHandler(stderr, hopts)
+	default:
+		return usageError{fmt.Errorf("--log-format: %q is not text or json", f.logFormat)}
+	}
+	rh := newRaftContext(base)
 	lg := slog.New(rh).With("node", f.nodeID)
 
 	peers, err := parsePeers(f.peers)
@@ -236,9 +257,9 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		if err != nil {
 			return usageError{fmt.Errorf("--policy: %w", err)}
 		}
-		p, err := policy.Parse(raw)
+		p, err := policyfile.Parse(raw)
 		if err != nil {
-			return usageError{fmt.Errorf("--policy %s: %w", f.policyFile, err)}
+			return usageError{errors.New("--policy " + policyProblems(f.policyFile, err))}
 		}
 		initial = p.Canonical()
 	}
@@ -248,12 +269,24 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if f.logLevel == "debug" {
 		rcfg.LogLevel = "info"
 	}
+	rcfg.Logger = raftnode.SlogLogger(lg)
 	if err := f.sec.applyRaft(&rcfg); err != nil {
 		return usageError{err}
 	}
 	if err := rcfg.Validate(); err != nil {
 		return usageError{err}
 	}
+	// Before anything in the data dir is opened: a second node on the same
+	// raft log and JetStream store would corrupt both.
+	dataDir := f.dataDir
+	if dataDir == "" {
+		dataDir = "."
+	}
+	unlock, err := lockDataDir(dataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := waitResolvable(ctx, rcfg.Advertise, rcfg.RaftBind, advertiseResolveWait, lg); err != nil {
 		return err
 	}
@@ -330,18 +363,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		return usageError{err}
 	}
 	if f.dev {
-		fmt.Fprintf(stdout, `writ issuer (development mode) — NO AUTHENTICATION: any local process may act as any worker.
-  node      %s
-  raft      %s
-  nats      %s
-  data      %s
-Talk to it from another shell:
-  worker-agent request --worker w1 --lane coordinator --tool Bash --args '{"command":"ls"}'
-  worker-agent spend <grant_id> --worker w1 --args '{"command":"ls"}'
-  issuer status
-  auditor verify
-Press Ctrl-C to stop.
-`, f.nodeID, f.raftAddr, connURL, f.dataDir)
+		devBanner(stdout, f, connURL)
 	} else {
 		if f.authFile == "" && f.natsURL == "" {
 			lg.Warn("running WITHOUT NATS credentials (--insecure-no-auth): any client may act as any worker")
@@ -356,6 +378,28 @@ Press Ctrl-C to stop.
 		return cause
 	}
 	return err
+}
+
+// devBanner prints what a development node is and commands to talk to it
+// that work when pasted: they name --nats-url unless it is the clients'
+// default.
+func devBanner(w io.Writer, f serveFlags, connURL string) {
+	url := ""
+	if connURL != connect.DefaultURL {
+		url = " --nats-url " + connURL
+	}
+	fmt.Fprintf(w, `writ issuer (development mode) — NO AUTHENTICATION: any local process may act as any worker.
+  node      %s
+  raft      %s
+  nats      %s
+  data      %s
+Talk to it from another shell:
+  worker-agent request%s --worker w1 --lane coordinator --tool Bash --args '{"command":"ls"}'
+  worker-agent spend%s <grant_id> --worker w1 --args '{"command":"ls"}'
+  issuer status%s
+  auditor verify%s
+Press Ctrl-C to stop.
+`, f.nodeID, f.raftAddr, connURL, f.dataDir, url, url, url, url)
 }
 
 // advertiseResolveWait bounds how long a node waits for its raft advertise

@@ -247,6 +247,13 @@ When it is not:
 			if err != nil {
 				return err
 			}
+			// A running node holds the lock: restoring under it would
+			// rewrite a live raft log.
+			unlock, err := lockDataDir(dataDir)
+			if err != nil {
+				return err
+			}
+			defer unlock()
 			moved, err := raftnode.RestoreDataDir(filepath.Join(dataDir, "raft"), h, data, raftnode.RestoreOptions{Peers: ps, Force: force})
 			if err != nil {
 				return err

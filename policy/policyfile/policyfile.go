@@ -24,6 +24,15 @@ import (
 // policy.ErrInvalid, so callers can treat it as a validation error).
 var ErrYAML = errors.New("policyfile: bad YAML")
 
+// yamlError is a document that does not convert: it wraps both
+// policy.ErrInvalid and ErrYAML, and reads "policy: invalid: " and the
+// problem once, without a prefix per wrapped error.
+type yamlError string
+
+func (e yamlError) Error() string { return policy.ErrInvalid.Error() + ": " + string(e) }
+
+func (e yamlError) Is(target error) bool { return target == policy.ErrInvalid || target == ErrYAML }
+
 // maxDepth bounds nesting in a YAML document.
 const maxDepth = 32
 
@@ -35,22 +44,23 @@ const maxDepth = 32
 // the offending value.
 func ToJSON(raw []byte) ([]byte, error) {
 	if len(raw) > policy.MaxDocumentBytes {
-		return nil, fmt.Errorf("%w: %w: document is %d bytes, limit %d", policy.ErrInvalid, ErrYAML, len(raw), policy.MaxDocumentBytes)
+		return nil, yamlError(fmt.Sprintf("document is %d bytes, limit %d", len(raw), policy.MaxDocumentBytes))
 	}
 	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) > 0 && t[0] == '{' {
 		return raw, nil
 	}
 	var doc any
 	if err := yaml.UnmarshalStrict(raw, &doc); err != nil {
-		return nil, fmt.Errorf("%w: %w: %v", policy.ErrInvalid, ErrYAML, err)
+		// yaml's own messages start "yaml: line N: ...".
+		return nil, yamlError(err.Error())
 	}
 	v, err := jsonable(doc, "", 0)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w: %v", policy.ErrInvalid, ErrYAML, err)
+		return nil, yamlError("yaml: " + err.Error())
 	}
 	out, err := json.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w: %v", policy.ErrInvalid, ErrYAML, err)
+		return nil, yamlError("yaml: " + err.Error())
 	}
 	return out, nil
 }
@@ -124,4 +134,69 @@ func jsonable(v any, field string, depth int) (any, error) {
 		return t, nil
 	}
 	return nil, fmt.Errorf("%s: a %T cannot be written as JSON (quote the value)", name, v)
+}
+
+// ToYAML writes a JSON policy document (normally a canonical form) as
+// YAML that Parse reads back to the same canonical form: object keys keep
+// their order, numbers stay numbers, and strings YAML 1.1 would read as
+// something else ("yes", "1.0", "null") are quoted.
+func ToYAML(doc []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	v, err := yamlValue(dec)
+	if err != nil {
+		return nil, fmt.Errorf("policyfile: writing YAML: %w", err)
+	}
+	return yaml.Marshal(v)
+}
+
+// yamlValue reads the next JSON value from dec as a value yaml.Marshal
+// writes faithfully: objects as ordered yaml.MapSlice, numbers as int64,
+// uint64 or float64.
+func yamlValue(dec *json.Decoder) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			m := yaml.MapSlice{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				v, err := yamlValue(dec)
+				if err != nil {
+					return nil, err
+				}
+				m = append(m, yaml.MapItem{Key: k, Value: v})
+			}
+			_, err := dec.Token() // '}'
+			return m, err
+		case '[':
+			l := []any{}
+			for dec.More() {
+				v, err := yamlValue(dec)
+				if err != nil {
+					return nil, err
+				}
+				l = append(l, v)
+			}
+			_, err := dec.Token() // ']'
+			return l, err
+		}
+		return nil, fmt.Errorf("unexpected %v", t)
+	case json.Number:
+		if i, err := t.Int64(); err == nil {
+			return i, nil
+		}
+		if u, err := strconv.ParseUint(string(t), 10, 64); err == nil {
+			return u, nil
+		}
+		return t.Float64()
+	}
+	return tok, nil
 }

@@ -96,3 +96,44 @@ func FuzzToJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestToYAMLRoundTrip: a document written by ToYAML parses back to the
+// same canonical form, so `issuer policy show` output can be applied as
+// it is, including keys and values YAML 1.1 would read as booleans,
+// numbers or null.
+func TestToYAMLRoundTrip(t *testing.T) {
+	docs := map[string][]byte{
+		"default":     policy.Default().Canonical(),
+		"recommended": policy.Recommended().Canonical(),
+		"tricky v1":   []byte(`{"version":1,"default_ttl":"1m","workers":{"n":"on","y":"yes"},"lanes":{"n":{"tools":["null","1.5","0x10","~","#x","a: b","- c","true"],"ttl":"30s"},"on":{"tools":["*"],"deny":["no"]},"yes":{"tools":["Bash"]}}}`),
+	}
+	for _, f := range []string{"../testdata/engine.yaml", "../testdata/provenance.yaml", "../../docs/policy.example.yaml"} {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Parse(raw)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		docs[f] = p.Canonical()
+	}
+	for name, canon := range docs {
+		p, err := policy.Parse(canon)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		want := p.Canonical()
+		y, err := ToYAML(want)
+		if err != nil {
+			t.Fatalf("%s: ToYAML: %v", name, err)
+		}
+		back, err := Parse(y)
+		if err != nil {
+			t.Fatalf("%s: the YAML does not parse: %v\n%s", name, err, y)
+		}
+		if got := back.Canonical(); !bytes.Equal(got, want) {
+			t.Fatalf("%s: round trip changed the document:\n got %s\nwant %s\nyaml:\n%s", name, got, want, y)
+		}
+	}
+}

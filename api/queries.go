@@ -1,0 +1,120 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// Read-only operator queries: they are answered by the leader from the
+// state it has applied, and never reach the log.
+const (
+	// SubjectReviews lists the open reviews, or shows one
+	// (ReviewsRequest, answered with Reviews).
+	SubjectReviews = OperatorPrefix + "reviews"
+	// SubjectPolicyTest judges one grant request without recording it
+	// (PolicyTestRequest, answered with PolicyTestAnswer).
+	SubjectPolicyTest = OperatorPrefix + "policy.test"
+)
+
+// ReviewsRequest asks for the open reviews, or with ID for one review
+// (open, or approved and waiting for the worker's retry).
+type ReviewsRequest struct {
+	V  int    `json:"v"`
+	ID string `json:"id,omitempty"`
+}
+
+// Review is one review as the leader holds it. A review stays open until
+// it is approved, its worker is revoked, or Until passes; an approved one
+// is listed until its approval is used or expires.
+type Review struct {
+	ID      string `json:"id"`
+	State   string `json:"state"` // "open" or "approved"
+	Worker  string `json:"worker"`
+	Lane    string `json:"lane"`
+	Session string `json:"session,omitempty"`
+	Tool    string `json:"tool"`
+	// Digest is the request digest, H(tool, canonical args): the exact
+	// call an approval binds.
+	Digest string `json:"digest"`
+	Reason string `json:"reason,omitempty"`
+	// Seq is the approval_required receipt that opened the review.
+	Seq uint64 `json:"seq"`
+	// OpenedAt and Until are control-plane times (Unix ns): when the
+	// review was opened and when it closes unapproved.
+	OpenedAt int64 `json:"opened_at"`
+	Until    int64 `json:"until"`
+	// ApprovalExpires is when an approved review's approval lapses unused.
+	ApprovalExpires int64 `json:"approval_expires,omitempty"`
+	// From the receipt, for a single review: the rules that fired, what
+	// was missing, the detail, the target and the provenance grounds.
+	Rules   []string `json:"rules,omitempty"`
+	Missing string   `json:"missing,omitempty"`
+	Detail  string   `json:"detail,omitempty"`
+	Surface string   `json:"surface,omitempty"`
+	Target  string   `json:"target,omitempty"`
+	Grounds []string `json:"grounds,omitempty"`
+}
+
+// Reviews answers ReviewsRequest: Clock is the leader's control-plane
+// time, Error a refusal (an unknown id, a malformed request).
+type Reviews struct {
+	Clock   int64    `json:"clock"`
+	Reviews []Review `json:"reviews"`
+	Error   string   `json:"error,omitempty"`
+}
+
+// PolicyTestRequest is one grant request to judge, as Worker would send it.
+type PolicyTestRequest struct {
+	V       int          `json:"v"`
+	Worker  string       `json:"worker"`
+	Request GrantRequest `json:"request"`
+}
+
+// PolicyTestAnswer is the decision the policy in force would give the
+// request now, with the state's usage, and what it rests on. Nothing is
+// recorded: no grant, review, receipt or ledger entry.
+type PolicyTestAnswer struct {
+	Epoch        uint64   `json:"epoch"`
+	PolicyDigest string   `json:"policy_digest"`
+	Decision     string   `json:"decision"`
+	Reason       string   `json:"reason,omitempty"`
+	Missing      string   `json:"missing,omitempty"`
+	Detail       string   `json:"detail,omitempty"`
+	Rules        []string `json:"rules,omitempty"`
+	Grounds      []string `json:"grounds,omitempty"`
+	Surface      string   `json:"surface,omitempty"`
+	Operation    string   `json:"operation,omitempty"`
+	Consequence  string   `json:"consequence,omitempty"`
+	Target       string   `json:"target,omitempty"`
+	ExpiresInMS  int64    `json:"expires_in_ms,omitempty"`
+	Error        string   `json:"error,omitempty"`
+}
+
+// Reviews asks the leader for the open reviews, or for the one id names.
+func (c *Client) Reviews(ctx context.Context, id string) (Reviews, error) {
+	var r Reviews
+	data, err := c.call(ctx, SubjectReviews, ReviewsRequest{V: Version, ID: id})
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return r, fmt.Errorf("api: decoding reviews: %w", err)
+	}
+	return r, nil
+}
+
+// PolicyTest asks the leader to judge a request against the policy in
+// force without recording anything.
+func (c *Client) PolicyTest(ctx context.Context, req PolicyTestRequest) (PolicyTestAnswer, error) {
+	var a PolicyTestAnswer
+	req.V = Version
+	data, err := c.call(ctx, SubjectPolicyTest, req)
+	if err != nil {
+		return a, err
+	}
+	if err := json.Unmarshal(data, &a); err != nil {
+		return a, fmt.Errorf("api: decoding policy test: %w", err)
+	}
+	return a, nil
+}
