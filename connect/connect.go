@@ -254,7 +254,7 @@ func (e *noAnswerError) Error() string {
 	}
 	if errors.Is(e.err, nats.ErrNoResponders) {
 		return fmt.Sprintf("%v%s: NATS at %s is reachable, but no issuer is serving there (%v). Is `issuer serve` running against this NATS server? Check with `issuer status`",
-			ErrNoAnswer, within, e.url, e.err)
+			ErrNoAnswer, within, e.url, nats.ErrNoResponders)
 	}
 	return fmt.Sprintf("%v%s (NATS at %s is reachable): %v. Is a leader elected? Check with `issuer status` (or `issuer status --node ID`), or give it longer with --timeout",
 		ErrNoAnswer, within, e.url, e.err)

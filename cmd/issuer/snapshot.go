@@ -123,7 +123,7 @@ func fetchSnapshot(ctx context.Context, o *connect.Options, node string, compact
 	next := func() (*nats.Msg, error) {
 		m, err := sub.NextMsgWithContext(cctx)
 		if err != nil {
-			return nil, o.NoAnswer(fmt.Errorf("node %s did not send its snapshot: %w", node, err))
+			return nil, fmt.Errorf("node %s did not send its snapshot: %w", node, o.NoAnswer(err))
 		}
 		return m, nil
 	}

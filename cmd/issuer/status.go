@@ -51,7 +51,7 @@ with WRIT_NODE_ID set to the node's id (the default of --node).`,
 			if node != "" {
 				msg, err := c.NC.RequestWithContext(ctx, api.SubjectStatus+"."+node, []byte(`{"v":1}`))
 				if err != nil {
-					return o.NoAnswer(fmt.Errorf("node %s did not answer: %w", node, err))
+					return fmt.Errorf("node %s: %w", node, o.NoAnswer(err))
 				}
 				if err := json.Unmarshal(msg.Data, &st); err != nil {
 					return err
