@@ -41,3 +41,23 @@ func TestArgsTooLargeStatesSizes(t *testing.T) {
 		})
 	}
 }
+
+// A refused policy document names the field once: "policy: invalid: ...",
+// not "policy: policy: invalid: ...".
+func TestPolicyRefusalPrefixOnce(t *testing.T) {
+	cases := []struct{ name, doc, want string }{
+		{"unknown field", `{"version":2,"bogus":1}`, "policy: invalid: "},
+		{"not an object", `[1]`, "policy: "},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, rerr := policyCommand("operator:alice", []byte(`{"v":1,"policy":`+tc.doc+`}`))
+			if rerr == nil {
+				t.Fatal("accepted")
+			}
+			if !strings.HasPrefix(rerr.detail, tc.want) || strings.Count(rerr.detail, "policy: ") != 1 {
+				t.Fatalf("detail %q: want it to start %q and say \"policy: \" once", rerr.detail, tc.want)
+			}
+		})
+	}
+}

@@ -566,20 +566,15 @@ func policyCommand(operator string, data []byte) (fsm.Command, *requestError) {
 	}
 	p, err := policy.Parse(r.Policy)
 	if err != nil {
-		var detail string
-		if errors.Is(err, policy.ErrInvalid) || errors.Is(err, policy.ErrVersion) || strings.HasPrefix(err.Error(), "policy: ") {
-			detail = err.Error() // already says "policy: ..."
-		} else {
-			detail = "policy: " + err.Error()
-		}
-		return fsm.Command{}, invalid("policy", "%s", detail)
+		// invalid names the field "policy: "; policy's errors say it too.
+		return fsm.Command{}, invalid("policy", "%s", strings.TrimPrefix(err.Error(), "policy: "))
 	}
 	canon := p.Canonical()
 	// The canonical form can be larger than the document (JSON escapes
 	// '<' as \u003c); refuse here what the state machine would refuse, so
 	// an oversized entry never reaches the log.
 	if _, err := policy.Parse(canon); err != nil {
-		return fsm.Command{}, invalid("policy", "canonical form does not validate: %v", err)
+		return fsm.Command{}, invalid("policy", "canonical form does not validate: %s", strings.TrimPrefix(err.Error(), "policy: "))
 	}
 	return fsm.Command{Op: fsm.OpSetPolicy, Caller: operator, Policy: canon}, nil
 }
