@@ -236,7 +236,7 @@ func (c *Client) send(ctx context.Context, subj string, payload []byte, env *gra
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: %s: %v (last error: %v)", ErrUnavailable, subj, ctx.Err(), last)
+			return nil, fmt.Errorf("%w: %s: %v (last error: %w)", ErrUnavailable, subj, ctx.Err(), last)
 		case <-time.After(backoff):
 		}
 		if backoff < 500*time.Millisecond {

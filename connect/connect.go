@@ -1,13 +1,18 @@
 // Package connect turns command-line flags and environment variables into a
 // NATS connection for writ's tools (issuer operator commands, worker-agent,
 // auditor), so all three accept the same options and say the same things
-// when the server cannot be reached.
+// when the server cannot be reached or the issuer does not answer.
 package connect
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,8 +31,23 @@ const (
 	EnvCA           = "WRIT_NATS_CA"
 )
 
-// ErrConnect wraps every connection failure.
-var ErrConnect = errors.New("cannot connect to NATS")
+// EnvURLFallback is the NATS ecosystem's own variable (the nats CLI and
+// client libraries read it); it is used when EnvURL is unset or empty.
+const EnvURLFallback = "NATS_URL"
+
+// DefaultTimeout is --timeout's default.
+const DefaultTimeout = 10 * time.Second
+
+var (
+	// ErrConnect wraps every failure to reach NATS itself.
+	ErrConnect = errors.New("cannot connect to NATS")
+	// ErrBadURL wraps a --nats-url that does not parse; it is a usage
+	// error, and nothing was dialled.
+	ErrBadURL = errors.New("bad --nats-url")
+	// ErrNoAnswer wraps a request that NATS carried (the connection was
+	// up) but that no issuer answered in time.
+	ErrNoAnswer = errors.New("the issuer did not answer")
+)
 
 // Options are the connection settings shared by writ's tools.
 type Options struct {
@@ -37,31 +57,107 @@ type Options struct {
 	CAFile       string
 	Timeout      time.Duration
 	Name         string // client name shown in NATS monitoring
+	// ConnectOnce makes Dial try once instead of retrying until Timeout:
+	// for a caller that must answer at once when NATS is down (a hook
+	// blocks the call; the next call tries again).
+	ConnectOnce bool
 }
+
+// URLHelp is the --nats-url help text: what it accepts and where its
+// default comes from.
+const URLHelp = "NATS server URL(s), comma separated, as nats://HOST:PORT (also tls://, ws://, wss://) (env " +
+	EnvURL + ", then " + EnvURLFallback + ")"
 
 // AddFlags registers --nats-url, --nats-user, --nats-password-file,
 // --nats-ca and --timeout on fs, with defaults taken from the environment.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.URL, "nats-url", envOr(EnvURL, DefaultURL), "NATS server URL(s), comma separated (env "+EnvURL+")")
+	fs.StringVar(&o.URL, "nats-url", DefaultURLFromEnv(), URLHelp)
 	fs.StringVar(&o.User, "nats-user", os.Getenv(EnvUser), "NATS user name (env "+EnvUser+")")
 	fs.StringVar(&o.PasswordFile, "nats-password-file", os.Getenv(EnvPasswordFile), "file holding the NATS password (env "+EnvPasswordFile+")")
 	fs.StringVar(&o.CAFile, "nats-ca", os.Getenv(EnvCA), "CA certificate for a TLS NATS server (env "+EnvCA+")")
-	fs.DurationVar(&o.Timeout, "timeout", 10*time.Second, "how long to keep trying before giving up")
+	fs.DurationVar(&o.Timeout, "timeout", DefaultTimeout, "how long to keep trying, connecting included, before giving up")
 }
 
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
+// DefaultURLFromEnv is the URL used when --nats-url is not given:
+// WRIT_NATS_URL, else NATS_URL, else DefaultURL.
+func DefaultURLFromEnv() string {
+	for _, k := range []string{EnvURL, EnvURLFallback} {
+		if v := strings.TrimSpace(os.Getenv(k)); v != "" {
+			return v
+		}
 	}
-	return def
+	return DefaultURL
 }
 
-// Dial connects with the options. Errors wrap ErrConnect and say what to
-// check next.
-func (o Options) Dial() (*nats.Conn, error) {
+// CheckURL reports whether s is a list of NATS server URLs nats.go can
+// dial. The error wraps ErrBadURL and says what form is expected.
+func CheckURL(s string) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w %q: %s; want nats://HOST:PORT (or tls://, ws://, wss://), several comma separated, e.g. %s",
+			ErrBadURL, s, fmt.Sprintf(format, a...), DefaultURL)
+	}
+	n := 0
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		n++
+		full := part
+		if !strings.Contains(part, "://") {
+			full = "nats://" + part
+		}
+		u, err := url.Parse(full)
+		if err != nil {
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
+			}
+			return bad("%q does not parse: %v", part, err)
+		}
+		switch u.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			return bad("%q has scheme %q", part, u.Scheme)
+		}
+		if u.Hostname() == "" {
+			return bad("%q names no host", part)
+		}
+		if p := u.Port(); p != "" {
+			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+				return bad("%q has port %q", part, p)
+			}
+		}
+		if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
+			return bad("%q has a path or query", part)
+		}
+	}
+	if n == 0 {
+		return bad("no URL given")
+	}
+	return nil
+}
+
+func (o Options) url() string {
+	if strings.TrimSpace(o.URL) == "" {
+		return DefaultURL
+	}
+	return o.URL
+}
+
+// Dial connects with the options, retrying for up to Timeout while NATS is
+// unreachable (a server that is starting or restarting). Errors wrap
+// ErrBadURL (usage) or ErrConnect and say what to check next.
+func (o Options) Dial() (*nats.Conn, error) { return o.DialContext(context.Background()) }
+
+// DialContext is Dial that also gives up when ctx ends.
+func (o Options) DialContext(ctx context.Context) (*nats.Conn, error) {
+	addr := o.url()
+	if err := CheckURL(addr); err != nil {
+		return nil, err
+	}
 	opts := []nats.Option{
 		nats.Name(o.Name),
-		nats.Timeout(2 * time.Second),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(100 * time.Millisecond),
 	}
@@ -81,16 +177,90 @@ func (o Options) Dial() (*nats.Conn, error) {
 	if o.CAFile != "" {
 		opts = append(opts, nats.RootCAs(o.CAFile))
 	}
-	url := o.URL
-	if url == "" {
-		url = DefaultURL
+
+	// Without a Timeout or a ctx deadline there is one try of up to 2s.
+	start := time.Now()
+	deadline := start.Add(max(o.Timeout, 2*time.Second))
+	if o.Timeout > 0 {
+		deadline = start.Add(o.Timeout)
 	}
-	nc, err := nats.Connect(url, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("%w at %s: %v (is an issuer running? start one with `issuer serve --dev`, or set %s)", ErrConnect, url, err, EnvURL)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
 	}
-	return nc, nil
+	wait := 50 * time.Millisecond
+	for {
+		// One try may take at most 2s, and never past the deadline.
+		try := max(min(2*time.Second, time.Until(deadline)), 100*time.Millisecond)
+		nc, err := nats.Connect(addr, append(opts, nats.Timeout(try))...)
+		if err == nil {
+			return nc, nil
+		}
+		if !retryable(err) {
+			return nil, fmt.Errorf("%w at %s: %v", ErrConnect, addr, err)
+		}
+		left := time.Until(deadline)
+		if left <= 0 || ctx.Err() != nil || o.Timeout <= 0 || o.ConnectOnce {
+			tried := ""
+			if !o.ConnectOnce && o.Timeout > 0 {
+				tried = fmt.Sprintf(" (kept trying for %s)", time.Since(start).Round(100*time.Millisecond))
+			}
+			return nil, fmt.Errorf("%w at %s%s: %v. Is an issuer running? Start one with `issuer serve --dev`, or point --nats-url (env %s or %s) at its NATS server",
+				ErrConnect, addr, tried, err, EnvURL, EnvURLFallback)
+		}
+		t := time.NewTimer(min(wait, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Second)
+	}
 }
+
+// retryable reports whether a failed connect may succeed later: nothing
+// listening yet, a server that hung up, or a network timeout. Authentication and TLS failures
+// are final.
+func retryable(err error) bool {
+	if errors.Is(err, nats.ErrNoServers) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) { // hung up mid-handshake
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne)
+}
+
+// NoAnswer explains err, the failure of a request sent over a connection
+// Dial opened: NATS was reachable, but the issuer did not answer. The
+// result wraps ErrNoAnswer and err, and says what to check. Errors that
+// already wrap ErrConnect, ErrBadURL or ErrNoAnswer are returned as they
+// are.
+func (o Options) NoAnswer(err error) error {
+	if err == nil || errors.Is(err, ErrConnect) || errors.Is(err, ErrBadURL) || errors.Is(err, ErrNoAnswer) {
+		return err
+	}
+	return &noAnswerError{url: o.url(), timeout: o.Timeout, err: err}
+}
+
+type noAnswerError struct {
+	url     string
+	timeout time.Duration
+	err     error
+}
+
+func (e *noAnswerError) Error() string {
+	within := ""
+	if e.timeout > 0 {
+		within = " within " + e.timeout.String()
+	}
+	if errors.Is(e.err, nats.ErrNoResponders) {
+		return fmt.Sprintf("%v%s: NATS at %s is reachable, but no issuer is serving there (%v). Is `issuer serve` running against this NATS server? Check with `issuer status`",
+			ErrNoAnswer, within, e.url, nats.ErrNoResponders)
+	}
+	return fmt.Sprintf("%v%s (NATS at %s is reachable): %v. Is a leader elected? Check with `issuer status` (or `issuer status --node ID`), or give it longer with --timeout",
+		ErrNoAnswer, within, e.url, e.err)
+}
+
+func (e *noAnswerError) Unwrap() []error { return []error{ErrNoAnswer, e.err} }
 
 // InboxPrefix is the reply-subject prefix of an authenticated user. It must
 // equal natsbus.InboxPrefix (a test checks), which the server's

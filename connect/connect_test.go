@@ -2,11 +2,18 @@ package connect
 
 import (
 	"errors"
-	"os"
+	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/pflag"
+
+	"github.com/writ-dev/writ/internal/testenv"
 	"github.com/writ-dev/writ/natsbus"
 )
 
@@ -26,14 +33,231 @@ func TestDialErrorsSayWhatToDo(t *testing.T) {
 		{"user without password file", Options{URL: "nats://127.0.0.1:1", User: "w1"}, "--nats-password-file"},
 		{"missing password file", Options{URL: "nats://127.0.0.1:1", User: "w1", PasswordFile: filepath.Join(dir, "nope")}, "password file"},
 		{"nothing listening", Options{URL: "nats://127.0.0.1:1"}, "issuer serve --dev"},
+		{"nothing listening, one try", Options{URL: "nats://127.0.0.1:1", Timeout: time.Minute, ConnectOnce: true}, "issuer serve --dev"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
 			_, err := tc.o.Dial()
 			if !errors.Is(err, ErrConnect) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("want ErrConnect mentioning %q, got %v", tc.want, err)
 			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("gave up after %v; none of these is worth retrying for long", d)
+			}
 		})
 	}
-	_ = os.Remove
+}
+
+// The URL comes from --nats-url, else WRIT_NATS_URL, else NATS_URL (the
+// NATS ecosystem's variable), else the development default.
+func TestURLPrecedence(t *testing.T) {
+	cases := []struct {
+		name          string
+		writ, natsEnv string
+		flag          []string
+		want          string
+	}{
+		{"nothing set", "", "", nil, DefaultURL},
+		{"NATS_URL only", "", "nats://nats-env:4222", nil, "nats://nats-env:4222"},
+		{"WRIT_NATS_URL only", "nats://writ-env:4222", "", nil, "nats://writ-env:4222"},
+		{"WRIT_NATS_URL wins over NATS_URL", "nats://writ-env:4222", "nats://nats-env:4222", nil, "nats://writ-env:4222"},
+		{"blank WRIT_NATS_URL falls through", "  ", "nats://nats-env:4222", nil, "nats://nats-env:4222"},
+		{"the flag wins over both", "nats://writ-env:4222", "nats://nats-env:4222", []string{"--nats-url", "nats://flag:4222"}, "nats://flag:4222"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(EnvURL, tc.writ)
+			t.Setenv(EnvURLFallback, tc.natsEnv)
+			var o Options
+			fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tc.flag); err != nil {
+				t.Fatal(err)
+			}
+			if o.URL != tc.want {
+				t.Fatalf("URL %q, want %q", o.URL, tc.want)
+			}
+			usage := fs.FlagUsages()
+			for _, w := range []string{EnvURL, EnvURLFallback, "nats://HOST:PORT"} {
+				if !strings.Contains(usage, w) {
+					t.Errorf("--help does not mention %s:\n%s", w, usage)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckURL(t *testing.T) {
+	cases := []struct {
+		url  string
+		ok   bool
+		want string // in the error
+	}{
+		{"nats://127.0.0.1:4222", true, ""},
+		{"127.0.0.1:4222", true, ""},
+		{"localhost", true, ""},
+		{"tls://a.example:4443, wss://b.example", true, ""},
+		{"nats://n1:4222,nats://n2:4222,", true, ""},
+		{"", false, "no URL"},
+		{" , ", false, "no URL"},
+		{"://bad", false, "does not parse"},
+		{"http://127.0.0.1:4222", false, `scheme "http"`},
+		{"nats://:4222", false, "no host"},
+		{"nats://h:99999", false, `port "99999"`},
+		{"nats://h:port", false, "does not parse"},
+		{"nats://h:4222/path", false, "path"},
+		{"nats://n1:4222,ftp://n2", false, `"ftp://n2"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.url, func(t *testing.T) {
+			err := CheckURL(tc.url)
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrBadURL) || errors.Is(err, ErrConnect) {
+				t.Fatalf("want ErrBadURL (and not ErrConnect), got %v", err)
+			}
+			for _, w := range []string{tc.want, "nats://HOST:PORT"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+	// Dial refuses a bad URL before it dials anything.
+	if _, err := (Options{URL: "http://x", Timeout: time.Minute}).Dial(); !errors.Is(err, ErrBadURL) {
+		t.Fatalf("Dial of a bad URL: %v", err)
+	}
+}
+
+// A server that comes up while Dial is retrying is connected to: the
+// timeout covers the first connection, not only the requests after it.
+func TestDialRetriesUntilTheServerIsUp(t *testing.T) {
+	port := testenv.FreePort(t)
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first try reaches a socket that hangs up, as a server that is
+	// not ready yet may; then the real server starts on the same port.
+	hungUp := make(chan struct{})
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Close()
+		}
+		ln.Close()
+		close(hungUp)
+	}()
+	type dialed struct {
+		nc  *nats.Conn
+		err error
+	}
+	done := make(chan dialed, 1)
+	go func() {
+		nc, err := Options{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Timeout: 30 * time.Second}.Dial()
+		done <- dialed{nc, err}
+	}()
+	select {
+	case <-hungUp:
+	case d := <-done:
+		t.Fatalf("Dial returned before the server was up: %v", d.err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("Dial never tried")
+	}
+	select {
+	case d := <-done:
+		t.Fatalf("Dial gave up after its first try instead of retrying within --timeout: %v", d.err)
+	default:
+	}
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	t.Cleanup(s.Shutdown)
+	select {
+	case d := <-done:
+		if d.err != nil {
+			t.Fatalf("Dial did not connect once the server was up: %v", d.err)
+		}
+		d.nc.Close()
+	case <-time.After(25 * time.Second):
+		t.Fatal("Dial did not return")
+	}
+}
+
+// With nothing listening, Dial keeps trying for --timeout, then names the
+// URL, how long it tried and what to do.
+func TestDialGivesUpAtTheTimeout(t *testing.T) {
+	url := fmt.Sprintf("nats://127.0.0.1:%d", testenv.FreePort(t))
+	start := time.Now()
+	_, err := Options{URL: url, Timeout: 1500 * time.Millisecond}.Dial()
+	d := time.Since(start)
+	if !errors.Is(err, ErrConnect) {
+		t.Fatalf("want ErrConnect, got %v", err)
+	}
+	if d < 1400*time.Millisecond || d > 6*time.Second {
+		t.Fatalf("gave up after %v with a 1.5s timeout", d)
+	}
+	for _, w := range []string{url, "kept trying for 1.5s", "issuer serve --dev", EnvURL, EnvURLFallback} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err, w)
+		}
+	}
+}
+
+// NATS is up but nothing answers: the error says the issuer did not
+// answer, never that NATS is unreachable.
+func TestNoAnswerIsNotAConnectionError(t *testing.T) {
+	s := testenv.StartNATS(t, false)
+	o := Options{URL: s.ClientURL(), Timeout: 300 * time.Millisecond}
+	nc, err := o.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	sub, err := nc.SubscribeSync("writ.silent") // subscribed, never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	_, noResponders := nc.Request("writ.nobody", nil, time.Second)
+	_, timedOut := nc.Request("writ.silent", nil, 200*time.Millisecond)
+	cases := []struct {
+		name string
+		err  error
+		want []string
+	}{
+		{"no responders", noResponders, []string{"did not answer", "within 300ms", s.ClientURL(), "reachable", "issuer serve", "issuer status"}},
+		{"timeout", timedOut, []string{"did not answer", "reachable", "leader", "issuer status", "--timeout"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.err == nil {
+				t.Fatal("the request was answered")
+			}
+			err := o.NoAnswer(tc.err)
+			if !errors.Is(err, ErrNoAnswer) || !errors.Is(err, tc.err) || errors.Is(err, ErrConnect) {
+				t.Fatalf("want ErrNoAnswer wrapping %v, not ErrConnect; got %v", tc.err, err)
+			}
+			if strings.Contains(err.Error(), ErrConnect.Error()) {
+				t.Errorf("says NATS is unreachable: %v", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+	// Errors that already say what happened pass through.
+	for _, e := range []error{nil, ErrConnect, fmt.Errorf("%w: x", ErrBadURL)} {
+		if got := o.NoAnswer(e); got != e {
+			t.Errorf("NoAnswer(%v) = %v", e, got)
+		}
+	}
 }

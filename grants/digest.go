@@ -71,14 +71,19 @@ func canonicalize(raw []byte) ([]byte, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("%w: trailing data after the JSON value", ErrBadArgs)
 	}
+	if c.written > MaxArgsBytes {
+		return nil, fmt.Errorf("%w: canonical form exceeds limit %d: it is %d bytes (the input is %d; escapes and number forms grew it)",
+			ErrBadArgs, MaxArgsBytes, c.written, len(raw))
+	}
 	return buf.Bytes(), nil
 }
 
 // canonicalizer writes the canonical form of the decoder's next value.
 // written counts every byte emitted at the leaves (each byte of the output
 // is emitted exactly once; object members are buffered and copied, not
-// re-emitted), so the output limit is enforced before it is exceeded by
-// much, whatever the nesting.
+// re-emitted). Past MaxArgsBytes bytes are only counted, not written, so
+// the output stays bounded and the refusal can state the whole size (at
+// most a few times the input, itself within MaxArgsBytes).
 type canonicalizer struct {
 	dec     *json.Decoder
 	written int
@@ -86,10 +91,9 @@ type canonicalizer struct {
 
 func (c *canonicalizer) emit(out *bytes.Buffer, s string) error {
 	c.written += len(s)
-	if c.written > MaxArgsBytes {
-		return fmt.Errorf("%w: canonical form exceeds limit %d", ErrBadArgs, MaxArgsBytes)
+	if c.written <= MaxArgsBytes {
+		out.WriteString(s)
 	}
-	out.WriteString(s)
 	return nil
 }
 

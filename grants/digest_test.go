@@ -370,3 +370,34 @@ func BenchmarkCanonicalJSONLongNumber(b *testing.B) {
 		}
 	}
 }
+
+// A refusal for size states the real size and the limit.
+func TestArgsSizeRefusalStatesSizes(t *testing.T) {
+	// Each 1e400 is written out as a 401-digit integer.
+	grown := "[" + strings.TrimSuffix(strings.Repeat("1e400,", 1000), ",") + "]"
+	single, err := CanonicalJSON([]byte("[1e400]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	grownSize := 1000*(len(single)-2) + 999 + 2
+	cases := []struct {
+		name, in string
+		want     []string
+	}{
+		{"input", `"` + strings.Repeat("x", MaxArgsBytes) + `"`, []string{"262146 bytes", "limit 262144"}},
+		{"canonical form", grown, []string{"limit 262144", fmt.Sprintf("it is %d bytes", grownSize), fmt.Sprintf("the input is %d", len(grown))}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := CanonicalJSON([]byte(tc.in))
+			if !errors.Is(err, ErrBadArgs) {
+				t.Fatalf("want ErrBadArgs, got %v", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q does not state %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -355,11 +356,62 @@ func flatten(raw []byte) (policy.Args, *requestError) {
 	if err != nil {
 		if errors.Is(err, policy.ErrArgsTooLarge) {
 			return policy.Args{}, &requestError{reason: grants.ReasonRequestTooLarge, missing: "args",
-				detail: "args: " + err.Error()}
+				detail: "args: " + argsTooLarge(raw, err)}
 		}
 		return policy.Args{}, invalid("args", "%v", err)
 	}
 	return a, nil
+}
+
+// argsTooLarge states how arguments exceed policy's bounds with the real
+// numbers: how many scalar values there are (policy.MaxArgLeaves) or how
+// long the longest field path is (policy.MaxArgPath). It walks the
+// arguments as policy.FlattenArgs does, on this refusal path only.
+func argsTooLarge(raw []byte, err error) string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var values, longest int
+	var walk func(pathLen int) bool
+	walk = func(pathLen int) bool {
+		longest = max(longest, pathLen)
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		d, ok := tok.(json.Delim)
+		if !ok {
+			values++
+			return true
+		}
+		for i := 0; dec.More(); i++ {
+			n := len(strconv.Itoa(i))
+			if d == '{' {
+				kt, err := dec.Token()
+				k, _ := kt.(string)
+				if err != nil {
+					return false
+				}
+				n = len(k) + strings.Count(k, "~") + strings.Count(k, "/") // JSON pointer escapes
+			}
+			if !walk(pathLen + 1 + n) {
+				return false
+			}
+		}
+		_, err = dec.Token()
+		return err == nil
+	}
+	walk(0)
+	switch {
+	case values > policy.MaxArgLeaves:
+		return fmt.Sprintf("%d values; the limit is %d values per call", values, policy.MaxArgLeaves)
+	case longest > policy.MaxArgPath:
+		return fmt.Sprintf("a field path is %d bytes long; the limit is %d bytes", longest, policy.MaxArgPath)
+	}
+	msg := err.Error() // not expected: policy's words, without its stacked prefixes
+	if i := strings.LastIndex(msg, policy.ErrArgsTooLarge.Error()+": "); i >= 0 {
+		msg = msg[i+len(policy.ErrArgsTooLarge.Error())+2:]
+	}
+	return msg
 }
 
 // checkPath checks an optional absolute path of the resolution context.
@@ -530,7 +582,7 @@ func policyCommand(operator string, data []byte) (fsm.Command, *requestError) {
 	// '<' as \u003c); refuse here what the state machine would refuse, so
 	// an oversized entry never reaches the log.
 	if _, err := policy.Parse(canon); err != nil {
-		return fsm.Command{}, invalid("policy", "canonical form does not validate: %v", err)
+		return fsm.Command{}, invalid("policy", "canonical form does not validate: %s", strings.TrimPrefix(err.Error(), "policy: "))
 	}
 	return fsm.Command{Op: fsm.OpSetPolicy, Caller: operator, Policy: canon}, nil
 }

@@ -43,7 +43,7 @@ func TestApprovalReceipts(t *testing.T) {
 		t.Fatalf("tail: exit %d: %s", r.code, r.stderr)
 	}
 	for _, want := range []string{
-		" approval_required - w1 review_required review=" + rv + "\n",
+		" approval_required - w1 review_required tool=vault_read review=" + rv + "\n",
 		" approval - w1 review=" + rv + " tool=vault_read digest=" + d.Short() + " until=",
 		" by=operator:alice note=\"owner said yes\"\n",
 		" permit g2 w1 approved review=" + rv + "\n",

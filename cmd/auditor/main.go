@@ -35,6 +35,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/writ-dev/writ/connect"
+	"github.com/writ-dev/writ/internal/version"
 )
 
 // Exit codes. Keep in step with the package comment and exitCodesHelp.
@@ -122,7 +123,11 @@ every permit, refusal, attempt (spend), effect, revocation and policy epoch.
            state_digest of 'issuer status' at the same sequence.
 
 The auditor only reads. Connection flags and their environment variables
-are shared with the other writ tools (` + connect.EnvURL + `, default ` + connect.DefaultURL + `).
+are shared with the other writ tools: --nats-url, else $` + connect.EnvURL + `, else
+$` + connect.EnvURLFallback + `, else ` + connect.DefaultURL + `. --timeout also bounds
+connecting, which is retried while NATS is unreachable.
+
+` + version.CompletionText("auditor") + `
 
 ` + exitCodesHelp,
 		SilenceUsage:  true,
@@ -133,7 +138,6 @@ are shared with the other writ tools (` + connect.EnvURL + `, default ` + connec
 			return usageErr("a command is required (tail or verify)")
 		},
 	}
-	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -141,6 +145,7 @@ are shared with the other writ tools (` + connect.EnvURL + `, default ` + connec
 	g.conn.AddFlags(root.PersistentFlags())
 
 	root.AddCommand(newTailCmd(g), newVerifyCmd(g))
+	version.Setup(root)
 
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {

@@ -47,7 +47,7 @@ func runCLI(t *testing.T, args ...string) result {
 
 // cleanEnv makes sure the environment does not supply flags.
 func cleanEnv(t *testing.T) {
-	for _, k := range []string{"WRIT_NATS_URL", "WRIT_NATS_USER", "WRIT_NATS_PASSWORD_FILE", "WRIT_NATS_CA"} {
+	for _, k := range []string{"WRIT_NATS_URL", "NATS_URL", "WRIT_NATS_USER", "WRIT_NATS_PASSWORD_FILE", "WRIT_NATS_CA"} {
 		t.Setenv(k, "")
 	}
 }
@@ -345,7 +345,7 @@ func TestTail(t *testing.T) {
 			t.Errorf("line %d = %q, want prefix %q", i, lines[i], want)
 		}
 	}
-	if !strings.Contains(r.stdout, " spend_refused g1 w1 already_spent\n") || !strings.Contains(r.stdout, " deny - w1 denied_by_policy\n") {
+	if !strings.Contains(r.stdout, " spend_refused g1 w1 already_spent\n") || !strings.Contains(r.stdout, " deny - w1 denied_by_policy tool=Bash\n") {
 		t.Errorf("refusals not shown with their reason:\n%s", r.stdout)
 	}
 
@@ -465,7 +465,7 @@ func TestUnavailable(t *testing.T) {
 	dead := "nats://" + l.Addr().String()
 	l.Close()
 	for _, args := range [][]string{{"verify"}, {"tail"}} {
-		r := runCLI(t, append(args, "--nats-url", dead)...)
+		r := runCLI(t, append(args, "--nats-url", dead, "--timeout", "1s")...)
 		if r.code != ExitUnavailable || !strings.Contains(r.stderr, "cannot connect") || !strings.Contains(r.stderr, "WRIT_NATS_URL") {
 			t.Errorf("%v against a dead URL: exit %d, stderr %q", args, r.code, r.stderr)
 		}

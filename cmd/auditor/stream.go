@@ -38,7 +38,10 @@ type receipts struct {
 // openReceipts connects and looks the stream up. Errors are exit code 3
 // and say what to check next.
 func openReceipts(ctx context.Context, o connect.Options) (*receipts, error) {
-	nc, err := o.Dial()
+	nc, err := o.DialContext(ctx)
+	if errors.Is(err, connect.ErrBadURL) {
+		return nil, &exitError{code: ExitUsage, err: err}
+	}
 	if err != nil {
 		return nil, unavailableErr(err)
 	}

@@ -31,8 +31,9 @@ printing new receipts as the issuer publishes them until interrupted.
 Each line is either the event's JSON form (--json), or
   SEQ TIME KIND GRANT WORKER DETAIL
 with TIME in RFC 3339 (UTC, nanoseconds), "-" for an empty field, and
-DETAIL the refusal reason, the effect outcome, the epoch, the revoked
-counters, or for a source registration the source id, channel, assigned
+DETAIL the refusal reason (with tool=NAME on deny and approval_required
+lines, and review=ID on the latter), the effect outcome, the epoch, the
+revoked counters, or for a source registration the source id, channel, assigned
 authority and origins (a refused registration shows its reason and id).
 
 tail checks only that each message decodes (canonical encoding, stored hash
@@ -152,21 +153,25 @@ func detail(e events.Event) string {
 			return "approved review=" + e.ReviewID
 		}
 	}
-	if e.Reason != "" && e.ReviewID != "" {
+	if e.Reason == "" {
+		return e.Outcome
+	}
+	s := e.Reason
+	if e.Tool != "" && (e.Kind == events.KindDeny || e.Kind == events.KindApprovalRequired) {
+		// Which call was refused or held.
+		s += " tool=" + e.Tool
+	}
+	switch {
+	case e.ReviewID != "":
 		// An approval_required answer, or an approval of an unknown review.
-		return e.Reason + " review=" + e.ReviewID
+		return s + " review=" + e.ReviewID
+	case e.Channel != "" && len(e.Sources) > 0:
+		// A refused source registration.
+		return s + " source=" + e.Sources[0]
+	case len(e.Grounds) > 0:
+		return fmt.Sprintf("%s grounds=%d", s, len(e.Grounds))
 	}
-	if e.Reason != "" {
-		if e.Channel != "" && len(e.Sources) > 0 {
-			// A refused source registration.
-			return e.Reason + " source=" + e.Sources[0]
-		}
-		if len(e.Grounds) > 0 {
-			return fmt.Sprintf("%s grounds=%d", e.Reason, len(e.Grounds))
-		}
-		return e.Reason
-	}
-	return e.Outcome
+	return s
 }
 
 // approvalDetail describes an operator's approval: the review, the call

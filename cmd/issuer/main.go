@@ -16,10 +16,13 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/connect"
+	"github.com/writ-dev/writ/internal/version"
 )
 
 // Exit codes.
@@ -52,11 +55,12 @@ func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "issuer:", err)
+	// Errors from the issuer package already start with "issuer: ".
+	fmt.Fprintln(stderr, "issuer:", strings.TrimPrefix(err.Error(), "issuer: "))
 	var ue usageError
 	var re refusedError
 	switch {
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), errors.Is(err, connect.ErrBadURL):
 		return exitUsage
 	case errors.As(err, &re):
 		return exitRefused
@@ -80,6 +84,13 @@ Look at it:                   issuer status
 Revoke a worker:              issuer revoke --worker w1
 Approve a held call:          issuer approve rv-58f1175eb5b79f789947
 
+Operator commands reach the issuer through NATS: --nats-url, else
+$` + connect.EnvURL + `, else $` + connect.EnvURLFallback + `, else ` + connect.DefaultURL + `.
+--timeout bounds the whole call, connecting (retried while NATS is
+unreachable) included.
+
+` + version.CompletionText("issuer") + `
+
 Exit codes: 0 ok, 1 refused, 2 usage, 3 unavailable.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -98,11 +109,29 @@ Exit codes: 0 ok, 1 refused, 2 usage, 3 unavailable.`,
 		policyCmd(stdout),
 		snapshotCmd(stdout),
 	)
-	err := root.ExecuteContext(ctx)
+	version.Setup(root)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err != nil && isCobraUsage(err) {
 		return usageError{err}
 	}
-	return err
+	return explainNoAnswer(cmd, err)
+}
+
+// explainNoAnswer rewords an operator command's request that NATS carried
+// but no issuer answered, so that it is not mistaken for NATS being
+// unreachable and says what to check.
+func explainNoAnswer(cmd *cobra.Command, err error) error {
+	if !errors.Is(err, api.ErrUnavailable) || cmd == nil {
+		return err
+	}
+	var o connect.Options
+	if f := cmd.Flags().Lookup("nats-url"); f != nil {
+		o.URL = f.Value.String()
+	}
+	if f := cmd.Flags().Lookup("timeout"); f != nil {
+		o.Timeout, _ = time.ParseDuration(f.Value.String())
+	}
+	return o.NoAnswer(err)
 }
 
 func isCobraUsage(err error) bool {

@@ -66,7 +66,7 @@ func (r result) String() string {
 
 // cleanEnv makes sure the environment does not supply flags.
 func cleanEnv(t *testing.T) {
-	for _, k := range []string{"WRIT_NATS_URL", "WRIT_NATS_USER", "WRIT_NATS_PASSWORD_FILE", "WRIT_NATS_CA", envNodeID} {
+	for _, k := range []string{"WRIT_NATS_URL", "NATS_URL", "WRIT_NATS_USER", "WRIT_NATS_PASSWORD_FILE", "WRIT_NATS_CA", envNodeID} {
 		t.Setenv(k, "")
 	}
 }
@@ -232,11 +232,11 @@ func TestStatusWithNoIssuer(t *testing.T) {
 	if r.code != exitUnavailable {
 		t.Fatalf("want exit %d, got %s", exitUnavailable, r)
 	}
-	if !strings.Contains(r.stderr, "leader") {
-		t.Errorf("the error should hint at leadership: %q", r.stderr)
+	if !strings.Contains(r.stderr, "did not answer") || !strings.Contains(r.stderr, "issuer serve") {
+		t.Errorf("the error should say the issuer did not answer and how to check: %q", r.stderr)
 	}
 	r = runCLI(t, "revoke", "--worker", "w1", "--nats-url", s.ClientURL(), "--timeout", "500ms")
-	if r.code != exitUnavailable || !strings.Contains(r.stderr, "unavailable") {
+	if r.code != exitUnavailable || !strings.Contains(r.stderr, "did not answer") {
 		t.Fatalf("revoke with no issuer: want exit 3 (unavailable), got %s", r)
 	}
 }

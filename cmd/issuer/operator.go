@@ -14,14 +14,16 @@ import (
 )
 
 // operatorClient dials NATS with the shared flags and returns a client and
-// a context bounded by --timeout.
+// a context bounded by --timeout, which connecting (retried while NATS is
+// unreachable) shares with the requests.
 func operatorClient(ctx context.Context, o *connect.Options) (*api.Client, context.Context, func(), error) {
 	o.Name = "writ-operator"
-	nc, err := o.Dial()
+	cctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	nc, err := o.DialContext(cctx)
 	if err != nil {
+		cancel()
 		return nil, nil, nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	return api.NewClient(nc, ""), cctx, func() { cancel(); nc.Close() }, nil
 }
 

@@ -200,7 +200,7 @@ func fetchPolicy(ctx context.Context, o *connect.Options, epoch uint64) (api.Pol
 	defer done()
 	ps, err := c.PolicyShow(cctx, epoch)
 	if err != nil {
-		return ps, fmt.Errorf("%w: %v", connect.ErrConnect, err)
+		return ps, o.NoAnswer(err)
 	}
 	if ps.Error != "" {
 		return ps, refusedError{ps.Error}

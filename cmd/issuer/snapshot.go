@@ -106,7 +106,7 @@ func fetchSnapshot(ctx context.Context, o *connect.Options, node string, compact
 	if node == "" {
 		st, err := c.Status(cctx)
 		if err != nil {
-			return h, nil, fmt.Errorf("%w: %v (is a leader elected? try --node ID)", connect.ErrConnect, err)
+			return h, nil, o.NoAnswer(err)
 		}
 		node = st.Node
 	}
@@ -123,7 +123,7 @@ func fetchSnapshot(ctx context.Context, o *connect.Options, node string, compact
 	next := func() (*nats.Msg, error) {
 		m, err := sub.NextMsgWithContext(cctx)
 		if err != nil {
-			return nil, fmt.Errorf("%w: node %s did not send its snapshot: %v", connect.ErrConnect, node, err)
+			return nil, fmt.Errorf("node %s did not send its snapshot: %w", node, o.NoAnswer(err))
 		}
 		return m, nil
 	}

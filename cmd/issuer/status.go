@@ -51,18 +51,18 @@ with WRIT_NODE_ID set to the node's id (the default of --node).`,
 			if node != "" {
 				msg, err := c.NC.RequestWithContext(ctx, api.SubjectStatus+"."+node, []byte(`{"v":1}`))
 				if err != nil {
-					return fmt.Errorf("%w: node %s did not answer: %v", connect.ErrConnect, node, err)
+					return fmt.Errorf("node %s: %w", node, o.NoAnswer(err))
 				}
 				if err := json.Unmarshal(msg.Data, &st); err != nil {
 					return err
 				}
 			} else if st, err = c.Status(ctx); err != nil {
-				return fmt.Errorf("%w: %v (is a leader elected? try --node ID)", connect.ErrConnect, err)
+				return o.NoAnswer(err)
 			}
 			// noLeader is --require-leader's verdict, returned after printing.
 			var noLeader error
 			if requireLeader && st.Leader == "" {
-				noLeader = fmt.Errorf("%w: node %s knows no leader (--require-leader)", connect.ErrConnect, st.Node)
+				noLeader = fmt.Errorf("node %s knows no leader (--require-leader)", st.Node)
 			}
 			if asJSON {
 				b, _ := json.MarshalIndent(st, "", "  ")

@@ -34,9 +34,11 @@ type direct struct {
 
 func (d direct) Close() { d.nc.Close() }
 
-// dialDirect connects to NATS within ctx.
+// dialDirect connects to NATS within ctx for a hook or the MCP proxy:
+// one connection attempt, so that a call blocks at once when NATS is
+// down rather than at its deadline.
 func (g *globals) dialDirect(ctx context.Context) (authority, error) {
-	c, nc, err := g.client(ctx)
+	c, nc, err := g.dial(ctx, true)
 	if err != nil {
 		return nil, err
 	}

@@ -107,7 +107,19 @@ func (a *argsInput) read(stdin io.Reader) (json.RawMessage, error) {
 		if err != nil {
 			return nil, usageErr("--args-file %s: %v", a.file, err)
 		}
+		if len(b) > grants.MaxArgsBytes {
+			// Count the rest (up to a bound) to state the real size.
+			rest, _ := io.Copy(io.Discard, io.LimitReader(r, maxCountedArgs))
+			size := fmt.Sprintf("%d bytes", int64(len(b))+rest)
+			if rest == maxCountedArgs {
+				size = fmt.Sprintf("more than %d bytes", int64(len(b))+rest)
+			}
+			return nil, usageErr("--args-file %s: the arguments are %s; the limit is %d bytes", a.file, size, grants.MaxArgsBytes)
+		}
 		raw = b
+	}
+	if len(raw) > grants.MaxArgsBytes {
+		return nil, usageErr("%s: the arguments are %d bytes; the limit is %d bytes", flag, len(raw), grants.MaxArgsBytes)
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, usageErr("%s: empty; give the tool arguments as a JSON value (e.g. '{}')", flag)
@@ -118,10 +130,17 @@ func (a *argsInput) read(stdin io.Reader) (json.RawMessage, error) {
 		if msg == "EOF" || msg == "unexpected EOF" {
 			msg = "unexpected end of input"
 		}
+		if strings.Contains(msg, "exceeds limit") {
+			return nil, usageErr("%s: %s", flag, msg) // too large, not malformed
+		}
 		return nil, usageErr("%s: not valid JSON arguments: %s", flag, msg)
 	}
 	return c, nil
 }
+
+// maxCountedArgs bounds how much of an oversized --args-file is read to
+// state its size.
+const maxCountedArgs = 64 << 20
 
 // newKey returns k, or a fresh idempotency key when k is empty. The CLI
 // picks the key itself so it can name it when the issuer does not answer.
@@ -132,38 +151,25 @@ func newKey(k string) string {
 	return api.NewKey()
 }
 
-// client dials NATS within ctx and returns a client for the worker. The
-// caller closes the connection.
+// client dials NATS within ctx (retrying while NATS is unreachable) and
+// returns a client for the worker. The caller closes the connection.
 func (g *globals) client(ctx context.Context) (*api.Client, *nats.Conn, error) {
+	return g.dial(ctx, false)
+}
+
+// dial is client, with one connection attempt when once is set.
+func (g *globals) dial(ctx context.Context, once bool) (*api.Client, *nats.Conn, error) {
 	opts := g.conn
 	opts.Name = "worker-agent:" + g.worker
-	type dialed struct {
-		nc  *nats.Conn
-		err error
+	opts.ConnectOnce = once
+	nc, err := opts.DialContext(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
-	ch := make(chan dialed, 1)
-	go func() {
-		nc, err := opts.Dial()
-		ch <- dialed{nc, err}
-	}()
-	var d dialed
-	select {
-	case d = <-ch:
-	case <-ctx.Done():
-		go func() {
-			if d := <-ch; d.nc != nil {
-				d.nc.Close()
-			}
-		}()
-		return nil, nil, fmt.Errorf("%w at %s: %v", connect.ErrConnect, opts.URL, ctx.Err())
-	}
-	if d.err != nil {
-		return nil, nil, d.err
-	}
-	c := api.NewClient(d.nc, g.worker)
+	c := api.NewClient(nc, g.worker)
 	// Several tries fit inside --timeout, each with the same idempotency key.
 	c.Attempt = min(maxAttempt, max(g.conn.Timeout/4, 50*time.Millisecond))
-	return c, d.nc, nil
+	return c, nc, nil
 }
 
 // call runs one request inside the --timeout deadline and reports its
@@ -179,6 +185,9 @@ func (g *globals) call(ctx context.Context, key string, do func(context.Context,
 	defer nc.Close()
 	env, err := do(ctx, c)
 	if err != nil {
+		if errors.Is(err, api.ErrUnavailable) {
+			err = g.conn.NoAnswer(err) // NATS was up: say so
+		}
 		return g.unavailable(err, key)
 	}
 	return g.report(env)
@@ -258,6 +267,9 @@ func (g *globals) unavailable(err error, key string) error {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee
+	}
+	if errors.Is(err, connect.ErrBadURL) {
+		return &exitError{code: ExitUsage, err: err} // nothing was sent
 	}
 	env := grants.Refuse(grants.ReasonIssuerUnavail, "issuer answer", "worker-agent: "+err.Error())
 	_ = g.print(env)

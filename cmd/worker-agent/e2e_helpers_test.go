@@ -43,7 +43,7 @@ func builtBinary(t testing.TB) string {
 func binEnv(home string, extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "WRIT_") || strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "XDG_STATE_HOME=") {
+		if strings.HasPrefix(kv, "WRIT_") || strings.HasPrefix(kv, "NATS_URL=") || strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "XDG_STATE_HOME=") {
 			continue
 		}
 		env = append(env, kv)

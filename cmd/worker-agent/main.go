@@ -54,6 +54,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/writ-dev/writ/connect"
+	"github.com/writ-dev/writ/internal/version"
 )
 
 // Exit codes. Keep in step with the package comment and exitCodesHelp.
@@ -133,7 +134,9 @@ stdout carries only the issuer's decision envelope as JSON; refusals also
 get one human line on stderr. The worker id (--worker, env ` + EnvWorker + `)
 picks the NATS subject writ.api.<worker>.<op>; the issuer takes identity from
 the subject. Requests are retried with the same idempotency key until an
-answer arrives or --timeout ends.
+answer arrives or --timeout ends; --timeout also bounds connecting, which
+is retried while NATS is unreachable. NATS is found at --nats-url, else
+$` + connect.EnvURL + `, else $` + connect.EnvURLFallback + `, else ` + connect.DefaultURL + `.
 
 The harness adapters put the same three steps behind real agent harnesses:
 hook claude-code|codex (command hooks; the prompt, session-start and
@@ -142,6 +145,8 @@ which the pre-call hook traces the call's arguments to), install/uninstall
 (their settings), mcp (a stdio MCP proxy) and run (a warm sidecar the hooks
 use). Hooks answer with exit 0, or exit 2 and one line on stderr; see
 'worker-agent hook --help'.
+
+` + version.CompletionText("worker-agent") + `
 
 ` + exitCodesHelp,
 		SilenceUsage:  true,
@@ -152,7 +157,6 @@ use). Hooks answer with exit 0, or exit 2 and one line on stderr; see
 			return usageErr("a subcommand is required (request, spend, effect, hook, install, uninstall, mcp or run)")
 		},
 	}
-	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
@@ -165,6 +169,7 @@ use). Hooks answer with exit 0, or exit 2 and one line on stderr; see
 
 	root.AddCommand(newRequestCmd(g), newSpendCmd(g), newEffectCmd(g),
 		newHookCmd(g), newInstallCmd(g, true), newInstallCmd(g, false), newMCPCmd(g), newRunCmd(g))
+	version.Setup(root)
 
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {

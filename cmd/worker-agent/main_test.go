@@ -57,7 +57,7 @@ func runCLI(t *testing.T, stdin string, args ...string) result {
 
 // cleanEnv makes sure the environment does not supply flags.
 func cleanEnv(t *testing.T) {
-	for _, k := range []string{EnvWorker, "WRIT_NATS_URL", "WRIT_NATS_USER", "WRIT_NATS_PASSWORD_FILE", "WRIT_NATS_CA"} {
+	for _, k := range []string{EnvWorker, "WRIT_NATS_URL", "NATS_URL", "WRIT_NATS_USER", "WRIT_NATS_PASSWORD_FILE", "WRIT_NATS_CA"} {
 		t.Setenv(k, "")
 	}
 }

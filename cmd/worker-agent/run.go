@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/grants"
 )
 
@@ -71,6 +72,9 @@ func (g *globals) serveSidecar(ctx context.Context, socket string) error {
 			defer nc.Close()
 			client = c
 			break
+		}
+		if errors.Is(err, connect.ErrBadURL) {
+			return &exitError{code: ExitUsage, err: err}
 		}
 		fmt.Fprintf(g.stderr, "worker-agent run: %v; retrying\n", err)
 		select {
