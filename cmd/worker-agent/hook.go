@@ -97,14 +97,10 @@ func newHarnessHookCmd(g *globals, name string) *cobra.Command {
 		deadline time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   name,
-		Short: "Answer one " + name + " hook event read from stdin",
-		Example: `  # .claude/settings.json (worker-agent install claude-code writes this, and
-  # the same entry for PostToolUse and PostToolUseFailure; UserPromptSubmit
-  # and SessionStart get it without a matcher):
-  {"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [{"type": "command",
-    "command": "/usr/local/bin/worker-agent hook claude-code", "timeout": 30}]}]}}`,
-		Args: cobra.NoArgs,
+		Use:     name,
+		Short:   "Answer one " + name + " hook event read from stdin",
+		Example: hookExample(name),
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.answer(g.runHook(cmd, name, &af, deadline))
 		},
@@ -112,6 +108,36 @@ func newHarnessHookCmd(g *globals, name string) *cobra.Command {
 	af.add(cmd, "lane of the main session (overrides the config's \"lane\"; subagents keep theirs)", true)
 	cmd.Flags().DurationVar(&deadline, "deadline", DefaultHookDeadline, "give up, and block the call, after this long")
 	return cmd
+}
+
+// hookExample is the --help example of a harness's hook: the settings
+// entry install writes (its fail-closed wrapper shortened to "...") and a
+// dry run by hand.
+func hookExample(name string) string {
+	if name == harness.Codex {
+		return `  # ~/.codex/hooks.json or <repo>/.codex/hooks.json ('worker-agent install
+  # codex' writes this, and the same entry for PostToolUse, UserPromptSubmit
+  # and SessionStart; no matcher: every tool). The command runs the hook
+  # through a /bin/sh wrapper that blocks the call if the binary is missing
+  # or crashes:
+  {"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "timeout": 30,
+    "command": "/bin/sh -c '...' writ-hook /usr/local/bin/worker-agent hook codex --config /etc/writ/w1.json"}]}]}}
+
+  # Try it by hand with a Codex shell call:
+  echo '{"session_id":"s1","turn_id":"t1","hook_event_name":"PreToolUse","tool_name":"Bash","tool_use_id":"c1","tool_input":{"command":"ls"},"cwd":"/tmp"}' |
+    worker-agent hook codex --config /etc/writ/w1.json; echo "exit $?"`
+	}
+	return `  # .claude/settings.json ('worker-agent install claude-code' writes this,
+  # and the same entry for PostToolUse and PostToolUseFailure; UserPromptSubmit
+  # and SessionStart get it without a matcher). The command runs the hook
+  # through a /bin/sh wrapper that blocks the call if the binary is missing
+  # or crashes:
+  {"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [{"type": "command", "timeout": 30,
+    "command": "/bin/sh -c '...' writ-hook /usr/local/bin/worker-agent hook claude-code --config /etc/writ/w1.json"}]}]}}
+
+  # Try it by hand with a Claude Code Bash call:
+  echo '{"session_id":"s1","hook_event_name":"PreToolUse","tool_name":"Bash","tool_use_id":"t1","tool_input":{"command":"ls"},"cwd":"/tmp"}' |
+    worker-agent hook claude-code --config /etc/writ/w1.json; echo "exit $?"`
 }
 
 // answer carries out a hook's answer.
