@@ -1,6 +1,7 @@
 package harness_test
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -48,5 +49,18 @@ func TestWrapHookCommand(t *testing.T) {
 		if _, err := harness.WrapHookCommand(bad[0], bad[1:]...); !errors.Is(err, harness.ErrHookPath) {
 			t.Errorf("%q: %v", bad, err)
 		}
+	}
+}
+
+func TestPromptUnregistered(t *testing.T) {
+	a := harness.PromptUnregistered(errors.New("cannot reach\nthe issuer"))
+	want := "writ: cannot reach the issuer — the prompt was sent anyway; tool calls stay blocked until the issuer answers. Submit the prompt again once it does if calls should rely on what it says."
+	if a.Exit != harness.ExitOK || a.Stderr != want {
+		t.Fatalf("%+v", a)
+	}
+	// Exactly one field both harnesses know for this event.
+	var out map[string]any
+	if err := json.Unmarshal(a.Stdout, &out); err != nil || len(out) != 1 || out["systemMessage"] != want {
+		t.Fatalf("stdout %s (%v)", a.Stdout, err)
 	}
 }
