@@ -510,3 +510,31 @@ func sameJSON(a, b []byte) bool {
 // ordered JSON (an empty document is the empty object), whatever their
 // formatting. A document that does not parse is never the same.
 func SameSettings(a, b []byte) bool { return sameJSON(a, b) }
+
+// InstalledCommands returns, by event, the hook commands in the settings
+// document doc that owns recognises, in the order they appear.
+func InstalledCommands(doc []byte, owns func(command string) bool) (map[string][]string, error) {
+	root, err := parseSettings(doc)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	hooks, ok := root.get("hooks").(*object)
+	if !ok {
+		return out, nil
+	}
+	for _, ev := range hooks.keys {
+		groups, _ := hooks.get(ev).([]any)
+		for _, g := range groups {
+			gobj, _ := g.(*object)
+			handlers, _ := gobj.get("hooks").([]any)
+			for _, h := range handlers {
+				hobj, _ := h.(*object)
+				if cmd, ok := hobj.get("command").(string); ok && owns(cmd) {
+					out[ev] = append(out[ev], cmd)
+				}
+			}
+		}
+	}
+	return out, nil
+}
