@@ -35,8 +35,8 @@ const doctorProbe = `{"session_id":"writ-doctor","hook_event_name":"Notification
 // --timeout is not given.
 const doctorDeadline = 5 * time.Second
 
-// check is one line of doctor's report.
-type check struct {
+// doctorCheck is one line of doctor's report.
+type doctorCheck struct {
 	Name   string `json:"name"`
 	Status string `json:"status"` // "ok" or "fail"
 	Detail string `json:"detail"`
@@ -118,12 +118,12 @@ a usage error.`,
 }
 
 // doctor runs every check.
-func (g *globals) doctor(cmd *cobra.Command, hs []string, f doctorFlags) []check {
+func (g *globals) doctor(cmd *cobra.Command, hs []string, f doctorFlags) []doctorCheck {
 	timeout := doctorDeadline
 	if cmd.Flags().Changed("timeout") && g.conn.Timeout > 0 {
 		timeout = g.conn.Timeout
 	}
-	var checks []check
+	var checks []doctorCheck
 	hookChecks, configs := doctorHooks(cmd.Context(), hs, f, timeout)
 	checks = append(checks, hookChecks...)
 	if f.config != "" {
@@ -169,9 +169,9 @@ func settingsFiles(h string, f doctorFlags) []string {
 
 // doctorHooks checks the installed hook entries and returns the worker
 // configs they name.
-func doctorHooks(ctx context.Context, hs []string, f doctorFlags, timeout time.Duration) ([]check, []string) {
+func doctorHooks(ctx context.Context, hs []string, f doctorFlags, timeout time.Duration) ([]doctorCheck, []string) {
 	var (
-		checks  []check
+		checks  []doctorCheck
 		configs []string
 		looked  []string
 	)
@@ -183,7 +183,7 @@ func doctorHooks(ctx context.Context, hs []string, f doctorFlags, timeout time.D
 			doc, _, err := readSettings(path)
 			name := "hooks " + h
 			if err != nil {
-				checks = append(checks, fail(name, fmt.Sprintf("%s: %v", path, err), "make the file readable"))
+				checks = append(checks, checkFail(name, fmt.Sprintf("%s: %v", path, err), "make the file readable"))
 				continue
 			}
 			if doc == nil {
@@ -191,7 +191,7 @@ func doctorHooks(ctx context.Context, hs []string, f doctorFlags, timeout time.D
 			}
 			cmds, err := harness.InstalledCommands(doc, harness.OwnsCommand(h))
 			if err != nil {
-				checks = append(checks, fail(name, fmt.Sprintf("%s: %v", path, err), "fix the file (it must be one JSON object), then run worker-agent install "+h+" again"))
+				checks = append(checks, checkFail(name, fmt.Sprintf("%s: %v", path, err), "fix the file (it must be one JSON object), then run worker-agent install "+h+" again"))
 				continue
 			}
 			if len(cmds) == 0 {
@@ -212,14 +212,14 @@ func doctorHooks(ctx context.Context, hs []string, f doctorFlags, timeout time.D
 	}
 	if len(checks) == 0 {
 		fix := "run worker-agent install " + strings.Join(hs, " (or ") + strings.Repeat(")", len(hs)-1) + " --config FILE"
-		checks = append(checks, fail("hooks", "no writ hooks in "+strings.Join(looked, ", "), fix))
+		checks = append(checks, checkFail("hooks", "no writ hooks in "+strings.Join(looked, ", "), fix))
 	}
 	sort.Strings(configs)
 	return checks, configs
 }
 
 // checkInstalled checks one settings file's writ entries.
-func checkInstalled(ctx context.Context, h string, t target, path string, cmds map[string][]string, timeout time.Duration) check {
+func checkInstalled(ctx context.Context, h string, t target, path string, cmds map[string][]string, timeout time.Duration) doctorCheck {
 	name := "hooks " + h
 	reinstall := "run worker-agent install " + h + " again (with --project or --user as before)"
 	var missing []string
@@ -229,7 +229,7 @@ func checkInstalled(ctx context.Context, h string, t target, path string, cmds m
 		}
 	}
 	if len(missing) > 0 {
-		return fail(name, fmt.Sprintf("%s: no writ hook for %s", path, strings.Join(missing, ", ")), reinstall)
+		return checkFail(name, fmt.Sprintf("%s: no writ hook for %s", path, strings.Join(missing, ", ")), reinstall)
 	}
 	distinct := map[string]bool{}
 	for _, list := range cmds {
@@ -245,16 +245,16 @@ func checkInstalled(ctx context.Context, h string, t target, path string, cmds m
 	for _, c := range all {
 		inv, _ := harness.ParseHookCommand(h, c)
 		if !inv.Wrapped {
-			return fail(name, fmt.Sprintf("%s: the hook command %q runs the binary directly, so a missing or crashing binary lets calls run", path, c), reinstall+" to get the fail-closed wrapper")
+			return checkFail(name, fmt.Sprintf("%s: the hook command %q runs the binary directly, so a missing or crashing binary lets calls run", path, c), reinstall+" to get the fail-closed wrapper")
 		}
 		if err := checkExecutable(inv.Binary); err != nil {
-			return fail(name, fmt.Sprintf("%s: the hook runs %s: %v (every call is blocked)", path, inv.Binary, err), "reinstall worker-agent there, or "+reinstall+" from the worker-agent you want it to run")
+			return checkFail(name, fmt.Sprintf("%s: the hook runs %s: %v (every call is blocked)", path, inv.Binary, err), "reinstall worker-agent there, or "+reinstall+" from the worker-agent you want it to run")
 		}
 		if err := probeHook(ctx, c, timeout); err != nil {
-			return fail(name, fmt.Sprintf("%s: the installed hook command does not answer a probe: %v", path, err), "run the command by hand to see why, then "+reinstall)
+			return checkFail(name, fmt.Sprintf("%s: the installed hook command does not answer a probe: %v", path, err), "run the command by hand to see why, then "+reinstall)
 		}
 	}
-	return ok(name, fmt.Sprintf("%s: %d events, fail-closed wrapper, %s answers", path, len(t.events), strings.Join(binaries(h, all), ", ")))
+	return checkOK(name, fmt.Sprintf("%s: %d events, fail-closed wrapper, %s answers", path, len(t.events), strings.Join(binaries(h, all), ", ")))
 }
 
 func binaries(h string, cmds []string) []string {
@@ -299,7 +299,7 @@ func probeHook(ctx context.Context, command string, timeout time.Duration) error
 
 // doctorConfig checks one worker config ("" for the hook's own lookup),
 // its credentials, NATS and the issuer.
-func (g *globals) doctorConfig(cmd *cobra.Command, path string, f doctorFlags, timeout time.Duration) []check {
+func (g *globals) doctorConfig(cmd *cobra.Command, path string, f doctorFlags, timeout time.Duration) []doctorCheck {
 	af := adapterFlags{config: path, stateDir: f.stateDir}
 	if path == "" && f.project != "" {
 		// The hook looks for the project's config in the session's
@@ -311,7 +311,7 @@ func (g *globals) doctorConfig(cmd *cobra.Command, path string, f doctorFlags, t
 	}
 	cfg, err := af.resolve(cmd, g)
 	if err != nil {
-		return []check{fail("config", err.Error(), configFix(af.config))}
+		return []doctorCheck{checkFail("config", err.Error(), configFix(af.config))}
 	}
 	var missing []string
 	if cfg.Lane == "" {
@@ -322,9 +322,9 @@ func (g *globals) doctorConfig(cmd *cobra.Command, path string, f doctorFlags, t
 		where = "no config file (" + ProjectConfig + " or " + filepath.Join(af.stateDir, "worker.json") + "), flags and environment only"
 	}
 	if len(missing) > 0 {
-		return []check{fail("config", fmt.Sprintf("%s: no %s for the main session: every main-session call is blocked", where, strings.Join(missing, ", ")), "add it to the config")}
+		return []doctorCheck{checkFail("config", fmt.Sprintf("%s: no %s for the main session: every main-session call is blocked", where, strings.Join(missing, ", ")), "add it to the config")}
 	}
-	checks := []check{ok("config", fmt.Sprintf("%s: worker %s, lane %s", where, g.worker, cfg.Lane))}
+	checks := []doctorCheck{checkOK("config", fmt.Sprintf("%s: worker %s, lane %s", where, g.worker, cfg.Lane))}
 
 	cred := credentialsCheck(g)
 	checks = append(checks, cred)
@@ -343,45 +343,45 @@ func configFix(path string) string {
 
 // credentialsCheck checks the password file and the CA the connection
 // will use.
-func credentialsCheck(g *globals) check {
+func credentialsCheck(g *globals) doctorCheck {
 	var notes []string
 	if g.conn.User != "" {
 		if g.conn.PasswordFile == "" {
-			return fail("credentials", fmt.Sprintf("NATS user %q but no password file", g.conn.User), `set "nats_password_file" in the config`)
+			return checkFail("credentials", fmt.Sprintf("NATS user %q but no password file", g.conn.User), `set "nats_password_file" in the config`)
 		}
 		st, err := os.Stat(g.conn.PasswordFile)
 		if err != nil {
-			return fail("credentials", fmt.Sprintf("password file %s: %v", g.conn.PasswordFile, errors.Unwrap(err)), "create it (one line, the worker's NATS password) or fix nats_password_file")
+			return checkFail("credentials", fmt.Sprintf("password file %s: %v", g.conn.PasswordFile, errors.Unwrap(err)), "create it (one line, the worker's NATS password) or fix nats_password_file")
 		}
 		if !st.Mode().IsRegular() {
-			return fail("credentials", "password file "+g.conn.PasswordFile+" is not a regular file", "point nats_password_file at the file holding the password")
+			return checkFail("credentials", "password file "+g.conn.PasswordFile+" is not a regular file", "point nats_password_file at the file holding the password")
 		}
 		b, err := os.ReadFile(g.conn.PasswordFile)
 		if err != nil {
-			return fail("credentials", fmt.Sprintf("password file %s: %v", g.conn.PasswordFile, errors.Unwrap(err)), "make it readable by the user the harness runs as (and nobody else)")
+			return checkFail("credentials", fmt.Sprintf("password file %s: %v", g.conn.PasswordFile, errors.Unwrap(err)), "make it readable by the user the harness runs as (and nobody else)")
 		}
 		if len(bytes.TrimSpace(b)) == 0 {
-			return fail("credentials", "password file "+g.conn.PasswordFile+" is empty", "write the worker's NATS password into it")
+			return checkFail("credentials", "password file "+g.conn.PasswordFile+" is empty", "write the worker's NATS password into it")
 		}
 		if st.Mode().Perm()&0o077 != 0 {
-			return fail("credentials", fmt.Sprintf("password file %s has mode %04o: others can read the worker's password", g.conn.PasswordFile, st.Mode().Perm()), "chmod 600 "+g.conn.PasswordFile)
+			return checkFail("credentials", fmt.Sprintf("password file %s has mode %04o: others can read the worker's password", g.conn.PasswordFile, st.Mode().Perm()), "chmod 600 "+g.conn.PasswordFile)
 		}
 		notes = append(notes, fmt.Sprintf("user %s, password file %s (mode %04o)", g.conn.User, g.conn.PasswordFile, st.Mode().Perm()))
 	}
 	if g.conn.CAFile != "" {
 		b, err := os.ReadFile(g.conn.CAFile)
 		if err != nil {
-			return fail("credentials", fmt.Sprintf("CA file %s: %v", g.conn.CAFile, errors.Unwrap(err)), "fix nats_ca (the CA certificate of the NATS server, PEM)")
+			return checkFail("credentials", fmt.Sprintf("CA file %s: %v", g.conn.CAFile, errors.Unwrap(err)), "fix nats_ca (the CA certificate of the NATS server, PEM)")
 		}
 		if !hasCertificate(b) {
-			return fail("credentials", "CA file "+g.conn.CAFile+" holds no PEM certificate", "point nats_ca at the NATS server's CA certificate (PEM)")
+			return checkFail("credentials", "CA file "+g.conn.CAFile+" holds no PEM certificate", "point nats_ca at the NATS server's CA certificate (PEM)")
 		}
 		notes = append(notes, "CA "+g.conn.CAFile)
 	}
 	if len(notes) == 0 {
-		return ok("credentials", "none configured (a NATS server without authentication, as in development)")
+		return checkOK("credentials", "none configured (a NATS server without authentication, as in development)")
 	}
-	return ok("credentials", strings.Join(notes, "; "))
+	return checkOK("credentials", strings.Join(notes, "; "))
 }
 
 func hasCertificate(b []byte) bool {
@@ -400,16 +400,16 @@ func hasCertificate(b []byte) bool {
 }
 
 // connectivity checks NATS, then the issuer behind it.
-func (g *globals) connectivity(ctx context.Context, timeout time.Duration) []check {
+func (g *globals) connectivity(ctx context.Context, timeout time.Duration) []doctorCheck {
 	opts := g.conn
 	opts.Name = "worker-agent-doctor:" + g.worker
 	url := opts.URL
 	nc, err := opts.Dial()
 	if err != nil {
-		return []check{fail("nats", harness.OneLine(err.Error()), "start the issuer (issuer serve), or fix nats_url / --nats-url; check the credentials above")}
+		return []doctorCheck{checkFail("nats", harness.OneLine(err.Error()), "start the issuer (issuer serve), or fix nats_url / --nats-url; check the credentials above")}
 	}
 	defer nc.Close()
-	checks := []check{ok("nats", "connected to "+nc.ConnectedUrlRedacted())}
+	checks := []doctorCheck{checkOK("nats", "connected to "+nc.ConnectedUrlRedacted())}
 
 	// A grant request without a lane: the issuer refuses it as
 	// invalid_request before proposing anything, so nothing is recorded.
@@ -420,39 +420,41 @@ func (g *globals) connectivity(ctx context.Context, timeout time.Duration) []che
 		msg, err := nc.RequestWithContext(ctx, subj, []byte(fmt.Sprintf(`{"v":%d}`, api.Version)))
 		switch {
 		case errors.Is(err, nats.ErrNoResponders):
-			return append(checks, fail("issuer", fmt.Sprintf("NATS at %s is up, but no issuer listens on %s", url, subj), "start the issuer on this NATS server (issuer serve), or point nats_url at the one it uses"))
+			return append(checks, checkFail("issuer", fmt.Sprintf("NATS at %s is up, but no issuer listens on %s", url, subj), "start the issuer on this NATS server (issuer serve), or point nats_url at the one it uses"))
 		case err != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)):
-			return append(checks, fail("issuer", fmt.Sprintf("no answer on %s within %v", subj, timeout), "check the issuer's health (issuer status) and its logs"))
+			return append(checks, checkFail("issuer", fmt.Sprintf("no answer on %s within %v", subj, timeout), "check the issuer's health (issuer status) and its logs"))
 		case err != nil && strings.Contains(strings.ToLower(err.Error()), "permission"):
-			return append(checks, fail("issuer", fmt.Sprintf("NATS refused this connection the worker's subjects (%v)", err), fmt.Sprintf("the worker id (%s) must be a NATS user the issuer was configured with; fix \"worker\"/\"nats_user\" or the issuer's users", g.worker)))
+			return append(checks, checkFail("issuer", fmt.Sprintf("NATS refused this connection the worker's subjects (%v)", err), fmt.Sprintf("the worker id (%s) must be a NATS user the issuer was configured with; fix \"worker\"/\"nats_user\" or the issuer's users", g.worker)))
 		case err != nil:
-			return append(checks, fail("issuer", fmt.Sprintf("asking on %s: %v", subj, err), "check the issuer and NATS logs"))
+			return append(checks, checkFail("issuer", fmt.Sprintf("asking on %s: %v", subj, err), "check the issuer and NATS logs"))
 		}
 		env, derr := grants.DecodeEnvelope(msg.Data)
 		if derr != nil {
-			return append(checks, fail("issuer", fmt.Sprintf("the answer on %s is not a writ envelope: %v", subj, derr), "is another service answering writ's subjects? check the issuer's version"))
+			return append(checks, checkFail("issuer", fmt.Sprintf("the answer on %s is not a writ envelope: %v", subj, derr), "is another service answering writ's subjects? check the issuer's version"))
 		}
 		if env.Reason == grants.ReasonIssuerUnavail {
 			// A follower, or a leader being elected: ask again.
 			select {
 			case <-ctx.Done():
-				return append(checks, fail("issuer", "the issuer answered issuer_unavailable until the deadline (no leader?)", "check the cluster (issuer status)"))
+				return append(checks, checkFail("issuer", "the issuer answered issuer_unavailable until the deadline (no leader?)", "check the cluster (issuer status)"))
 			case <-time.After(100 * time.Millisecond):
 				continue
 			}
 		}
-		return append(checks, ok("issuer", fmt.Sprintf("answered worker %s on %s", g.worker, subj)))
+		return append(checks, checkOK("issuer", fmt.Sprintf("answered worker %s on %s", g.worker, subj)))
 	}
 }
 
-func ok(name, detail string) check { return check{Name: name, Status: "ok", Detail: detail} }
+func checkOK(name, detail string) doctorCheck {
+	return doctorCheck{Name: name, Status: "ok", Detail: detail}
+}
 
-func fail(name, detail, fix string) check {
-	return check{Name: name, Status: "fail", Detail: detail, Fix: fix}
+func checkFail(name, detail, fix string) doctorCheck {
+	return doctorCheck{Name: name, Status: "fail", Detail: detail, Fix: fix}
 }
 
 // reportChecks prints the report and returns exit 1 when a check failed.
-func (g *globals) reportChecks(checks []check, asJSON bool) error {
+func (g *globals) reportChecks(checks []doctorCheck, asJSON bool) error {
 	allOK := true
 	for _, c := range checks {
 		allOK = allOK && c.Status == "ok"
@@ -462,8 +464,8 @@ func (g *globals) reportChecks(checks []check, asJSON bool) error {
 		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(struct {
-			OK     bool    `json:"ok"`
-			Checks []check `json:"checks"`
+			OK     bool          `json:"ok"`
+			Checks []doctorCheck `json:"checks"`
 		}{allOK, checks})
 	} else {
 		width := 0

@@ -12,8 +12,8 @@ import (
 )
 
 type doctorReport struct {
-	OK     bool    `json:"ok"`
-	Checks []check `json:"checks"`
+	OK     bool          `json:"ok"`
+	Checks []doctorCheck `json:"checks"`
 }
 
 // doctorJSON runs doctor --json and decodes its report.
@@ -30,8 +30,8 @@ func doctorJSON(t *testing.T, args ...string) (doctorReport, result) {
 	return rep, r
 }
 
-func (rep doctorReport) status() map[string]check {
-	out := map[string]check{}
+func (rep doctorReport) status() map[string]doctorCheck {
+	out := map[string]doctorCheck{}
 	for _, c := range rep.Checks {
 		out[c.Name] = c
 	}

@@ -16,6 +16,7 @@ import (
 // recipient it names is refused until the prompt is submitted again.
 func TestPromptWhileIssuerUnreachable(t *testing.T) {
 	cleanEnv(t)
+	builtBinary(t) // before any deadline starts
 	env := startPayIssuer(t)
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
