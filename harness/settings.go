@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -185,18 +184,14 @@ func (s HookSpec) group(event string) *object {
 }
 
 // OwnsCommand returns a matcher for hook commands that run the
-// worker-agent's hook for harness: after optional VAR=value words, a
-// program named worker-agent (any directory) followed by "hook <harness>".
+// worker-agent's hook for harness: writ's wrapped command (see
+// WrapHookCommand; any binary path), or the bare form earlier versions
+// installed — after optional VAR=value words, a program named
+// worker-agent (any directory) followed by "hook <harness>".
 func OwnsCommand(harness string) func(string) bool {
 	return func(cmd string) bool {
-		words, ok := shellWords(cmd)
-		if !ok {
-			return false
-		}
-		for len(words) > 0 && isAssignment(words[0]) {
-			words = words[1:]
-		}
-		return len(words) >= 3 && filepath.Base(words[0]) == "worker-agent" && words[1] == "hook" && words[2] == harness
+		_, ok := ParseHookCommand(harness, cmd)
+		return ok
 	}
 }
 
@@ -509,4 +504,37 @@ func sameJSON(a, b []byte) bool {
 		return false
 	}
 	return bytes.Equal(render(pa), render(pb))
+}
+
+// SameSettings reports whether two settings documents hold the same
+// ordered JSON (an empty document is the empty object), whatever their
+// formatting. A document that does not parse is never the same.
+func SameSettings(a, b []byte) bool { return sameJSON(a, b) }
+
+// InstalledCommands returns, by event, the hook commands in the settings
+// document doc that owns recognises, in the order they appear.
+func InstalledCommands(doc []byte, owns func(command string) bool) (map[string][]string, error) {
+	root, err := parseSettings(doc)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	hooks, ok := root.get("hooks").(*object)
+	if !ok {
+		return out, nil
+	}
+	for _, ev := range hooks.keys {
+		groups, _ := hooks.get(ev).([]any)
+		for _, g := range groups {
+			gobj, _ := g.(*object)
+			handlers, _ := gobj.get("hooks").([]any)
+			for _, h := range handlers {
+				hobj, _ := h.(*object)
+				if cmd, ok := hobj.get("command").(string); ok && owns(cmd) {
+					out[ev] = append(out[ev], cmd)
+				}
+			}
+		}
+	}
+	return out, nil
 }

@@ -69,9 +69,13 @@ default 10 MiB, oldest content evicted first):
 Before each call, every string and number of tool_input is traced against
 the registry (raw, and base64/hex/percent decoded); the issuer judges each
 field's authority from the sources it matched, and a field that matched
-nothing counts as model-made. A registration that fails is exit 2 with one
-line: for a prompt, both harnesses drop it (submit it again); after a tool
-call, the model is told values from that result count as model-made. An
+nothing counts as model-made. A prompt the issuer cannot be asked about
+(unreachable, no answer in time) is let through with a warning to the user
+(systemMessage): unregistered, values copied from it count as model-made,
+which only makes calls stricter, and tool calls stay blocked until the
+issuer answers. Any other failed registration is exit 2 with one line: for
+a prompt the issuer refused, both harnesses drop it; after a tool call, the
+model is told values from that result count as model-made. An
 unreadable registry file never opens anything: PreToolUse asks without
 traces (and says so on stderr), the next registration starts a fresh file.
 Other events: exit 0.
@@ -97,14 +101,10 @@ func newHarnessHookCmd(g *globals, name string) *cobra.Command {
 		deadline time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   name,
-		Short: "Answer one " + name + " hook event read from stdin",
-		Example: `  # .claude/settings.json (worker-agent install claude-code writes this, and
-  # the same entry for PostToolUse and PostToolUseFailure; UserPromptSubmit
-  # and SessionStart get it without a matcher):
-  {"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [{"type": "command",
-    "command": "/usr/local/bin/worker-agent hook claude-code", "timeout": 30}]}]}}`,
-		Args: cobra.NoArgs,
+		Use:     name,
+		Short:   "Answer one " + name + " hook event read from stdin",
+		Example: hookExample(name),
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.answer(g.runHook(cmd, name, &af, deadline))
 		},
@@ -112,6 +112,36 @@ func newHarnessHookCmd(g *globals, name string) *cobra.Command {
 	af.add(cmd, "lane of the main session (overrides the config's \"lane\"; subagents keep theirs)", true)
 	cmd.Flags().DurationVar(&deadline, "deadline", DefaultHookDeadline, "give up, and block the call, after this long")
 	return cmd
+}
+
+// hookExample is the --help example of a harness's hook: the settings
+// entry install writes (its fail-closed wrapper shortened to "...") and a
+// dry run by hand.
+func hookExample(name string) string {
+	if name == harness.Codex {
+		return `  # ~/.codex/hooks.json or <repo>/.codex/hooks.json ('worker-agent install
+  # codex' writes this, and the same entry for PostToolUse, UserPromptSubmit
+  # and SessionStart; no matcher: every tool). The command runs the hook
+  # through a /bin/sh wrapper that blocks the call if the binary is missing
+  # or crashes:
+  {"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "timeout": 30,
+    "command": "/bin/sh -c '...' writ-hook /usr/local/bin/worker-agent hook codex --config /etc/writ/w1.json"}]}]}}
+
+  # Try it by hand with a Codex shell call:
+  echo '{"session_id":"s1","turn_id":"t1","hook_event_name":"PreToolUse","tool_name":"Bash","tool_use_id":"c1","tool_input":{"command":"ls"},"cwd":"/tmp"}' |
+    worker-agent hook codex --config /etc/writ/w1.json; echo "exit $?"`
+	}
+	return `  # .claude/settings.json ('worker-agent install claude-code' writes this,
+  # and the same entry for PostToolUse and PostToolUseFailure; UserPromptSubmit
+  # and SessionStart get it without a matcher). The command runs the hook
+  # through a /bin/sh wrapper that blocks the call if the binary is missing
+  # or crashes:
+  {"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [{"type": "command", "timeout": 30,
+    "command": "/bin/sh -c '...' writ-hook /usr/local/bin/worker-agent hook claude-code --config /etc/writ/w1.json"}]}]}}
+
+  # Try it by hand with a Claude Code Bash call:
+  echo '{"session_id":"s1","hook_event_name":"PreToolUse","tool_name":"Bash","tool_use_id":"t1","tool_input":{"command":"ls"},"cwd":"/tmp"}' |
+    worker-agent hook claude-code --config /etc/writ/w1.json; echo "exit $?"`
 }
 
 // answer carries out a hook's answer.
@@ -241,11 +271,14 @@ func (g *globals) runHook(cmd *cobra.Command, name string, af *adapterFlags, dea
 // sourceHook registers the content a UserPromptSubmit (the prompt) or
 // SessionStart (the working directory's instruction files) event brings
 // into the session. Nothing to register: exit 0 without reading the
-// config or dialing. A registration that fails is exit 2 with one line:
-// for a prompt both harnesses then drop it and tell the user, who submits
-// it again (a prompt writ never registered would make every value taken
-// from it count as model-made); for a session start they show the line to
-// the user.
+// config or dialing. A prompt the issuer could not be asked about (not
+// reachable, no answer in time) goes through with a warning for the user:
+// unregistered, every value taken from it counts as model-made, which
+// only makes later calls stricter, and those calls are blocked anyway
+// until the issuer answers. Any other registration failure (the issuer
+// refused the prompt, a bad config) is exit 2 with one line: both
+// harnesses then drop the prompt and tell the user; for a session start
+// they show the line to the user.
 func (g *globals) sourceHook(ctx context.Context, cmd *cobra.Command, af *adapterFlags, in harness.HookInput) harness.Answer {
 	fail := harness.FailAfter
 	if in.HookEventName == harness.EventUserPromptSubmit {
@@ -279,10 +312,17 @@ func (g *globals) sourceHook(ctx context.Context, cmd *cobra.Command, af *adapte
 	auth := g.openAuthority(af.socket)
 	defer auth.Close()
 	store := newSessionStore(af.stateDir, in.SessionID, cfg.Provenance.maxBytes())
-	more, err := registerSources(ctx, auth, store, srcs)
+	more, rerr := registerSources(ctx, auth, store, srcs)
 	notes = append(notes, more...)
-	if err != nil {
-		return fail(errors.New(joinNotes(append([]string{err.Error()}, notes...))))
+	if rerr != nil {
+		err := errors.New(joinNotes(append([]string{rerr.Error()}, notes...)))
+		if in.HookEventName == harness.EventUserPromptSubmit && isTransport(rerr) {
+			// Unregistered, the prompt can only make calls stricter
+			// (see harness.PromptUnregistered); the calls themselves
+			// stay blocked while the issuer cannot be asked.
+			return harness.PromptUnregistered(err)
+		}
+		return fail(err)
 	}
 	return notesAnswer(notes)
 }

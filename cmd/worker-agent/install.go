@@ -1,6 +1,9 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,36 +38,69 @@ var targets = map[string]target{
 }
 
 type installFlags struct {
-	project string
-	user    bool
-	config  string
-	binary  string
+	project  string
+	user     bool
+	config   string
+	binary   string
+	stateDir string
 }
 
-func newInstallCmd(g *globals, install bool) *cobra.Command {
-	verb, short := "install", "Add writ's hooks to a harness's settings"
-	if !install {
-		verb, short = "uninstall", "Remove the hooks writ installed from a harness's settings"
-	}
-	var f installFlags
-	cmd := &cobra.Command{
-		Use:   verb + " claude-code|codex [--project DIR | --user]",
-		Short: short,
-		Long: `install merges writ's hook entries into the harness's settings:
+const installLong = `install merges writ's hook entries into the harness's settings:
   claude-code  DIR/.claude/settings.json (or ~/.claude/settings.json with
                --user): PreToolUse, PostToolUse and PostToolUseFailure with
-               matcher "*", UserPromptSubmit and SessionStart without one;
-               command "worker-agent hook claude-code", timeout 30s
+               matcher "*", UserPromptSubmit and SessionStart without one
   codex        DIR/.codex/hooks.json (or ~/.codex/hooks.json): PreToolUse,
                PostToolUse, UserPromptSubmit and SessionStart, no matcher
-               (every tool, prompt and start), command
-               "worker-agent hook codex", timeout 30s
+               (every tool, prompt and start)
+Each entry runs "worker-agent hook <harness>" (with --config when given),
+timeout 30s, through a small /bin/sh wrapper written into the command: the
+harnesses block a call only when the hook exits 2, so the wrapper turns a
+missing, moved or crashing worker-agent (exit 127, 126, 1, a signal) into
+exit 2 with a line saying what to do. The call is blocked, never let run.
+
+Before writing, install checks what the hook will need: the binary
+(--binary, default this executable) must exist and be executable, and the
+worker config (--config) must exist, parse and name the worker and the
+main session's lane. Without --config the hook looks for ` + ProjectConfig + `
+in the session's directory, then worker.json in the state dir; install
+warns when neither exists yet.
+
 The prompt and session-start hooks register what enters the session as
 provenance sources (see 'worker-agent hook --help').
 Existing hooks, unknown keys and their order are kept; running install again
-changes nothing. uninstall removes exactly the writ hook entries (and the
-groups and lists left empty by that), nothing else. The file is replaced
-atomically. --project defaults to the current directory.`,
+changes nothing. The file is replaced atomically. --project defaults to the
+current directory. 'worker-agent doctor' checks the result.`
+
+const uninstallLong = `uninstall removes the hook entries writ installed from the harness's
+settings (DIR/.claude/settings.json or DIR/.codex/hooks.json; ~/.claude or
+~/.codex with --user), in any form an earlier install wrote them, and the
+groups and lists left empty by that — nothing else.
+
+When writ's entries were the only change since install, the file is put
+back byte for byte as it was (install keeps a copy in the state dir), and a
+settings file that install created is removed, with the directory install
+created for it if that is now empty. Otherwise the rest of the file is kept
+as it is now, re-indented. The file is replaced atomically. --project
+defaults to the current directory.`
+
+func newInstallCmd(g *globals, install bool) *cobra.Command {
+	verb, short, long := "install", "Add writ's hooks to a harness's settings", installLong
+	if !install {
+		verb, short, long = "uninstall", "Remove the hooks writ installed from a harness's settings", uninstallLong
+	}
+	var f installFlags
+	example := `  worker-agent install claude-code --project . --config /etc/writ/w1.json
+  worker-agent install codex --user --config /etc/writ/w1.json
+  worker-agent doctor claude-code --project .`
+	if !install {
+		example = `  worker-agent uninstall claude-code --project .
+  worker-agent uninstall codex --user`
+	}
+	cmd := &cobra.Command{
+		Use:     verb + " claude-code|codex [--project DIR | --user]",
+		Short:   short,
+		Long:    long,
+		Example: example,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usageErr("name the harness: %s claude-code or %s codex", verb, verb)
@@ -81,75 +117,143 @@ atomically. --project defaults to the current directory.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.project, "project", "", "project directory (default: the current directory)")
 	fl.BoolVar(&f.user, "user", false, "use the user-level settings in the home directory instead")
+	fl.StringVar(&f.stateDir, "state-dir", "", "state directory, where install keeps the settings file's original bytes for uninstall (default $"+EnvStateDir+", $XDG_STATE_HOME/writ or ~/.local/state/writ)")
 	if install {
-		fl.StringVar(&f.config, "config", "", "worker config the hook should read (written into the hook command as an absolute path)")
+		fl.StringVar(&f.config, "config", "", "worker config the hook should read (checked now; written into the hook command as an absolute path)")
 		fl.StringVar(&f.binary, "binary", "", "worker-agent binary the hook runs (default: this executable)")
 	}
 	return cmd
 }
 
-func (g *globals) install(t target, f installFlags, install bool) error {
-	if f.user && f.project != "" {
-		return usageErr("give --project or --user, not both")
+// settingsPath is the settings file of t for the flags.
+func settingsPath(t target, project string, user bool) (string, error) {
+	if user && project != "" {
+		return "", usageErr("give --project or --user, not both")
 	}
-	base := f.project
-	if f.user {
+	base := project
+	if user {
 		h, err := os.UserHomeDir()
 		if err != nil {
-			return usageErr("--user: %v", err)
+			return "", usageErr("--user: %v", err)
 		}
 		base = h
 	}
 	if base == "" {
 		base = "."
 	}
-	path := filepath.Join(base, t.dir, t.file)
+	path, err := filepath.Abs(filepath.Join(base, t.dir, t.file))
+	if err != nil {
+		return "", usageErr("%v", err)
+	}
 	// A settings file kept as a symlink (dotfile managers) is updated
 	// where it points, not replaced by a regular file.
 	if real, err := filepath.EvalSymlinks(path); err == nil {
 		path = real
 	}
-	spec, err := hookSpec(t, f)
+	return path, nil
+}
+
+func (g *globals) install(t target, f installFlags, install bool) error {
+	path, err := settingsPath(t, f.project, f.user)
 	if err != nil {
 		return err
+	}
+	if f.stateDir == "" {
+		f.stateDir = defaultStateDir()
+	}
+	owns := harness.OwnsCommand(t.harness)
+	var spec harness.HookSpec
+	if install {
+		if spec, err = hookSpec(t, f); err != nil {
+			return err
+		}
+		if f.config == "" {
+			g.warnNoConfig(f)
+		}
 	}
 	doc, mode, err := readSettings(path)
 	if err != nil {
 		return &exitError{code: ExitUsage, err: err}
 	}
-	var (
-		out     []byte
-		changed bool
-	)
-	if install {
-		out, changed, err = harness.InstallHooks(doc, spec)
-	} else {
-		out, changed, err = harness.UninstallHooks(doc, func(c string) bool { return c == spec.Command || spec.Owns(c) })
+	if !install {
+		return g.uninstall(path, doc, f.stateDir, owns)
 	}
+	out, changed, err := harness.InstallHooks(doc, spec)
 	if err != nil {
 		return &exitError{code: ExitUsage, err: fmt.Errorf("%s: %v", path, err)}
 	}
-	switch {
-	case !changed && install:
+	if !changed {
 		fmt.Fprintf(g.stdout, "writ hooks already installed in %s\n", path)
 		return nil
-	case !changed:
-		fmt.Fprintf(g.stdout, "no writ hooks in %s\n", path)
-		return nil
+	}
+	// The file as it was before writ touched it, for uninstall. Kept from
+	// the first install: a reinstall over writ's own entries must not
+	// replace the original with them.
+	if _, had, _ := harness.UninstallHooks(doc, owns); !had {
+		if err := saveInstallRecord(f.stateDir, installRecord{Path: path, Existed: doc != nil, Mode: uint32(mode), Before: doc, CreatedDirs: missingDirs(filepath.Dir(path))}); err != nil {
+			fmt.Fprintf(g.stderr, "worker-agent: warning: keeping a copy of %s for uninstall: %v (uninstall will still remove writ's entries)\n", path, err)
+		}
 	}
 	if err := writeAtomic(path, out, mode); err != nil {
 		return &exitError{code: ExitUsage, err: err}
 	}
-	if install {
-		fmt.Fprintf(g.stdout, "installed writ hooks for %s in %s (%s): %s\n", t.harness, path, strings.Join(t.events, ", "), spec.Command)
-	} else {
-		fmt.Fprintf(g.stdout, "removed writ hooks from %s\n", path)
-	}
+	fmt.Fprintf(g.stdout, "installed writ hooks for %s in %s (%s): %s\n", t.harness, path, strings.Join(t.events, ", "), spec.Command)
 	return nil
 }
 
-// hookSpec is the hook entry for t: the absolute path of the binary, "hook
-// <harness>", and --config when one was named.
+// uninstall removes writ's entries from the settings file at path: back
+// to its original bytes when nothing else changed since install, removed
+// when install created it, else the rest of the document kept.
+func (g *globals) uninstall(path string, doc []byte, stateDir string, owns func(string) bool) error {
+	out, changed, err := harness.UninstallHooks(doc, owns)
+	if err != nil {
+		return &exitError{code: ExitUsage, err: fmt.Errorf("%s: %v", path, err)}
+	}
+	if !changed {
+		fmt.Fprintf(g.stdout, "no writ hooks in %s\n", path)
+		return nil
+	}
+	rec, rerr := loadInstallRecord(stateDir, path)
+	if rerr != nil {
+		fmt.Fprintf(g.stderr, "worker-agent: warning: %v; removing writ's entries only\n", rerr)
+	}
+	switch {
+	case rec != nil && !rec.Existed && harness.SameSettings(out, nil):
+		if err := os.Remove(path); err != nil {
+			return &exitError{code: ExitUsage, err: err}
+		}
+		for i := len(rec.CreatedDirs) - 1; i >= 0; i-- {
+			_ = os.Remove(rec.CreatedDirs[i]) // only if empty
+		}
+		dropInstallRecord(stateDir, path)
+		fmt.Fprintf(g.stdout, "removed writ hooks: deleted %s, which install had created\n", path)
+		return nil
+	case rec != nil && rec.Existed && harness.SameSettings(out, rec.Before):
+		if err := writeAtomic(path, rec.Before, os.FileMode(rec.Mode).Perm()); err != nil {
+			return &exitError{code: ExitUsage, err: err}
+		}
+		dropInstallRecord(stateDir, path)
+		fmt.Fprintf(g.stdout, "removed writ hooks: restored %s as it was before install\n", path)
+		return nil
+	}
+	mode := os.FileMode(0o644)
+	if st, err := os.Stat(path); err == nil {
+		mode = st.Mode().Perm()
+	}
+	if err := writeAtomic(path, out, mode); err != nil {
+		return &exitError{code: ExitUsage, err: err}
+	}
+	if rec != nil {
+		dropInstallRecord(stateDir, path)
+	}
+	fmt.Fprintf(g.stdout, "removed writ hooks from %s\n", path)
+	return nil
+}
+
+// hookSpec is the hook entry for t: the wrapped command running the
+// absolute path of the binary, "hook <harness>", and --config when one
+// was named. The binary and the config are checked first: a hook that
+// cannot run blocks every call.
 func hookSpec(t target, f installFlags) (harness.HookSpec, error) {
 	bin := f.binary
 	if bin == "" {
@@ -163,18 +267,164 @@ func hookSpec(t target, f installFlags) (harness.HookSpec, error) {
 	if err != nil {
 		return harness.HookSpec{}, usageErr("--binary: %v", err)
 	}
-	words := []string{harness.ShellQuote(bin), "hook", t.harness}
+	if err := checkExecutable(bin); err != nil {
+		return harness.HookSpec{}, usageErr("--binary %s: %v; give the path of an installed worker-agent", bin, err)
+	}
+	args := []string{"hook", t.harness}
 	if f.config != "" {
 		c, err := filepath.Abs(f.config)
 		if err != nil {
 			return harness.HookSpec{}, usageErr("--config: %v", err)
 		}
-		words = append(words, "--config", harness.ShellQuote(c))
+		if err := checkInstallConfig(c); err != nil {
+			return harness.HookSpec{}, err
+		}
+		args = append(args, "--config", c)
+	}
+	cmd, err := harness.WrapHookCommand(bin, args...)
+	if err != nil {
+		return harness.HookSpec{}, usageErr("%v", err)
 	}
 	return harness.HookSpec{
-		Events: t.events, Matcher: t.matcher, Command: strings.Join(words, " "),
+		Events: t.events, Matcher: t.matcher, Command: cmd,
 		Timeout: installTimeout, Owns: harness.OwnsCommand(t.harness),
 	}, nil
+}
+
+// checkExecutable reports why path cannot be run as a program.
+func checkExecutable(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return errors.Unwrap(err) // "no such file or directory", ...
+	}
+	if !st.Mode().IsRegular() {
+		return errors.New("not a regular file")
+	}
+	if st.Mode().Perm()&0o111 == 0 {
+		return errors.New("not executable")
+	}
+	return nil
+}
+
+// checkInstallConfig refuses a worker config the hook could not use:
+// missing, unreadable, malformed, or without the worker id or the main
+// session's lane.
+func checkInstallConfig(path string) error {
+	c, err := loadConfig(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return usageErr("--config %s: no such file; create it first (for example {\"worker\": \"w1\", \"lane\": \"coordinator\", \"nats_url\": \"nats://127.0.0.1:4222\"}; see docs/harnesses.md), then run install again", path)
+	case err != nil:
+		return usageErr("--config: %v; fix the file, then run install again", strings.TrimPrefix(err.Error(), "config "))
+	}
+	var missing []string
+	if c.Worker == "" {
+		missing = append(missing, `"worker" (the worker id, its NATS user)`)
+	}
+	if c.Lane == "" {
+		missing = append(missing, `"lane" (the main session's lane)`)
+	}
+	if len(missing) > 0 {
+		return usageErr("--config %s: %s missing: the hook would block every call; add them, then run install again", path, strings.Join(missing, " and "))
+	}
+	if c.NATSUser != "" && c.NATSPasswordFile == "" {
+		return usageErr("--config %s: nats_user %q needs nats_password_file", path, c.NATSUser)
+	}
+	for _, f := range []struct{ field, path string }{{"nats_password_file", c.NATSPasswordFile}, {"nats_ca", c.NATSCA}} {
+		if f.path == "" {
+			continue
+		}
+		fh, err := os.Open(f.path)
+		if err != nil {
+			return usageErr("--config %s: %s: %v", path, f.field, errors.Unwrap(err))
+		}
+		fh.Close()
+	}
+	return nil
+}
+
+// warnNoConfig warns when the hook, installed without --config, would
+// find no worker config where it looks.
+func (g *globals) warnNoConfig(f installFlags) {
+	base := f.project
+	if base == "" {
+		base = "."
+	}
+	candidates := []string{filepath.Join(f.stateDir, "worker.json")}
+	if !f.user {
+		candidates = append([]string{filepath.Join(base, ProjectConfig)}, candidates...)
+	}
+	for _, p := range candidates {
+		if _, err := os.Stat(p); err == nil {
+			return
+		}
+	}
+	fmt.Fprintf(g.stderr, "worker-agent: warning: no worker config at %s: until one exists the hook blocks every call; pass --config FILE (see 'worker-agent install --help')\n", strings.Join(candidates, " or "))
+}
+
+// missingDirs lists dir and the parents of it that do not exist yet,
+// outermost first: the directories writeAtomic will create.
+func missingDirs(dir string) []string {
+	var out []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil || !errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		out = append([]string{d}, out...)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	return out
+}
+
+// installRecord is what install keeps in the state dir about a settings
+// file it changed: what the file was before writ's first entry went in.
+type installRecord struct {
+	Path        string   `json:"path"`
+	Existed     bool     `json:"existed"`
+	Mode        uint32   `json:"mode"`
+	Before      []byte   `json:"before"`
+	CreatedDirs []string `json:"created_dirs,omitempty"`
+}
+
+func installRecordPath(stateDir, settings string) string {
+	sum := sha256.Sum256([]byte(settings))
+	return filepath.Join(stateDir, "installed", hex.EncodeToString(sum[:12])+".json")
+}
+
+func saveInstallRecord(stateDir string, rec installRecord) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	p := installRecordPath(stateDir, rec.Path)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	return writeAtomic(p, b, 0o600)
+}
+
+// loadInstallRecord returns the record of settings, nil when there is
+// none.
+func loadInstallRecord(stateDir, settings string) (*installRecord, error) {
+	p := installRecordPath(stateDir, settings)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %v", p, err)
+	}
+	var rec installRecord
+	if err := json.Unmarshal(b, &rec); err != nil || rec.Path != settings {
+		return nil, fmt.Errorf("%s is not the install record of %s", p, settings)
+	}
+	return &rec, nil
+}
+
+func dropInstallRecord(stateDir, settings string) {
+	_ = os.Remove(installRecordPath(stateDir, settings))
 }
 
 // readSettings returns the file's bytes and mode (nil and 0644 when it

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/writ-dev/writ/harness"
 )
 
 const userSettings = `{
@@ -33,8 +35,31 @@ const userSettings = `{
 }
 `
 
-func TestInstallClaudeCode(t *testing.T) {
+// fakeBinary is an executable file named worker-agent in a directory
+// whose name needs quoting.
+func fakeBinary(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "writ bin")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "worker-agent")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// isolateInstall keeps install's state (and the hook's default config
+// lookup) out of the real home directory.
+func isolateInstall(t *testing.T) {
+	t.Helper()
 	cleanEnv(t)
+	t.Setenv(EnvStateDir, t.TempDir())
+}
+
+func TestInstallClaudeCode(t *testing.T) {
+	isolateInstall(t)
 	project := t.TempDir()
 	settings := filepath.Join(project, ".claude", "settings.json")
 	if err := os.MkdirAll(filepath.Dir(settings), 0o755); err != nil {
@@ -43,8 +68,9 @@ func TestInstallClaudeCode(t *testing.T) {
 	if err := os.WriteFile(settings, []byte(userSettings), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	bin := "/opt/writ bin/worker-agent"
-	install := []string{"install", "claude-code", "--project", project, "--binary", bin, "--config", "/etc/writ/w1.json"}
+	bin := fakeBinary(t)
+	cfg := writeJSON(t, t.TempDir(), "w1.json", map[string]any{"worker": "w1", "lane": "coordinator"})
+	install := []string{"install", "claude-code", "--project", project, "--binary", bin, "--config", cfg}
 
 	r := runCLI(t, "", install...)
 	if r.code != 0 || !strings.Contains(r.stdout, "installed writ hooks") {
@@ -65,7 +91,13 @@ func TestInstallClaudeCode(t *testing.T) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	want := `'/opt/writ bin/worker-agent' hook claude-code --config /etc/writ/w1.json`
+	want, err := harness.WrapHookCommand(bin, "hook", "claude-code", "--config", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(want, "/bin/sh -c '") || !strings.Contains(want, " writ-hook '"+bin+"' hook claude-code --config "+cfg) {
+		t.Fatalf("hook command %s", want)
+	}
 	// The tool events get matcher "*"; the prompt and the session start,
 	// which register sources, get none (every prompt, every kind of start).
 	for ev, matcher := range map[string]string{"PreToolUse": "*", "PostToolUse": "*", "PostToolUseFailure": "*", "UserPromptSubmit": "", "SessionStart": ""} {
@@ -107,10 +139,11 @@ func TestInstallClaudeCode(t *testing.T) {
 }
 
 func TestInstallCodexAndErrors(t *testing.T) {
-	cleanEnv(t)
+	isolateInstall(t)
 	home := t.TempDir()
 	t.Setenv("HOME", home)
-	r := runCLI(t, "", "install", "codex", "--user", "--binary", "/usr/local/bin/worker-agent")
+	bin := fakeBinary(t)
+	r := runCLI(t, "", "install", "codex", "--user", "--binary", bin)
 	if r.code != 0 {
 		t.Fatalf("%+v", r)
 	}
@@ -118,7 +151,7 @@ func TestInstallCodexAndErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(raw), `"command": "/usr/local/bin/worker-agent hook codex"`) || strings.Contains(string(raw), "matcher") ||
+	if !strings.Contains(string(raw), ` writ-hook '`+bin+`' hook codex"`) || strings.Contains(string(raw), "matcher") ||
 		strings.Contains(string(raw), "PostToolUseFailure") {
 		t.Fatalf("codex hooks.json:\n%s", raw)
 	}
@@ -149,7 +182,7 @@ func TestInstallCodexAndErrors(t *testing.T) {
 }
 
 func TestInstallThroughASymlink(t *testing.T) {
-	cleanEnv(t)
+	isolateInstall(t)
 	project, dotfiles := t.TempDir(), t.TempDir()
 	target := filepath.Join(dotfiles, "claude-settings.json")
 	if err := os.WriteFile(target, []byte(`{"model":"opus"}`), 0o644); err != nil {
@@ -160,7 +193,7 @@ func TestInstallThroughASymlink(t *testing.T) {
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
-	if r := runCLI(t, "", "install", "claude-code", "--project", project, "--binary", "/bin/worker-agent"); r.code != 0 {
+	if r := runCLI(t, "", "install", "claude-code", "--project", project, "--binary", fakeBinary(t)); r.code != 0 {
 		t.Fatalf("%+v", r)
 	}
 	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
@@ -174,12 +207,148 @@ func TestInstallThroughASymlink(t *testing.T) {
 // By default the hook command is the running binary's absolute path.
 func TestInstallNamesTheRunningBinary(t *testing.T) {
 	project := t.TempDir()
-	r := binRun{}.run(t, "install", "claude-code", "--project", project)
+	r := binRun{}.run(t, "install", "claude-code", "--project", project, "--state-dir", t.TempDir())
 	if r.code != 0 {
 		t.Fatalf("%+v", r)
 	}
 	raw, _ := os.ReadFile(filepath.Join(project, ".claude", "settings.json"))
-	if !strings.Contains(string(raw), builtBinary(t)+" hook claude-code") {
+	if !strings.Contains(string(raw), " writ-hook "+harness.ShellQuote(builtBinary(t))+" hook claude-code") {
 		t.Fatalf("settings:\n%s", raw)
+	}
+}
+
+// install refuses a worker config the hook could not use, naming the
+// file and what to do, and writes nothing.
+func TestInstallChecksTheConfig(t *testing.T) {
+	isolateInstall(t)
+	dir := t.TempDir()
+	bin := fakeBinary(t)
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.json", `{"worker":"w1","lane":"coordinator"}`)
+	for _, tc := range []struct {
+		name, config string
+		want         []string
+	}{
+		{"missing", filepath.Join(dir, "nope.json"), []string{"nope.json: no such file", "create it first"}},
+		{"not JSON", write("bad.json", `{"worker":`), []string{"bad.json", "fix the file"}},
+		{"unknown field", write("typo.json", `{"worker":"w1","lane":"c","subagent":{}}`), []string{"typo.json", `unknown field "subagent"`}},
+		{"no worker", write("noworker.json", `{"lane":"coordinator"}`), []string{"noworker.json", `"worker"`, "missing"}},
+		{"no lane", write("nolane.json", `{"worker":"w1"}`), []string{"nolane.json", `"lane"`}},
+		{"password file missing", write("pw.json", `{"worker":"w1","lane":"c","nats_user":"w1","nats_password_file":"`+filepath.Join(dir, "pw")+`"}`), []string{"nats_password_file", "no such file"}},
+		{"user without password file", write("nopw.json", `{"worker":"w1","lane":"c","nats_user":"w1"}`), []string{"needs nats_password_file"}},
+		{"binary missing", good, []string{"--binary", "no such file"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			project := t.TempDir()
+			b := bin
+			if tc.name == "binary missing" {
+				b = filepath.Join(dir, "gone", "worker-agent")
+			}
+			r := runCLI(t, "", "install", "claude-code", "--project", project, "--binary", b, "--config", tc.config)
+			if r.code != ExitUsage {
+				t.Fatalf("%+v", r)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("stderr lacks %q: %s", w, r.stderr)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(project, ".claude")); !os.IsNotExist(err) {
+				t.Fatalf("install wrote something: %v", err)
+			}
+		})
+	}
+	// Without --config, install warns when the hook would find none.
+	r := runCLI(t, "", "install", "claude-code", "--project", t.TempDir(), "--binary", bin)
+	if r.code != 0 || !strings.Contains(r.stderr, "no worker config at") || !strings.Contains(r.stderr, "--config FILE") {
+		t.Fatalf("no config: %+v", r)
+	}
+	if r := runCLI(t, "", "install", "claude-code", "--project", t.TempDir(), "--binary", bin, "--config", good); r.code != 0 || r.stderr != "" {
+		t.Fatalf("good config: %+v", r)
+	}
+}
+
+// uninstall puts a settings file back byte for byte when writ's entries
+// were the only change, removes the one install created (and the
+// directory it created for it), and otherwise keeps everything else.
+func TestUninstallRestoresTheFile(t *testing.T) {
+	isolateInstall(t)
+	bin := fakeBinary(t)
+	// Formatting install does not write: tabs, one line, no final newline.
+	const original = "{\n\t\"model\": \"opus\",\n\t\"hooks\": {\"Stop\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"notify-send done\"}]}]}}"
+	for _, h := range []string{harness.ClaudeCode, harness.Codex} {
+		tg := targets[h]
+		t.Run(h, func(t *testing.T) {
+			project := t.TempDir()
+			settings := filepath.Join(project, tg.dir, tg.file)
+			_ = os.MkdirAll(filepath.Dir(settings), 0o755)
+			if err := os.WriteFile(settings, []byte(original), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 2; i++ { // a second install must not replace the copy
+				if r := runCLI(t, "", "install", h, "--project", project, "--binary", bin); r.code != 0 {
+					t.Fatalf("install: %+v", r)
+				}
+			}
+			r := runCLI(t, "", "uninstall", h, "--project", project)
+			got, _ := os.ReadFile(settings)
+			if r.code != 0 || string(got) != original || !strings.Contains(r.stdout, "restored") {
+				t.Fatalf("uninstall: %+v\n%q", r, got)
+			}
+			if st, _ := os.Stat(settings); st.Mode().Perm() != 0o600 {
+				t.Fatalf("mode %v", st.Mode().Perm())
+			}
+
+			// A file install created is removed, with its directory.
+			fresh := t.TempDir()
+			if r := runCLI(t, "", "install", h, "--project", fresh, "--binary", bin); r.code != 0 {
+				t.Fatalf("install: %+v", r)
+			}
+			r = runCLI(t, "", "uninstall", h, "--project", fresh)
+			if _, err := os.Stat(filepath.Join(fresh, tg.dir)); r.code != 0 || !os.IsNotExist(err) || !strings.Contains(r.stdout, "deleted") {
+				t.Fatalf("uninstall of a created file: %+v (%v)", r, err)
+			}
+
+			// Something else changed since install: only writ's entries go.
+			if r := runCLI(t, "", "install", h, "--project", project, "--binary", bin); r.code != 0 {
+				t.Fatalf("install: %+v", r)
+			}
+			edited, _ := os.ReadFile(settings)
+			edited = []byte(strings.Replace(string(edited), `"opus"`, `"sonnet"`, 1))
+			_ = os.WriteFile(settings, edited, 0o600)
+			r = runCLI(t, "", "uninstall", h, "--project", project)
+			got, _ = os.ReadFile(settings)
+			if r.code != 0 || !strings.Contains(string(got), `"sonnet"`) || strings.Contains(string(got), "writ-hook") || !strings.Contains(string(got), "notify-send done") {
+				t.Fatalf("uninstall after an edit: %+v\n%s", r, got)
+			}
+		})
+	}
+}
+
+func TestInstallAndUninstallHelp(t *testing.T) {
+	install := runCLI(t, "", "install", "--help")
+	uninstall := runCLI(t, "", "uninstall", "--help")
+	if install.code != 0 || uninstall.code != 0 {
+		t.Fatalf("%+v %+v", install, uninstall)
+	}
+	if !strings.Contains(uninstall.stdout, "uninstall removes") || strings.Contains(uninstall.stdout, "install merges") || !strings.Contains(uninstall.stdout, "byte for byte") {
+		t.Fatalf("uninstall --help:\n%s", uninstall.stdout)
+	}
+	if !strings.Contains(install.stdout, "install merges") || !strings.Contains(install.stdout, "wrapper") {
+		t.Fatalf("install --help:\n%s", install.stdout)
+	}
+	codex := runCLI(t, "", "hook", "codex", "--help")
+	if !strings.Contains(codex.stdout, ".codex/hooks.json") || !strings.Contains(codex.stdout, "hook codex --config") || strings.Contains(codex.stdout, "claude") {
+		t.Fatalf("hook codex --help:\n%s", codex.stdout)
+	}
+	claude := runCLI(t, "", "hook", "claude-code", "--help")
+	if !strings.Contains(claude.stdout, ".claude/settings.json") || !strings.Contains(claude.stdout, "hook claude-code --config") {
+		t.Fatalf("hook claude-code --help:\n%s", claude.stdout)
 	}
 }

@@ -168,7 +168,8 @@ use). Hooks answer with exit 0, or exit 2 and one line on stderr; see
 	pf.BoolVar(&g.pretty, "pretty", false, "indent the JSON envelope")
 
 	root.AddCommand(newRequestCmd(g), newSpendCmd(g), newEffectCmd(g),
-		newHookCmd(g), newInstallCmd(g, true), newInstallCmd(g, false), newMCPCmd(g), newRunCmd(g))
+		newHookCmd(g), newInstallCmd(g, true), newInstallCmd(g, false), newMCPCmd(g), newRunCmd(g),
+		newDoctorCmd(g))
 	version.Setup(root)
 
 	cmd, err := root.ExecuteContextC(ctx)

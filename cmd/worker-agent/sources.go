@@ -196,13 +196,17 @@ func registerSources(ctx context.Context, auth authority, store *sessionStore, s
 		what    string
 	}
 	var (
-		ok       []permitted
-		failures []string
+		ok        []permitted
+		failures  []string
+		transport error
 	)
 	for _, p := range srcs {
 		env, err := auth.RegisterSource(ctx, p.req)
 		if err != nil {
 			failures = append(failures, p.what+" ("+unreachable(err).Error()+")")
+			if isTransport(err) {
+				transport = err
+			}
 			break // the rest would wait for the same issuer
 		}
 		if sourcesUnsupported(env) {
@@ -230,10 +234,24 @@ func registerSources(ctx context.Context, auth authority, store *sessionStore, s
 		}
 	}
 	if len(failures) > 0 {
-		return notes, fmt.Errorf("not registered as a source: %s — values copied from it count as model-made", strings.Join(failures, "; "))
+		return notes, &sourcesError{
+			msg:       fmt.Sprintf("not registered as a source: %s — values copied from it count as model-made", strings.Join(failures, "; ")),
+			transport: transport,
+		}
 	}
 	return notes, nil
 }
+
+// sourcesError says what could not be registered. It unwraps to the
+// transport error when the issuer could not be reached or did not answer
+// in time (isTransport), and to nothing when it answered and refused.
+type sourcesError struct {
+	msg       string
+	transport error
+}
+
+func (e *sourcesError) Error() string { return e.msg }
+func (e *sourcesError) Unwrap() error { return e.transport }
 
 // instructionSources reads the instruction files of dir (absolute). Files
 // that are missing are skipped; files that are not regular, too large or

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/natsbus"
+)
+
+type doctorReport struct {
+	OK     bool          `json:"ok"`
+	Checks []doctorCheck `json:"checks"`
+}
+
+// doctorJSON runs doctor --json and decodes its report.
+func doctorJSON(t *testing.T, args ...string) (doctorReport, result) {
+	t.Helper()
+	r := runCLI(t, "", append([]string{"doctor", "--json"}, args...)...)
+	var rep doctorReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("doctor --json: %v\n%+v", err, r)
+	}
+	if rep.OK != (r.code == 0) || (r.code != 0 && r.code != ExitDoctor) {
+		t.Fatalf("ok %v with exit %d", rep.OK, r.code)
+	}
+	return rep, r
+}
+
+func (rep doctorReport) status() map[string]doctorCheck {
+	out := map[string]doctorCheck{}
+	for _, c := range rep.Checks {
+		out[c.Name] = c
+	}
+	return out
+}
+
+// copyBinary puts a copy of the built worker-agent in a directory of its
+// own, so a test can delete or replace it.
+func copyBinary(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(builtBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "worker-agent")
+	if err := os.WriteFile(p, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestDoctor(t *testing.T) {
+	isolateInstall(t)
+	bin := copyBinary(t) // built before any deadline starts
+	env := testenv.StartSingle(t, t.TempDir(), nil)
+	dir := t.TempDir()
+	good := writeJSON(t, dir, "w1.json", workerConfigFor(env.URL))
+	project := t.TempDir()
+	if r := runCLI(t, "", "install", "claude-code", "--project", project, "--binary", bin, "--config", good); r.code != 0 {
+		t.Fatalf("install: %+v", r)
+	}
+
+	// Everything in place: every check passes, one line each.
+	rep, _ := doctorJSON(t, "claude-code", "--project", project)
+	st := rep.status()
+	for _, name := range []string{"hooks claude-code", "config", "credentials", "nats", "issuer"} {
+		if st[name].Status != "ok" {
+			t.Errorf("%s: %+v", name, st[name])
+		}
+	}
+	if !rep.OK || len(rep.Checks) != 5 || !strings.Contains(st["config"].Detail, good) || !strings.Contains(st["hooks claude-code"].Detail, bin) {
+		t.Fatalf("report: %+v", rep)
+	}
+	text := runCLI(t, "", "doctor", "claude-code", "--project", project)
+	if lines := strings.Split(strings.TrimSpace(text.stdout), "\n"); text.code != 0 || len(lines) != 5 || !strings.HasPrefix(lines[0], "ok    hooks claude-code") {
+		t.Fatalf("text report: %+v", text)
+	}
+	// The probe is harmless: the issuer recorded nothing.
+	if evs := receipts(t, env); len(evs) != 1 { // the initial policy
+		t.Fatalf("doctor left %d receipts: %+v", len(evs), evs)
+	}
+
+	// NATS without an issuer, a NATS that is down, a missing config, a
+	// password file others can read: each check fails on its own line,
+	// naming what to do.
+	pw := filepath.Join(dir, "w1.password")
+	if err := os.WriteFile(pw, []byte("secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	withPW := workerConfigFor(env.URL)
+	withPW["nats_user"], withPW["nats_password_file"] = "w1", pw
+	for _, tc := range []struct {
+		name, config, failing string
+		want                  []string
+		ok                    []string
+	}{
+		{"NATS without an issuer", writeJSON(t, dir, "noissuer.json", workerConfigFor(startNATS(t))), "issuer", []string{"no issuer listens on writ.api.w1.grant", "issuer serve"}, []string{"nats"}},
+		{"NATS down", writeJSON(t, dir, "down.json", workerConfigFor("nats://127.0.0.1:1")), "nats", []string{"cannot connect to NATS", "nats_url"}, []string{"config", "credentials"}},
+		{"no config file", filepath.Join(dir, "nope.json"), "config", []string{"nope.json", "no such file"}, nil},
+		{"no lane", writeJSON(t, dir, "nolane.json", map[string]any{"worker": "w1", "nats_url": env.URL}), "config", []string{`"lane"`}, nil},
+		{"password readable by others", writeJSON(t, dir, "pw.json", withPW), "credentials", []string{"mode 0644", "chmod 600 " + pw}, []string{"config"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, _ := doctorJSON(t, "claude-code", "--project", project, "--config", tc.config)
+			st := rep.status()
+			c := st[tc.failing]
+			if rep.OK || c.Status != "fail" || c.Fix == "" {
+				t.Fatalf("%s: %+v", tc.failing, rep)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(c.Detail+" "+c.Fix, w) {
+					t.Errorf("%s lacks %q: %+v", tc.failing, w, c)
+				}
+			}
+			for _, name := range append(tc.ok, "hooks claude-code") {
+				if st[name].Status != "ok" {
+					t.Errorf("%s: %+v", name, st[name])
+				}
+			}
+		})
+	}
+
+	// The installed hook: a crashing binary, a deleted one, an entry an
+	// older install wrote without the wrapper, no hooks at all.
+	hooksFail := func(t *testing.T, want string, args ...string) {
+		t.Helper()
+		rep, _ := doctorJSON(t, append([]string{"claude-code"}, args...)...)
+		c := rep.status()["hooks claude-code"]
+		if c.Name == "" {
+			c = rep.status()["hooks"]
+		}
+		if rep.OK || c.Status != "fail" || !strings.Contains(c.Detail, want) || c.Fix == "" {
+			t.Fatalf("want the hooks check to fail with %q: %+v", want, rep)
+		}
+		if rep.status()["issuer"].Status != "ok" {
+			t.Fatalf("the other checks: %+v", rep)
+		}
+	}
+	t.Run("crashing binary", func(t *testing.T) {
+		_ = os.WriteFile(bin, []byte("#!/bin/sh\necho boom >&2\nexit 1\n"), 0o755)
+		hooksFail(t, "does not answer a probe: exit status 2", "--project", project)
+	})
+	t.Run("deleted binary", func(t *testing.T) {
+		_ = os.Remove(bin)
+		hooksFail(t, "no such file", "--project", project)
+	})
+	t.Run("unwrapped command", func(t *testing.T) {
+		old, direct := t.TempDir(), copyBinary(t)
+		p := filepath.Join(old, ".claude", "settings.json")
+		_ = os.MkdirAll(filepath.Dir(p), 0o755)
+		var b strings.Builder
+		b.WriteString(`{"hooks":{`)
+		for i, ev := range targets["claude-code"].events {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString(`"` + ev + `":[{"hooks":[{"type":"command","command":"` + direct + ` hook claude-code --config ` + good + `"}]}]`)
+		}
+		b.WriteString("}}")
+		_ = os.WriteFile(p, []byte(b.String()), 0o644)
+		hooksFail(t, "runs the binary directly", "--project", old)
+	})
+	t.Run("no hooks", func(t *testing.T) {
+		hooksFail(t, "no writ hooks in", "--project", t.TempDir(), "--config", good)
+	})
+}
+
+// With NATS authentication: the right password passes, a wrong one fails
+// the NATS check and says so.
+func TestDoctorWithCredentials(t *testing.T) {
+	isolateInstall(t)
+	env := testenv.StartSingleAuth(t, t.TempDir(), []natsbus.User{natsbus.WorkerUser("w1", "pw1")}, nil)
+	dir := t.TempDir()
+	cfgFor := func(name, password string) string {
+		pw := filepath.Join(dir, name+".password")
+		if err := os.WriteFile(pw, []byte(password+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c := workerConfigFor(env.URL)
+		c["nats_user"], c["nats_password_file"] = "w1", pw
+		return writeJSON(t, dir, name+".json", c)
+	}
+	rep, _ := doctorJSON(t, "--config", cfgFor("good", "pw1"), "--project", t.TempDir())
+	st := rep.status()
+	for _, name := range []string{"config", "credentials", "nats", "issuer"} {
+		if st[name].Status != "ok" {
+			t.Errorf("%s: %+v", name, st[name])
+		}
+	}
+	if !strings.Contains(st["credentials"].Detail, "user w1") || st["hooks"].Status != "fail" {
+		t.Fatalf("%+v", rep)
+	}
+	rep, _ = doctorJSON(t, "--config", cfgFor("bad", "nope"), "--project", t.TempDir())
+	if c := rep.status()["nats"]; c.Status != "fail" || !strings.Contains(strings.ToLower(c.Detail), "authorization") {
+		t.Fatalf("wrong password: %+v", rep)
+	}
+}
