@@ -113,7 +113,12 @@ needs an issuer.`,
 				if recommended {
 					p, name = policy.Recommended(), "the recommended policy"
 				}
-				doc, what = p.Canonical(), fmt.Sprintf("%s, digest %s", name, p.Digest())
+				// As the log would hold it: with the built-in rules.
+				q, err := policy.WithBuiltins(p)
+				if err != nil {
+					return err
+				}
+				doc, what = q.Canonical(), fmt.Sprintf("%s, digest %s", name, q.Digest())
 			default:
 				ps, err := fetchPolicy(cmd.Context(), &so, epoch)
 				if err != nil {

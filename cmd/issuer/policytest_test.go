@@ -106,7 +106,7 @@ func TestPolicyTestAgreesWithIssuer(t *testing.T) {
 			}
 		}
 		same("--live", live)
-		if live.Epoch != 2 || live.PolicyDigest != p.Digest().String() {
+		if live.Epoch != 2 || live.PolicyDigest != logged(t, p).Digest().String() {
 			t.Errorf("%s: --live judged under epoch %d digest %s", tc.name, live.Epoch, live.PolicyDigest)
 		}
 		if !tc.usage {

@@ -15,8 +15,11 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/writ-dev/writ/fsm"
+	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/issuer"
 	"github.com/writ-dev/writ/natsbus"
+	"github.com/writ-dev/writ/policy"
 	"github.com/writ-dev/writ/raftnode"
 )
 
@@ -89,9 +92,28 @@ func StartSingleAuth(t testing.TB, dir string, users []natsbus.User, mutate func
 	if mutate != nil {
 		mutate(&rcfg, &icfg)
 	}
+	// A version 1 initial policy stands for a cluster whose log already
+	// holds one (written before version 2 existed): it goes into the log
+	// as it is, as its first entry, and the issuer starts on that log. The
+	// issuer itself refuses to apply a version 1 document.
+	var legacy []byte
+	if icfg.InitialPolicy != nil {
+		if p, err := policy.Parse(icfg.InitialPolicy); err == nil && p.Version == policy.LegacyVersion {
+			legacy, icfg.InitialPolicy = icfg.InitialPolicy, nil
+		}
+	}
 	node, err := raftnode.Start(rcfg, io.Discard)
 	if err != nil {
 		t.Fatalf("raft: %v", err)
+	}
+	if legacy != nil {
+		WaitFor(t, SetupTimeout, "raft leadership", node.IsLeader)
+		pctx, pcancel := context.WithTimeout(context.Background(), SetupTimeout)
+		env, err := node.Propose(pctx, fsm.Command{Op: fsm.OpSetPolicy, Caller: "operator:test", Policy: legacy})
+		pcancel()
+		if err != nil || env.Decision != grants.Permit {
+			t.Fatalf("version 1 initial policy: %v %+v", err, env)
+		}
 	}
 	svc, err := issuer.New(icfg, node, nc)
 	if err != nil {
