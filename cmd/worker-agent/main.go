@@ -13,6 +13,8 @@
 //	                                        # instruction files and results
 //	                                        # registered as sources)
 //	worker-agent install claude-code|codex  # merge the hooks into settings
+//	worker-agent doctor                     # check config, credentials,
+//	                                        # NATS, issuer and installed hooks
 //	worker-agent mcp --lane L -- SERVER...  # stdio MCP proxy gating tools/call
 //	worker-agent run                        # warm sidecar on a unix socket
 //
@@ -142,8 +144,9 @@ The harness adapters put the same three steps behind real agent harnesses:
 hook claude-code|codex (command hooks; the prompt, session-start and
 post-call hooks also register what enters the session as provenance sources,
 which the pre-call hook traces the call's arguments to), install/uninstall
-(their settings), mcp (a stdio MCP proxy) and run (a warm sidecar the hooks
-use). Hooks answer with exit 0, or exit 2 and one line on stderr; see
+(their settings), doctor (checks the config, credentials, NATS, the issuer
+and the installed hook command), mcp (a stdio MCP proxy) and run (a warm
+sidecar the hooks use). Hooks answer with exit 0, or exit 2 and one line on stderr; see
 'worker-agent hook --help'.
 
 ` + version.CompletionText("worker-agent") + `
@@ -154,7 +157,7 @@ use). Hooks answer with exit 0, or exit 2 and one line on stderr; see
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cmd.SetOut(g.stderr)
 			_ = cmd.Usage()
-			return usageErr("a subcommand is required (request, spend, effect, hook, install, uninstall, mcp or run)")
+			return usageErr("a subcommand is required (request, spend, effect, hook, install, uninstall, doctor, mcp or run)")
 		},
 	}
 	root.SetArgs(args)
