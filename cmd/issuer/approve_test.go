@@ -26,18 +26,7 @@ const reviewPolicy = `{"version":2,"default_ttl":"1m",
 // request for the same call is permitted, and approving the used review
 // again is refused unknown_review (exit 1).
 func TestApproveAgainstIssuer(t *testing.T) {
-	cleanEnv(t)
-	env := testenv.StartSingle(t, t.TempDir(), nil)
-	nc, err := nats.Connect(env.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if e, err := api.NewClient(nc, "").SetPolicy(ctx, json.RawMessage(reviewPolicy)); err != nil || e.Decision != grants.Permit {
-		t.Fatalf("set policy: %+v %v", e, err)
-	}
+	env, nc, ctx := issuerUnder(t, json.RawMessage(reviewPolicy), 30*time.Second)
 	w := api.NewClient(nc, "w1")
 	req := api.GrantRequest{Lane: "coordinator", Tool: "vault_read", Args: json.RawMessage(`{"name":"db"}`)}
 	held, err := w.Grant(ctx, req)
@@ -65,4 +54,24 @@ func TestApproveAgainstIssuer(t *testing.T) {
 	if r.code != exitRefused || !strings.Contains(r.stderr, "unknown_review") {
 		t.Fatalf("approving a used review: want exit %d naming unknown_review, got %s", exitRefused, r)
 	}
+}
+
+// issuerUnder starts a single-node issuer with a clean environment, connects
+// to its NATS and applies doc as its policy; ctx bounds the test's calls and
+// ends with it.
+func issuerUnder(t *testing.T, doc json.RawMessage, limit time.Duration) (*testenv.Single, *nats.Conn, context.Context) {
+	t.Helper()
+	cleanEnv(t)
+	env := testenv.StartSingle(t, t.TempDir(), nil)
+	nc, err := nats.Connect(env.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	t.Cleanup(cancel)
+	if e, err := api.NewClient(nc, "").SetPolicy(ctx, doc); err != nil || e.Decision != grants.Permit {
+		t.Fatalf("set policy: %+v %v", e, err)
+	}
+	return env, nc, ctx
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"slices"
@@ -9,11 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/grants"
-	"github.com/writ-dev/writ/internal/testenv"
 	"github.com/writ-dev/writ/policy/policyfile"
 )
 
@@ -25,15 +21,6 @@ const enginePolicy = "../../policy/testdata/engine.yaml"
 // does too wherever the state's usage plays no part (a first call). The
 // dry runs record nothing: the receipt sequence does not move.
 func TestPolicyTestAgreesWithIssuer(t *testing.T) {
-	cleanEnv(t)
-	env := testenv.StartSingle(t, t.TempDir(), nil)
-	nc, err := nats.Connect(env.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	raw, err := os.ReadFile(enginePolicy)
 	if err != nil {
 		t.Fatal(err)
@@ -42,9 +29,7 @@ func TestPolicyTestAgreesWithIssuer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e, err := api.NewClient(nc, "").SetPolicy(ctx, p.Canonical()); err != nil || e.Decision != grants.Permit {
-		t.Fatalf("set policy: %+v %v", e, err)
-	}
+	env, nc, ctx := issuerUnder(t, p.Canonical(), 60*time.Second)
 	cases := []struct {
 		name, worker, lane, tool, args string
 		want                           grants.Decision

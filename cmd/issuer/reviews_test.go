@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/grants"
@@ -20,18 +17,7 @@ import (
 // approved, and once the worker's retry uses the approval it is gone. An
 // unknown id is refused (exit 1), a malformed one is a usage error.
 func TestReviewsAgainstIssuer(t *testing.T) {
-	cleanEnv(t)
-	env := testenv.StartSingle(t, t.TempDir(), nil)
-	nc, err := nats.Connect(env.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if e, err := api.NewClient(nc, "").SetPolicy(ctx, json.RawMessage(reviewPolicy)); err != nil || e.Decision != grants.Permit {
-		t.Fatalf("set policy: %+v %v", e, err)
-	}
+	env, nc, ctx := issuerUnder(t, json.RawMessage(reviewPolicy), 30*time.Second)
 	list := func() api.Reviews {
 		t.Helper()
 		r := runCLI(t, "reviews", "--json", "--nats-url", env.URL)
