@@ -961,7 +961,13 @@ type StreamInfo struct {
 // Receipts reads every message of the receipt stream, by stream sequence
 // from its first to its last. Missing sequences are reported as an error
 // after the read, with what was read.
-func (c *Cluster) Receipts(ctx context.Context) (StreamInfo, []Receipt, error) {
+//
+// atLeast is a last sequence the caller has already seen the stream reach
+// (0 if none). Right after a heal, a stream leader that was cut off may not
+// yet know it was deposed and answers the stream-info request from its
+// own, shorter copy: that read is stale, not a lost suffix, so Receipts
+// asks again until the stream reaches atLeast or ctx ends.
+func (c *Cluster) Receipts(ctx context.Context, atLeast uint64) (StreamInfo, []Receipt, error) {
 	var si StreamInfo
 	js, err := jetstream.New(c.nc)
 	if err != nil {
@@ -973,6 +979,9 @@ func (c *Cluster) Receipts(ctx context.Context) (StreamInfo, []Receipt, error) {
 	var s jetstream.Stream
 	err = retryTransient(ctx, func() (e error) {
 		s, e = js.Stream(ctx, natsbus.StreamName)
+		if e == nil && s.CachedInfo().State.LastSeq < atLeast {
+			e = fmt.Errorf("stream info says last seq %d, but it was seen at %d (a stale answer)", s.CachedInfo().State.LastSeq, atLeast)
+		}
 		return e
 	})
 	if err != nil {
@@ -1020,7 +1029,7 @@ func (c *Cluster) CheckStream() []events.Event {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), ConvergeTimeout)
 	defer cancel()
-	si, rs, err := c.Receipts(ctx)
+	si, rs, err := c.Receipts(ctx, 0)
 	if err != nil {
 		c.t.Fatalf("cluster: receipt stream: %v", err)
 	}

@@ -64,7 +64,7 @@ func (c *Cluster) CheckedStream(t testing.TB, st api.Status) []events.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), ConvergeTimeout)
 	defer cancel()
-	si, rs, err := c.Receipts(ctx)
+	si, rs, err := c.Receipts(ctx, st.StreamLastSeq)
 	if err != nil {
 		t.Fatalf("reading the receipt stream: %v", err)
 	}
