@@ -145,6 +145,16 @@ func (o Options) url() string {
 	return o.URL
 }
 
+// A connection pings its server every PingInterval and counts the server as
+// stalled when more than MaxPingsOut pings are unanswered: it then
+// reconnects, to another server if the URL lists several, within about
+// StallDetection of the stall.
+const (
+	PingInterval   = time.Second
+	MaxPingsOut    = 2
+	StallDetection = (MaxPingsOut + 1) * PingInterval
+)
+
 // Dial connects with the options, retrying for up to Timeout while NATS is
 // unreachable (a server that is starting or restarting). Errors wrap
 // ErrBadURL (usage) or ErrConnect and say what to check next.
@@ -160,6 +170,12 @@ func (o Options) DialContext(ctx context.Context) (*nats.Conn, error) {
 		nats.Name(o.Name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(100 * time.Millisecond),
+		// The client library's default notices a server that stopped
+		// answering (a paused VM, a stuck disk, a long GC) only after
+		// minutes; these settings give up on it after StallDetection and
+		// move to another server in the list.
+		nats.PingInterval(PingInterval),
+		nats.MaxPingsOutstanding(MaxPingsOut),
 	}
 	if o.User != "" {
 		if o.PasswordFile == "" {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/pflag"
 
+	"github.com/writ-dev/writ/internal/faultproxy"
 	"github.com/writ-dev/writ/internal/testenv"
 	"github.com/writ-dev/writ/natsbus"
 )
@@ -259,5 +260,73 @@ func TestNoAnswerIsNotAConnectionError(t *testing.T) {
 		if got := o.NoAnswer(e); got != e {
 			t.Errorf("NoAnswer(%v) = %v", e, got)
 		}
+	}
+}
+
+// A connection whose server stalls (it stops answering but keeps the TCP
+// connection open, as a paused VM does) moves to the next server in the
+// URL list within seconds, and requests are answered again.
+func TestStalledServerIsLeftWithinSeconds(t *testing.T) {
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	t.Cleanup(s.Shutdown)
+	if !s.ReadyForConnections(testenv.SetupTimeout) {
+		t.Fatal("nats server did not start")
+	}
+	// Two routes to the same server: the one the client uses is stalled.
+	links := make([]*faultproxy.Link, 2)
+	for i := range links {
+		l, err := faultproxy.Listen(fmt.Sprintf("nats%d", i), s.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		links[i] = l
+	}
+	echo, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	if _, err := echo.Subscribe("echo", func(m *nats.Msg) { m.Respond(m.Data) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := echo.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("nats://%s,nats://%s", links[0].Addr(), links[1].Addr())
+	nc, err := Options{URL: url, Timeout: testenv.SetupTimeout}.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.Request("echo", []byte("before"), 5*time.Second); err != nil {
+		t.Fatalf("request before the stall: %v", err)
+	}
+	first := nc.ConnectedUrl()
+	stalled := links[0]
+	if strings.Contains(first, links[1].Addr()) {
+		stalled = links[1]
+	}
+	stalled.Set(faultproxy.Faults{Blackhole: true})
+	stalledAt := time.Now()
+
+	// Allow the detection time, one failed reconnect attempt to the
+	// stalled address (a connect try lasts up to 2s) and slack for a
+	// loaded machine; the library's default would take minutes.
+	bound := StallDetection + 2*time.Second + 5*time.Second
+	for {
+		_, err := nc.Request("echo", []byte("after"), 500*time.Millisecond)
+		if err == nil && nc.ConnectedUrl() != first {
+			t.Logf("answered through %s %s after the stall of %s", nc.ConnectedUrl(), time.Since(stalledAt).Round(100*time.Millisecond), first)
+			return
+		}
+		if time.Since(stalledAt) > bound {
+			t.Fatalf("still on the stalled server %s %s after the stall (last error: %v)", first, time.Since(stalledAt).Round(100*time.Millisecond), err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
