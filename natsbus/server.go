@@ -101,6 +101,18 @@ func (c ServerConfig) addrs() string {
 	return a
 }
 
+// A route pings its peer every RoutePingInterval and is closed as stale
+// when more than RouteMaxPingsOut pings go unanswered. nats-server's
+// default gives a peer that stopped answering (a paused VM, a long stall)
+// minutes, and meanwhile routes requests to the queue subscriptions it
+// still has registered, so about half of the API requests would go to a
+// node that cannot answer. With these settings a stalled peer's interest
+// is dropped about 4 s after it stops answering.
+const (
+	RoutePingInterval = time.Second
+	RouteMaxPingsOut  = 3
+)
+
 // serverOptions translates a validated config into nats-server options.
 func (c ServerConfig) serverOptions() (*server.Options, error) {
 	opts := &server.Options{
@@ -115,7 +127,8 @@ func (c ServerConfig) serverOptions() (*server.Options, error) {
 		DisableJetStreamBanner: true,
 	}
 	if c.clustered() {
-		opts.Cluster = server.ClusterOpts{Name: c.ClusterName, Host: c.ClusterHost, Port: c.ClusterPort, Advertise: c.ClusterAdvertise}
+		opts.Cluster = server.ClusterOpts{Name: c.ClusterName, Host: c.ClusterHost, Port: c.ClusterPort, Advertise: c.ClusterAdvertise,
+			PingInterval: RoutePingInterval, MaxPingsOut: RouteMaxPingsOut}
 		for _, r := range c.Routes {
 			u, err := url.Parse(r)
 			if err != nil { // unreachable after Validate

@@ -578,6 +578,29 @@ func (c *Cluster) Kill(i int) {
 	}
 }
 
+// Pause SIGSTOPs node i: the process keeps its sockets open and answers
+// nothing, as a paused VM, a stuck disk or a very long GC pause looks to
+// its peers. Resume undoes it; teardown SIGKILLs a paused node like any
+// other.
+func (c *Cluster) Pause(i int) { c.t.Helper(); c.sendSignal(i, syscall.SIGSTOP) }
+
+// Resume SIGCONTs node i after Pause.
+func (c *Cluster) Resume(i int) { c.t.Helper(); c.sendSignal(i, syscall.SIGCONT) }
+
+func (c *Cluster) sendSignal(i int, sig syscall.Signal) {
+	c.t.Helper()
+	nd := c.Nodes[i]
+	nd.mu.Lock()
+	cmd := nd.cmd
+	nd.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		c.t.Fatalf("cluster: node %s is not running; cannot send %v", nd.ID, sig)
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		c.t.Fatalf("cluster: %v to node %s: %v", sig, nd.ID, err)
+	}
+}
+
 // Stop SIGTERMs node i and waits for it to exit. A node that does not exit
 // within StopTimeout is a test failure (and is then SIGKILLed).
 func (c *Cluster) Stop(i int) {

@@ -1,0 +1,173 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/connect"
+	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/internal/cluster"
+)
+
+// TestStallKeepsTheClusterServing SIGSTOPs one node under load: the raft
+// leader for 15 s and for 60 s with clients pinned to the two other nodes,
+// and a follower for 15 s with a third of the clients pinned to it (their
+// connections ping as connect.Dial's do, and list the other nodes next). A
+// stalled process keeps its sockets open and answers nothing, so its peers
+// learn of the stall only from timeouts: raft's heartbeat for the
+// leadership, the NATS route's pings for the API queue subscription the
+// stalled node still has registered, and the client's pings for its own
+// connection. Invariants:
+//   - availability: from 5 s after the stall began until it ends, the
+//     cluster answers at least 80% of the operations per second it
+//     answered before the stall;
+//   - no operation goes unanswered for the client's whole timeout;
+//   - safety as everywhere: every answered operation is committed once,
+//     the receipt stream is whole and every node converges.
+func TestStallKeepsTheClusterServing(t *testing.T) {
+	needFull(t)
+	cases := []struct {
+		name     string
+		stall    time.Duration
+		follower bool
+	}{
+		{"leader 15s", 15 * time.Second, false},
+		{"leader 60s", 60 * time.Second, false},
+		{"follower 15s, clients pinned to it", 15 * time.Second, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { stallScenario(t, tc.stall, tc.follower) })
+	}
+}
+
+func stallScenario(t *testing.T, stall time.Duration, follower bool) {
+	const (
+		workers   = 6
+		opTimeout = 10 * time.Second
+		warmup    = 2 * time.Second
+		before    = 4 * time.Second // measured window before the stall
+		settle    = 5 * time.Second // allowed to find the new leader
+		after     = 3 * time.Second
+	)
+	c := cluster.Start(t, 3)
+	leader := c.Leader()
+	old := leader
+	var pinned []int
+	for i := range c.Nodes {
+		if i != leader {
+			pinned = append(pinned, i)
+		}
+	}
+	if follower {
+		// Stall the first follower; the leader and the stalled follower
+		// each get a share of the clients.
+		old = pinned[0]
+		pinned = []int{leader, old, old}
+	}
+	h := newHistory()
+	var mu sync.Mutex
+	grantWorker := map[int]string{}
+	next := 0
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range workers {
+		worker := fmt.Sprintf("w%d", w%3+1)
+		via := pinned[w%len(pinned)]
+		cl := api.NewClient(c.Conn(via, nats.PingInterval(connect.PingInterval), nats.MaxPingsOutstanding(connect.MaxPingsOut)), worker)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				mu.Lock()
+				next++
+				g := next
+				grantWorker[g] = worker
+				mu.Unlock()
+				key := fmt.Sprintf("s-grant-%d", g)
+				r := h.do(record{Kind: opGrant, Grant: g, Worker: worker, Key: key, Via: via}, func() (grants.Envelope, error) {
+					ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+					defer cancel()
+					return cl.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: cluster.ArgsFor(g), IdempotencyKey: key})
+				})
+				if r.Unknown() || !cluster.IsPermit(r.Env) {
+					continue
+				}
+				skey := fmt.Sprintf("s-spend-%d", g)
+				h.do(record{Kind: opSpend, Grant: g, Worker: worker, Key: skey, Via: via}, func() (grants.Envelope, error) {
+					ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+					defer cancel()
+					return cl.Spend(ctx, api.SpendRequest{GrantID: r.Env.GrantID, Args: cluster.ArgsFor(g), IdempotencyKey: skey})
+				})
+			}
+		}()
+	}
+
+	waitUntil := func(d time.Duration) { time.Sleep(max(0, d-h.since())) }
+	waitUntil(warmup + before)
+	stalledAt := h.since()
+	c.Pause(old)
+	t.Logf("paused %s (leader %s) at %s", c.Nodes[old].ID, c.Nodes[leader].ID, stalledAt.Round(time.Millisecond))
+	waitUntil(stalledAt + stall)
+	resumedAt := h.since()
+	c.Resume(old)
+	waitUntil(resumedAt + after)
+	close(stop)
+	wg.Wait()
+
+	rs := h.all()
+	answered := func(from, to time.Duration) int {
+		n := 0
+		for _, r := range rs {
+			if !r.Unknown() && r.Return >= from && r.Return < to {
+				n++
+			}
+		}
+		return n
+	}
+	rate := func(from, to time.Duration) float64 {
+		return float64(answered(from, to)) / (to - from).Seconds()
+	}
+	pre := rate(warmup, stalledAt)
+	during := rate(stalledAt+settle, resumedAt)
+	t.Logf("answered/s: %.0f before the stall, %.0f from %s after it began until it ended, %.0f after it ended",
+		pre, during, settle, rate(resumedAt, resumedAt+after))
+	if pre == 0 {
+		t.Fatal("no operation answered before the stall: the load never ran")
+	}
+	if during < 0.8*pre {
+		t.Errorf("invariant serves through a stalled leader: %.0f answered/s from %s after the stall began, below 80%% of the %.0f/s before it",
+			during, settle, pre)
+	}
+	unanswered := 0
+	for _, r := range rs {
+		if r.Unknown() {
+			unanswered++
+			if unanswered <= 5 {
+				t.Errorf("invariant every operation answered within the client's timeout: %s %s via %s called at %s: %v %s",
+					r.Kind, r.Key, c.Nodes[r.Via].ID, r.Call.Round(time.Millisecond), r.Err, r.Env.Reason)
+			}
+		}
+	}
+	if unanswered > 5 {
+		t.Errorf("... %d operations unanswered in all", unanswered)
+	}
+
+	evs := c.CheckedStream(t, c.WaitPublished())
+	checkCommitted(t, rs, evs)
+	checkOnePerKey(t, evs)
+	mu.Lock()
+	checkAuthority(t, rs, grantWorker)
+	mu.Unlock()
+	checkDigests(t, c)
+}
