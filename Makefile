@@ -2,9 +2,10 @@
 GO       ?= go
 BIN      ?= bin
 FUZZTIME ?= 30s
+SOAK_N   ?= 20
 PKGS     := ./...
 
-.PHONY: help build test test-short bench bench-quick fuzz verify demo clean images cluster-test
+.PHONY: help build test soak test-short bench bench-quick fuzz verify demo clean images cluster-test
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -18,6 +19,9 @@ test: ## run every test with the race detector (real raft, boltdb, NATS, process
 
 test-faults: ## the fault suite: partitions, flaky links, crashes, clock jumps, disk faults, tampering (WRIT_FAULTS=1)
 	WRIT_FAULTS=1 $(GO) test -race -count=1 -timeout 15m ./tests/faults/...
+
+soak: ## run the fault suite SOAK_N times (default 20) and print a table of passes, failures and first errors per scenario
+	$(GO) run ./internal/soak -n $(SOAK_N) $(if $(SOAK_RUN),-run '$(SOAK_RUN)')
 
 test-short: ## quick tests without the race detector
 	$(GO) test -count=1 -short $(PKGS)
