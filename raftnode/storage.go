@@ -18,11 +18,19 @@ type watchedStore struct {
 
 	mu       sync.Mutex
 	lastErr  error
-	failFrom time.Time // first failure since the last successful write
+	failFrom time.Time // first failure of the current failing streak
 	lastOK   time.Time
+	// appendFailing is set when a log append failed in the current streak.
+	appendFailing bool
 }
 
-func (w *watchedStore) note(err error) error {
+// note records the outcome of a write. A failure starts (or continues) a
+// failing streak. Once a log append has failed in the streak, only a
+// successful append ends it: on a full disk small writes (the term, a
+// vote, a range deletion that frees pages) can still succeed now and then
+// while every append fails, and a node that can store no entry can
+// neither follow nor lead, so such successes must not hide the failure.
+func (w *watchedStore) note(err error, isAppend bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil {
@@ -30,29 +38,34 @@ func (w *watchedStore) note(err error) error {
 			w.failFrom = time.Now()
 		}
 		w.lastErr = err
+		w.appendFailing = w.appendFailing || isAppend
 		return err
 	}
-	w.lastErr, w.failFrom, w.lastOK = nil, time.Time{}, time.Now()
+	if isAppend || !w.appendFailing {
+		w.lastErr, w.failFrom, w.lastOK, w.appendFailing = nil, time.Time{}, time.Now(), false
+	}
 	return nil
 }
 
-func (w *watchedStore) StoreLog(l *raft.Log) error { return w.note(w.BoltStore.StoreLog(l)) }
+func (w *watchedStore) StoreLog(l *raft.Log) error { return w.note(w.BoltStore.StoreLog(l), true) }
 
-func (w *watchedStore) StoreLogs(ls []*raft.Log) error { return w.note(w.BoltStore.StoreLogs(ls)) }
-
-func (w *watchedStore) DeleteRange(min, max uint64) error {
-	return w.note(w.BoltStore.DeleteRange(min, max))
+func (w *watchedStore) StoreLogs(ls []*raft.Log) error {
+	return w.note(w.BoltStore.StoreLogs(ls), true)
 }
 
-func (w *watchedStore) Set(k, v []byte) error { return w.note(w.BoltStore.Set(k, v)) }
+func (w *watchedStore) DeleteRange(min, max uint64) error {
+	return w.note(w.BoltStore.DeleteRange(min, max), false)
+}
+
+func (w *watchedStore) Set(k, v []byte) error { return w.note(w.BoltStore.Set(k, v), false) }
 
 func (w *watchedStore) SetUint64(k []byte, v uint64) error {
-	return w.note(w.BoltStore.SetUint64(k, v))
+	return w.note(w.BoltStore.SetUint64(k, v), false)
 }
 
 // StorageHealth reports the raft store's write errors: the last one and
-// since when writes have been failing without a success in between (nil
-// and zero when the last write succeeded).
+// since when writes have been failing without a successful log append in
+// between (nil and zero when the store is healthy).
 func (n *Node) StorageHealth() (err error, failingSince time.Time) {
 	if n.wstore == nil {
 		return nil, time.Time{}

@@ -370,7 +370,11 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		}
 		lg.Info("issuer node started", "raft", f.raftAddr, "nats", connURL, "peers", len(peers))
 	}
-	ctx, stopWatch := watchStorage(ctx, node, lg)
+	probe := storageProbe{raft: node.StorageHealth}
+	if ns != nil {
+		probe.jetStream = ns.JetStreamEnabled
+	}
+	ctx, stopWatch := watchStorage(ctx, probe, lg)
 	defer stopWatch()
 	err = svc.Run(ctx)
 	lg.Info("shutting down")

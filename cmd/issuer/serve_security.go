@@ -234,26 +234,49 @@ func testClock() (func() time.Time, error) {
 	}, nil
 }
 
-// storageFailStop is how long the raft store may keep failing every write
-// before the node stops itself.
-const storageFailStop = 10 * time.Second
+// storageFailStop is how long the raft store may keep failing every log
+// append before the node stops itself; jetStreamGrace is how long the
+// embedded JetStream may stay shut down (it shuts itself down for good
+// when its store runs out of space or loses write permission).
+const (
+	storageFailStop = 10 * time.Second
+	jetStreamGrace  = 2 * time.Second
+)
 
-// errStorageFailed is the cause a node stops with when its raft store
-// cannot be written (disk full, read-only data dir).
-var errStorageFailed = errors.New("raft storage failed")
+// errStorageFailed is the cause a node stops with when its raft store or
+// its JetStream store cannot be written (disk full, read-only data dir).
+var errStorageFailed = errors.New("storage failed")
+
+// storageProbe is what watchStorage looks at: the raft store's write
+// health, and whether the node's embedded JetStream is running (nil when
+// the node uses an external NATS server).
+type storageProbe struct {
+	raft      func() (err error, failingSince time.Time)
+	jetStream func() bool
+	tick      time.Duration
+}
 
 // watchStorage returns a context that ends, with errStorageFailed as its
-// cause, once the node's raft store has failed every write for
-// storageFailStop. A node that cannot persist must not linger: it can
-// neither lead nor vote nor accept entries, and staying up would only hide
-// the failure from whoever supervises it. Stopping is fail-stop, never
-// corruption: everything it acknowledged was fsynced before, and it
-// catches up from the others once restarted on a repaired disk.
-func watchStorage(ctx context.Context, node *raftnode.Node, lg *slog.Logger) (context.Context, context.CancelFunc) {
+// cause, once the node's raft store has failed every log append for
+// storageFailStop, or once its embedded JetStream has shut itself down for
+// jetStreamGrace. A node that cannot persist must not linger: it can
+// neither lead nor vote nor accept entries, a JetStream that shut down
+// does not come back by itself after the disk is repaired (its replica
+// of the receipt stream stays gone until a restart), and staying up would
+// only hide the failure from whoever supervises the process. Stopping is
+// fail-stop, never corruption: everything the node acknowledged was
+// fsynced before, and it catches up from the others once restarted on a
+// repaired disk.
+func watchStorage(ctx context.Context, p storageProbe, lg *slog.Logger) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(ctx)
+	if p.tick <= 0 {
+		p.tick = 500 * time.Millisecond
+	}
+	jsWasUp := p.jetStream != nil && p.jetStream()
 	go func() {
 		warned := false
-		t := time.NewTicker(500 * time.Millisecond)
+		var jsDownSince time.Time
+		t := time.NewTicker(p.tick)
 		defer t.Stop()
 		for {
 			select {
@@ -261,13 +284,26 @@ func watchStorage(ctx context.Context, node *raftnode.Node, lg *slog.Logger) (co
 				return
 			case <-t.C:
 			}
-			err, since := node.StorageHealth()
+			if jsWasUp && !p.jetStream() {
+				if jsDownSince.IsZero() {
+					jsDownSince = time.Now()
+					lg.Error("the embedded JetStream shut itself down (it does so when its store runs out of space or cannot be written): this node's replica of the receipt stream is gone until it restarts")
+				}
+				if time.Since(jsDownSince) >= jetStreamGrace && ctx.Err() == nil {
+					lg.Error("JetStream stays down: stopping this node (fail-stop); free space or fix the data dir's permissions, then restart it")
+					cancel(fmt.Errorf("%w: the embedded JetStream shut itself down (out of space or not writable)", errStorageFailed))
+					return
+				}
+			} else {
+				jsDownSince = time.Time{}
+			}
+			err, since := p.raft()
 			switch {
 			case err == nil:
 				warned = false
 			case time.Since(since) >= storageFailStop:
 				lg.Error("raft storage keeps failing: stopping this node (fail-stop); repair the disk and restart it", "err", err, "failing_for", time.Since(since).Round(time.Millisecond))
-				cancel(fmt.Errorf("%w: %v", errStorageFailed, err))
+				cancel(fmt.Errorf("%w: raft store: %v", errStorageFailed, err))
 				return
 			case !warned:
 				lg.Error("raft storage write failed: this node cannot append, vote or lead until it is repaired", "err", err)
