@@ -81,7 +81,16 @@ func (d *smallDisk) fill(t *testing.T) string {
 // while it runs.
 func TestDiskFullOnOneNode(t *testing.T) {
 	needFull(t)
-	diskScenario(t, false)
+	diskScenario(t, diskFull)
+}
+
+// TestJetStreamStoreFullOnOneNode is scenario 7 with only the leader's
+// JetStream store filling up (raft's store has room). nats-server shuts
+// JetStream down for good on a full store, so the node must stop itself
+// rather than run on without its replica of the receipt stream.
+func TestJetStreamStoreFullOnOneNode(t *testing.T) {
+	needFull(t)
+	diskScenario(t, jetStreamFull)
 }
 
 // TestReadOnlyDataDirOnOneNode is scenario 7 with the leader's data dir
@@ -90,8 +99,17 @@ func TestDiskFullOnOneNode(t *testing.T) {
 // running case is the disk-full one.)
 func TestReadOnlyDataDirOnOneNode(t *testing.T) {
 	needFull(t)
-	diskScenario(t, true)
+	diskScenario(t, readOnlyDir)
 }
+
+// diskFault is how diskScenario breaks a node's storage.
+type diskFault int
+
+const (
+	diskFull      diskFault = iota // the data dir's filesystem fills up
+	readOnlyDir                    // the data dir is read-only at (re)start
+	jetStreamFull                  // only the JetStream store's filesystem fills up
+)
 
 // diskScenario breaks the storage of one node (the leader, the harder
 // case) while workers keep asking for grants and spending them through
@@ -107,16 +125,18 @@ func TestReadOnlyDataDirOnOneNode(t *testing.T) {
 //     restarted, it converges to the same seq and state digest as the
 //     others, the stream is whole and audits clean, every answer is
 //     committed exactly once, and the spend history is linearizable.
-func diskScenario(t *testing.T, readOnly bool) {
-	what := "disk full"
-	if readOnly {
-		what = "read-only data dir"
-	}
+func diskScenario(t *testing.T, fault diskFault) {
+	readOnly := fault == readOnlyDir
+	what := map[diskFault]string{diskFull: "disk full", readOnlyDir: "read-only data dir", jetStreamFull: "JetStream store full"}[fault]
 	disks := map[string]*smallDisk{}
 	c := cluster.StartWith(t, 3, cluster.Options{BeforeLaunch: func(_ *cluster.Cluster, nd *cluster.Node) {
 		d := disks[nd.ID]
 		if d == nil {
-			d = &smallDisk{dir: nd.DataDir, size: "48m"}
+			dir := nd.DataDir
+			if fault == jetStreamFull {
+				dir = filepath.Join(nd.DataDir, "jetstream")
+			}
+			d = &smallDisk{dir: dir, size: "48m"}
 			disks[nd.ID] = d
 		}
 		d.mount(t)
@@ -198,8 +218,11 @@ func diskScenario(t *testing.T, readOnly bool) {
 	}
 	logTail := c.LogTail(leader, 200)
 	wants := []string{"no space left on device"}
-	if readOnly {
+	switch fault {
+	case readOnlyDir:
 		wants = []string{"read-only file system", "not writable"}
+	case jetStreamFull:
+		wants = []string{"JetStream stays down"}
 	}
 	named := false
 	for _, w := range wants {
