@@ -4,9 +4,8 @@
 // leaves addressed by JSON pointer (Flatten, Flat.Under, FieldPointer).
 //
 // Everything here is a pure function of the arguments' bytes: no policy,
-// no clock, no I/O. The issuer, the state machine (through grants and
-// policy) and the worker compute the same digest and the same leaves from
-// the same call.
+// no clock, no I/O, so the issuer, the state machine and the worker all
+// compute the same digest and the same leaves from the same call.
 package args
 
 import "errors"
