@@ -12,6 +12,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/grants"
 )
 
@@ -39,7 +40,7 @@ const (
 // Limits.
 const (
 	// MaxHookInput bounds one hook event read from stdin. Tool input beyond
-	// grants.MaxArgsBytes is refused later, with its own message.
+	// args.MaxBytes is refused later, with its own message.
 	MaxHookInput = 4 << 20
 	// MaxKeyLen is the issuer's limit on idempotency keys.
 	MaxKeyLen = 128
@@ -210,7 +211,7 @@ func (c Call) GrantSession() string {
 
 // Call extracts the tool call of a tool event. Errors wrap ErrMalformed
 // and name the field; arguments that do not canonicalize (over
-// grants.MaxArgsBytes, duplicate keys, invalid UTF-8, ...) are malformed
+// args.MaxBytes, duplicate keys, invalid UTF-8, ...) are malformed
 // too, because a grant could not bind them.
 func (in HookInput) Call(harness string) (Call, error) {
 	c := Call{Harness: harness, Session: in.SessionID, CallID: in.ToolUseID, Tool: in.ToolName, AgentType: in.AgentType, AgentID: in.AgentID}
@@ -234,23 +235,23 @@ func (in HookInput) Call(harness string) (Call, error) {
 	if len(raw) == 0 || raw[0] != '{' {
 		return c, fmt.Errorf("%w: tool_input must be a JSON object", ErrMalformed)
 	}
-	args, err := CanonicalArgs(raw)
+	canon, err := CanonicalArgs(raw)
 	if err != nil {
 		return c, err
 	}
-	c.Args = args
+	c.Args = canon
 	return c, nil
 }
 
 // CanonicalArgs canonicalizes tool arguments for a grant; errors wrap
 // ErrMalformed.
 func CanonicalArgs(raw []byte) (json.RawMessage, error) {
-	if len(raw) > grants.MaxArgsBytes {
-		return nil, fmt.Errorf("%w: tool input is %d bytes; a writ grant binds at most %d", ErrMalformed, len(raw), grants.MaxArgsBytes)
+	if len(raw) > args.MaxBytes {
+		return nil, fmt.Errorf("%w: tool input is %d bytes; a writ grant binds at most %d", ErrMalformed, len(raw), args.MaxBytes)
 	}
-	c, err := grants.CanonicalJSON(raw)
+	c, err := args.CanonicalJSON(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: tool input: %s", ErrMalformed, strings.TrimPrefix(err.Error(), grants.ErrBadArgs.Error()+": "))
+		return nil, fmt.Errorf("%w: tool input: %s", ErrMalformed, strings.TrimPrefix(err.Error(), args.ErrCanonical.Error()+": "))
 	}
 	return c, nil
 }

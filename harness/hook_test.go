@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
 )
@@ -73,7 +74,7 @@ func TestDecodeFixtures(t *testing.T) {
 				ToolInput json.RawMessage `json:"tool_input"`
 			}
 			_ = json.Unmarshal(raw, &doc)
-			want, _ := grants.CanonicalJSON(doc.ToolInput)
+			want, _ := args.CanonicalJSON(doc.ToolInput)
 			if !bytes.Equal(c.Args, want) {
 				t.Fatalf("args %s, want %s", c.Args, want)
 			}
@@ -164,7 +165,7 @@ func TestCallMalformed(t *testing.T) {
 		{"tool_input an array", map[string]any{"tool_input": []any{1}}, "", "tool_input"},
 		{"control char in tool", map[string]any{"tool_name": "Ba\nsh"}, "", "tool_name"},
 		{"session too long", map[string]any{"session_id": strings.Repeat("s", 129)}, "", "session_id"},
-		{"tool_input too large", map[string]any{"tool_input": map[string]any{"content": strings.Repeat("x", grants.MaxArgsBytes)}}, "", "binds at most"},
+		{"tool_input too large", map[string]any{"tool_input": map[string]any{"content": strings.Repeat("x", args.MaxBytes)}}, "", "binds at most"},
 		{"duplicate keys in tool_input", nil, `{"command":"ls","command":"rm -rf /"}`, "duplicate"},
 	}
 	for _, tc := range tests {

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/grants"
-	"github.com/writ-dev/writ/policy"
 )
 
 // An argument-size refusal states the real size and the limit, once,
@@ -17,9 +17,9 @@ func TestArgsTooLargeStatesSizes(t *testing.T) {
 		name, args string
 		want       []string
 	}{
-		{"too many values", values(5000), []string{"args: 5000 values", fmt.Sprintf("limit is %d values", policy.MaxArgLeaves)}},
-		{"values in objects", `{"a":` + values(policy.MaxArgLeaves) + `,"b":{"c":"x"}}`, []string{fmt.Sprintf("args: %d values", policy.MaxArgLeaves+1)}},
-		{"path too long", `{"a":{"` + strings.Repeat("k", 1100) + `":1}}`, []string{"a field path is 1103 bytes long", fmt.Sprintf("limit is %d bytes", policy.MaxArgPath)}},
+		{"too many values", values(5000), []string{"args: 5000 values", fmt.Sprintf("limit is %d values", args.MaxLeaves)}},
+		{"values in objects", `{"a":` + values(args.MaxLeaves) + `,"b":{"c":"x"}}`, []string{fmt.Sprintf("args: %d values", args.MaxLeaves+1)}},
+		{"path too long", `{"a":{"` + strings.Repeat("k", 1100) + `":1}}`, []string{"a field path is 1103 bytes long", fmt.Sprintf("limit is %d bytes", args.MaxPath)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

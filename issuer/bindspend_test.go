@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/policy"
@@ -86,7 +87,7 @@ func TestBindSpendKeepsArgsOnlyForTargetedGrants(t *testing.T) {
 	}
 	t.Run("unknown grant", func(t *testing.T) {
 		cmd := spendFor(t, fsm.New(), `{"command":"echo hi"}`, "")
-		if cmd.Args.Carried || cmd.Digest != grants.RequestDigest("", []byte(`{"command":"echo hi"}`)) {
+		if cmd.Args.Carried || cmd.Digest != args.RequestDigest("", []byte(`{"command":"echo hi"}`)) {
 			t.Fatalf("unknown grant: carried=%v digest %x", cmd.Args.Carried, cmd.Digest)
 		}
 	})

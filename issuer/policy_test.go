@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/policy"
 )
@@ -22,14 +23,14 @@ func TestGrantCommandForwardsTheCall(t *testing.T) {
 	if rerr != nil {
 		t.Fatal(rerr)
 	}
-	want, _ := policy.FlattenArgs([]byte(`{"amount":42,"payee":"cus_1"}`))
+	want, _ := args.Flatten([]byte(`{"amount":42,"payee":"cus_1"}`))
 	if !c.Args.Carried || len(c.Args.Leaves) != 2 || c.Args.Leaves[0] != want.Leaves[0] || c.Args.Leaves[1] != want.Leaves[1] {
 		t.Errorf("args %+v", c.Args)
 	}
 	if c.TargetLabel != "order 7" || !c.HasAmount || c.Amount != 42 || c.Bytes != 9 || c.Cwd != "/work/w1" || c.Resolved != "/work/w1/x" {
 		t.Errorf("command %+v", c)
 	}
-	d, _ := grants.DigestArgs("mcp__stripe__refund", []byte(`{"amount":42,"payee":"cus_1"}`))
+	d, _ := args.Digest("mcp__stripe__refund", []byte(`{"amount":42,"payee":"cus_1"}`))
 	if c.Digest != d {
 		t.Errorf("digest %s", c.Digest)
 	}
@@ -41,7 +42,7 @@ func TestPolicyRequestFieldsRefused(t *testing.T) {
 	grant := func(extra string) []byte {
 		return []byte(`{"v":1,"lane":"coordinator","tool":"Read","args":{"file_path":"a"},"idempotency_key":"k"` + extra + `}`)
 	}
-	many := `[` + strings.TrimSuffix(strings.Repeat("1,", policy.MaxArgLeaves+1), ",") + `]`
+	many := `[` + strings.TrimSuffix(strings.Repeat("1,", args.MaxLeaves+1), ",") + `]`
 	cases := []struct {
 		name  string
 		body  []byte

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
@@ -207,15 +208,15 @@ func grantRequestCommand(worker string, r *api.GrantRequest) (fsm.Command, *requ
 		return fsm.Command{}, invalid("args", "required (use {} for a call without arguments)")
 	}
 	// Canonicalise once: the digest binds the canonical form, and the
-	// engine's view is flattened from it (FlattenArgs of a canonical
-	// document is FlattenArgs of the document, and it recognises the
+	// engine's view is flattened from it (args.Flatten of a canonical
+	// document is args.Flatten of the document, and it recognises the
 	// canonical form in one scan).
-	canon, err := grants.CanonicalJSON(r.Args)
+	canon, err := args.CanonicalJSON(r.Args)
 	if err != nil {
 		return fsm.Command{}, invalid("args", "%v", err)
 	}
-	digest := grants.RequestDigest(r.Tool, canon)
-	args, rerr := flatten(canon)
+	digest := args.RequestDigest(r.Tool, canon)
+	flat, rerr := flatten(canon)
 	if rerr != nil {
 		return fsm.Command{}, rerr
 	}
@@ -249,7 +250,7 @@ func grantRequestCommand(worker string, r *api.GrantRequest) (fsm.Command, *requ
 		Op: fsm.OpRequest, Caller: worker, GrantID: uuid.NewString(), Lane: r.Lane,
 		Session: r.Session, Tool: r.Tool, Digest: digest, IdemKey: r.IdempotencyKey,
 		TTL: r.TTLMillis * int64(time.Millisecond), Sources: r.Sources,
-		Args: args, TargetLabel: r.TargetLabel, Bytes: r.Bytes, Cwd: r.Cwd, Resolved: r.ResolvedTarget,
+		Args: flat, TargetLabel: r.TargetLabel, Bytes: r.Bytes, Cwd: r.Cwd, Resolved: r.ResolvedTarget,
 		Traces: traces,
 	}
 	if r.Amount != nil {
@@ -346,27 +347,27 @@ func sourceCommand(worker string, data []byte) (fsm.Command, *requestError) {
 }
 
 // flatten forwards a call's arguments to the state machine as the policy
-// engine reads them (policy.FlattenArgs: canonical, one entry per scalar,
+// engine reads them (args.Flatten: canonical, one entry per scalar,
 // long strings as length and digest). This is a pure function of the
 // arguments, independent of the policy in force, so which fields are the
 // target, sinks and amount is decided inside the state machine, under the
 // policy the request is judged by.
-func flatten(raw []byte) (policy.Args, *requestError) {
-	a, err := policy.FlattenArgs(raw)
+func flatten(raw []byte) (args.Flat, *requestError) {
+	a, err := args.Flatten(raw)
 	if err != nil {
-		if errors.Is(err, policy.ErrArgsTooLarge) {
-			return policy.Args{}, &requestError{reason: grants.ReasonRequestTooLarge, missing: "args",
+		if errors.Is(err, args.ErrTooLarge) {
+			return args.Flat{}, &requestError{reason: grants.ReasonRequestTooLarge, missing: "args",
 				detail: "args: " + argsTooLarge(raw, err)}
 		}
-		return policy.Args{}, invalid("args", "%v", err)
+		return args.Flat{}, invalid("args", "%v", err)
 	}
 	return a, nil
 }
 
-// argsTooLarge states how arguments exceed policy's bounds with the real
-// numbers: how many scalar values there are (policy.MaxArgLeaves) or how
-// long the longest field path is (policy.MaxArgPath). It walks the
-// arguments as policy.FlattenArgs does, on this refusal path only.
+// argsTooLarge states how arguments exceed the bounds of args.Flatten with
+// the real numbers: how many scalar values there are (args.MaxLeaves) or
+// how long the longest field path is (args.MaxPath). It walks the
+// arguments as args.Flatten does, on this refusal path only.
 func argsTooLarge(raw []byte, err error) string {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -402,14 +403,14 @@ func argsTooLarge(raw []byte, err error) string {
 	}
 	walk(0)
 	switch {
-	case values > policy.MaxArgLeaves:
-		return fmt.Sprintf("%d values; the limit is %d values per call", values, policy.MaxArgLeaves)
-	case longest > policy.MaxArgPath:
-		return fmt.Sprintf("a field path is %d bytes long; the limit is %d bytes", longest, policy.MaxArgPath)
+	case values > args.MaxLeaves:
+		return fmt.Sprintf("%d values; the limit is %d values per call", values, args.MaxLeaves)
+	case longest > args.MaxPath:
+		return fmt.Sprintf("a field path is %d bytes long; the limit is %d bytes", longest, args.MaxPath)
 	}
-	msg := err.Error() // not expected: policy's words, without its stacked prefixes
-	if i := strings.LastIndex(msg, policy.ErrArgsTooLarge.Error()+": "); i >= 0 {
-		msg = msg[i+len(policy.ErrArgsTooLarge.Error())+2:]
+	msg := err.Error() // not expected: Flatten's words, without its stacked prefixes
+	if i := strings.LastIndex(msg, args.ErrTooLarge.Error()+": "); i >= 0 {
+		msg = msg[i+len(args.ErrTooLarge.Error())+2:]
 	}
 	return msg
 }
@@ -475,7 +476,7 @@ func spendRequestCommand(worker string, r *api.SpendRequest) (fsm.Command, []byt
 		c.Digest = h
 		return c, nil, nil
 	case len(r.Args) > 0:
-		canon, err := grants.CanonicalJSON(r.Args)
+		canon, err := args.CanonicalJSON(r.Args)
 		if err != nil {
 			return c, nil, invalid("args", "%v", err)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
@@ -145,7 +146,7 @@ func FuzzGrantCommand(f *testing.F) {
 		if c.Digest.IsZero() {
 			t.Fatalf("body %q: zero digest", body)
 		}
-		if d, err := grants.DigestArgs(r.Tool, r.Args); err != nil || d != c.Digest {
+		if d, err := args.Digest(r.Tool, r.Args); err != nil || d != c.Digest {
 			t.Fatalf("body %q: digest %s is not H(tool, canonical args) %s (%v)", body, c.Digest, d, err)
 		}
 		if c.TTL < 0 || c.TTL > int64(policy.MaxTTL) {
@@ -259,7 +260,7 @@ func FuzzSourceCommand(f *testing.F) {
 }
 
 func FuzzSpendCommand(f *testing.F) {
-	digest, _ := grants.DigestArgs("Bash", []byte(`{"command":"ls"}`))
+	digest, _ := args.Digest("Bash", []byte(`{"command":"ls"}`))
 	addSeeds(f, "w1",
 		`{"v":1,"grant_id":"g1","args":{"command":"ls"},"idempotency_key":"k1"}`,
 		`{"v":1,"grant_id":"0b5b2a8e-7c1f-4a0e-9f0a-1b2c3d4e5f60","digest":"`+digest.String()+`","idempotency_key":"k1"}`,
@@ -300,7 +301,7 @@ func FuzzSpendCommand(f *testing.F) {
 			if !c.Digest.IsZero() || r.Digest != "" {
 				t.Fatalf("body %q: both args and a digest", body)
 			}
-			again, err := grants.CanonicalJSON(canon)
+			again, err := args.CanonicalJSON(canon)
 			if err != nil || !bytes.Equal(again, canon) {
 				t.Fatalf("body %q: args %q are not canonical (%v)", body, canon, err)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/natsbus"
@@ -314,9 +315,9 @@ func (s *Service) worker(m *nats.Msg) {
 // same and keeps the call's arguments, usually most of a spend's bytes,
 // out of the raft log.
 func bindSpend(cmd *fsm.Command, canonArgs []byte, tool, target string) {
-	cmd.Digest = grants.RequestDigest(tool, canonArgs)
+	cmd.Digest = args.RequestDigest(tool, canonArgs)
 	if target == "" {
-		cmd.Args = policy.Args{}
+		cmd.Args = args.Flat{}
 	}
 }
 

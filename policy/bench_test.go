@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/policy"
 )
 
@@ -66,45 +65,5 @@ func BenchmarkJudge(b *testing.B) {
 				p.Judge(r, u, now)
 			}
 		})
-	}
-}
-
-// BenchmarkFlattenArgs is the leader's share: canonicalize and flatten a
-// call's arguments.
-func BenchmarkFlattenArgs(b *testing.B) {
-	raw := []byte(`{"command":"go test -race ./... 2>&1 | tail -n 40","description":"run the tests","timeout":120000}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := policy.FlattenArgs(raw); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkFlattenCanonicalArgs is what the leader pays per request once
-// the arguments are canonical and need no escapes (it flattens their
-// canonical form): the decoder-free walk.
-func BenchmarkFlattenCanonicalArgs(b *testing.B) {
-	benchFlattenCanonical(b, `{"command":"go test -race ./... | tail -n 40","description":"run the tests","timeout":120000}`)
-}
-
-// BenchmarkFlattenCanonicalEscapedArgs is BenchmarkFlattenCanonicalArgs
-// for the common shell command whose canonical form holds escapes
-// (encoding/json writes "2>&1" as "2\u003e\u00261").
-func BenchmarkFlattenCanonicalEscapedArgs(b *testing.B) {
-	benchFlattenCanonical(b, `{"command":"go test -race ./... 2>&1 | tail -n 40","description":"run the tests","timeout":120000}`)
-}
-
-// benchFlattenCanonical flattens the canonical form of args.
-func benchFlattenCanonical(b *testing.B, args string) {
-	raw, err := grants.CanonicalJSON([]byte(args))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := policy.FlattenArgs(raw); err != nil {
-			b.Fatal(err)
-		}
 	}
 }

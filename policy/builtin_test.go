@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/policy"
 )
@@ -181,7 +182,7 @@ func TestArgsRulesFailClosed(t *testing.T) {
 	if j := p.Judge(bare, usage{}, now); j.Decision != grants.Deny || j.Reason != grants.ReasonInvalidRequest || j.Missing != "args" {
 		t.Fatalf("arguments not forwarded: %+v", j)
 	}
-	padded := `{"subject":"writ.op.approve` + strings.Repeat(" ", policy.MaxArgString) + `"}`
+	padded := `{"subject":"writ.op.approve` + strings.Repeat(" ", args.MaxString) + `"}`
 	if j := p.Judge(req(t, "w1", "coordinator", "mcp__nats__request", padded), usage{}, now); j.Decision != grants.Deny || j.Rules[len(j.Rules)-1] != "shape:unscreened" {
 		t.Fatalf("an argument too long to screen: %+v", j)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/lanes"
 )
 
@@ -316,23 +317,23 @@ func (c *compiled) compileSurfaces(p *Policy) error {
 			if !contains(canonMethods, s.Target.Canon) {
 				ps.add(invalid(f+".target.canon", "want one of %s, got %q", strings.Join(canonMethods, ", "), s.Target.Canon))
 			}
-			cs.hasTarget, cs.targetPtr, cs.canon = true, fieldPointer(s.Target.Field), s.Target.Canon
+			cs.hasTarget, cs.targetPtr, cs.canon = true, args.FieldPointer(s.Target.Field), s.Target.Canon
 		}
 		if len(s.Sinks) > maxEntries {
 			ps.add(invalid(f+".sinks", "more than %d entries", maxEntries))
 		} else {
 			for j, sink := range s.Sinks {
 				ps.add(checkField(fmt.Sprintf("%s.sinks[%d]", f, j), sink))
-				cs.sinks = append(cs.sinks, fieldPointer(sink))
+				cs.sinks = append(cs.sinks, args.FieldPointer(sink))
 			}
 		}
 		if s.AmountField != "" {
 			ps.add(checkField(f+".amount_field", s.AmountField))
-			cs.amountPtr = fieldPointer(s.AmountField)
+			cs.amountPtr = args.FieldPointer(s.AmountField)
 		}
 		if s.BytesField != "" {
 			ps.add(checkField(f+".bytes_field", s.BytesField))
-			cs.bytesPtr = fieldPointer(s.BytesField)
+			cs.bytesPtr = args.FieldPointer(s.BytesField)
 		}
 		if len(ps.list)+ps.more != bad {
 			cs = cSurface{id: s.ID, operation: s.Operation, consequence: s.Consequence, class: cs.class}

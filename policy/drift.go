@@ -1,5 +1,7 @@
 package policy
 
+import "github.com/writ-dev/writ/args"
+
 // TargetOf returns the canonical target (as receipts carry it) that a call
 // resolves to under this policy, for the target-drift check at spend: the
 // tool's surface, the lane's workspace and the resolution context are
@@ -7,19 +9,19 @@ package policy
 // for the call (a version 1 policy, a lane or tool it does not declare, a
 // surface without a target, arguments that were not forwarded or do not
 // canonicalize); the caller then has nothing to compare.
-func (p *Policy) TargetOf(worker, lane, tool string, args Args, cwd, resolved string) (target string, ok bool) {
+func (p *Policy) TargetOf(worker, lane, tool string, flat args.Flat, cwd, resolved string) (target string, ok bool) {
 	c := p.c
 	if c == nil {
 		return "", false
 	}
 	l := c.lanes[lane]
 	si := c.surfaceOf(tool)
-	if l == nil || si < 0 || !c.surfaces[si].hasTarget || !args.Carried {
+	if l == nil || si < 0 || !c.surfaces[si].hasTarget || !flat.Carried {
 		return "", false
 	}
 	s := &c.surfaces[si]
-	vals := args.Under(s.targetPtr)
-	if len(vals) != 1 || vals[0].Kind != ArgString || vals[0].Path != s.targetPtr {
+	vals := flat.Under(s.targetPtr)
+	if len(vals) != 1 || vals[0].Kind != args.String || vals[0].Path != s.targetPtr {
 		return "", false
 	}
 	t, err := Canonicalize(s.canon, vals[0].Value, Resolution{Cwd: cwd, Resolved: resolved, Workspace: workspaceOf(l.workspace, worker)})

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 )
@@ -11,7 +12,7 @@ type Request struct {
 	Worker    string
 	Lane      string
 	Tool      string
-	Args      Args
+	Args      args.Flat
 	Digest    events.Hash // H(tool, canonical args): the ledger key of a target-less call
 	Cwd       string
 	Resolved  string

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/policy"
 	"github.com/writ-dev/writ/policy/policyfile"
@@ -45,11 +46,11 @@ func (u usage) QuotaUsed(key string, _, _ int64) (uint64, uint64, uint64) {
 	return v[0], v[1], v[2]
 }
 
-func req(t testing.TB, worker, lane, tool, args string) *policy.Request {
+func req(t testing.TB, worker, lane, tool, call string) *policy.Request {
 	t.Helper()
-	a, err := policy.FlattenArgs([]byte(args))
+	a, err := args.Flatten([]byte(call))
 	if err != nil {
-		t.Fatalf("args %s: %v", args, err)
+		t.Fatalf("args %s: %v", call, err)
 	}
 	return &policy.Request{Worker: worker, Lane: lane, Tool: tool, Args: a}
 }
@@ -218,7 +219,7 @@ func TestJudgeArgsNotCarried(t *testing.T) {
 // bytes; a short one is screened.
 func TestJudgeElided(t *testing.T) {
 	p := loadPolicy(t, "testdata/engine.yaml")
-	long := strings.Repeat("a", policy.MaxArgString+1)
+	long := strings.Repeat("a", args.MaxString+1)
 	j := p.Judge(req(t, "w1", "specialist", "Bash", `{"command":"echo `+long+`"}`), usage{}, now)
 	if j.Reason != grants.ReasonTargetAmbiguous {
 		t.Errorf("long command: %+v", j)
@@ -294,7 +295,7 @@ func TestJudgeDeterministic(t *testing.T) {
 // policy and the resolution context in force.
 func TestTargetOf(t *testing.T) {
 	p := loadPolicy(t, "testdata/engine.yaml")
-	a, _ := policy.FlattenArgs([]byte(`{"file_path":"notes.txt"}`))
+	a, _ := args.Flatten([]byte(`{"file_path":"notes.txt"}`))
 	cases := []struct {
 		lane, tool, cwd, resolved, want string
 		ok                              bool

@@ -15,11 +15,6 @@ var (
 	// ErrVersion: the document's version is not one this build reads (such
 	// an error wraps ErrInvalid too).
 	ErrVersion = errors.New("policy: unsupported version")
-	// ErrArgs: tool arguments are not JSON this package can flatten.
-	ErrArgs = errors.New("policy: bad arguments")
-	// ErrArgsTooLarge: tool arguments exceed MaxArgLeaves values or a
-	// value's path exceeds MaxArgPath (such an error wraps ErrArgs too).
-	ErrArgsTooLarge = errors.New("policy: arguments too large")
 	// ErrTargetMissing: the call carries no value for the target field.
 	ErrTargetMissing = errors.New("policy: target missing")
 	// ErrTargetAmbiguous: the target value does not canonicalize to

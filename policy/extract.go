@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/grants"
 )
 
@@ -86,9 +87,9 @@ func (c *compiled) extract(s *cSurface, lane *cLane, r *Request) (f facts, reaso
 			return f, grants.ReasonInvalidRequest, "args" + s.targetPtr, "the target field is missing"
 		case len(vals) > 1 || vals[0].Path != s.targetPtr:
 			return f, grants.ReasonTargetAmbiguous, "one target at " + s.targetPtr, "the target field holds several values; one grant binds one target"
-		case vals[0].Kind == ArgElided:
+		case vals[0].Kind == args.Elided:
 			return f, grants.ReasonTargetAmbiguous, "one target at " + s.targetPtr, "the target value is too long"
-		case vals[0].Kind != ArgString:
+		case vals[0].Kind != args.String:
 			return f, grants.ReasonTargetAmbiguous, "one target at " + s.targetPtr, "the target value is not a string"
 		}
 		t, err := Canonicalize(s.canon, vals[0].Value, f.res)
@@ -107,7 +108,7 @@ func (c *compiled) extract(s *cSurface, lane *cLane, r *Request) (f facts, reaso
 	if s.amountPtr != "" {
 		f.amount, f.hasAmount = 0, false
 		vals := r.Args.Under(s.amountPtr)
-		if len(vals) > 1 || len(vals) == 1 && (vals[0].Kind != ArgNumber || vals[0].Path != s.amountPtr) {
+		if len(vals) > 1 || len(vals) == 1 && (vals[0].Kind != args.Number || vals[0].Path != s.amountPtr) {
 			return f, grants.ReasonInvalidRequest, "args" + s.amountPtr, "the amount field must be one number"
 		}
 		if len(vals) == 1 {
@@ -131,9 +132,9 @@ func (c *compiled) extract(s *cSurface, lane *cLane, r *Request) (f facts, reaso
 	for _, ptr := range s.sinks {
 		for _, v := range r.Args.Under(ptr) {
 			switch v.Kind {
-			case ArgString:
+			case args.String:
 				f.sinks = append(f.sinks, ScreenText(v.Value))
-			case ArgElided:
+			case args.Elided:
 				f.elided = true
 			}
 		}
@@ -148,7 +149,7 @@ func (c *compiled) extract(s *cSurface, lane *cLane, r *Request) (f facts, reaso
 // every array of two or more strings joined by blanks — an argv such as
 // ["issuer","approve","rv-1"] reads as the command it runs. elided is set
 // when a value was too long to screen.
-func screenArgs(leaves []Arg, elided bool) ([]string, bool) {
+func screenArgs(leaves []args.Leaf, elided bool) ([]string, bool) {
 	var out []string
 	var run []string // consecutive string elements of one array
 	parent := ""
@@ -160,7 +161,7 @@ func screenArgs(leaves []Arg, elided bool) ([]string, bool) {
 	}
 	for _, v := range leaves {
 		switch v.Kind {
-		case ArgString:
+		case args.String:
 			out = append(out, ScreenText(v.Value))
 			if p, ok := arrayParent(v.Path); ok {
 				if p != parent {
@@ -170,7 +171,7 @@ func screenArgs(leaves []Arg, elided bool) ([]string, bool) {
 				run = append(run, v.Value)
 				continue
 			}
-		case ArgElided:
+		case args.Elided:
 			elided = true
 		}
 		flush()

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/authority"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/policy"
@@ -21,10 +22,10 @@ func FuzzJudge(f *testing.F) {
 	f.Add("w1", "coordinator", "mcp__stripe__refund", `{"payee":"cus_1","amount":10}`, "/tmp", uint64(10), true)
 	f.Add("cron-backup", "isolated", "WebFetch", `{"url":"https://x.example/a"}`, "", uint64(0), false)
 	f.Add("w1", "coordinator", "Write", `{"file_path":"~/.ssh/id_rsa","content":"k"}`, "rel", uint64(0), false)
-	f.Fuzz(func(t *testing.T, worker, lane, tool, args, cwd string, amount uint64, hasAmount bool) {
-		a, err := policy.FlattenArgs([]byte(args))
+	f.Fuzz(func(t *testing.T, worker, lane, tool, call, cwd string, amount uint64, hasAmount bool) {
+		a, err := args.Flatten([]byte(call))
 		if err != nil {
-			a = policy.Args{}
+			a = args.Flat{}
 		}
 		r := &policy.Request{Worker: worker, Lane: lane, Tool: tool, Args: a, Cwd: cwd, Amount: amount, HasAmount: hasAmount}
 		j := p.Judge(r, usage{}, now)
@@ -67,10 +68,10 @@ func FuzzJudgeProvenance(f *testing.F) {
 	f.Add("mcp__pay__refund", `{"payee":"cus_1","amount":5}`, "/payee", true, "user_prompt", "", "", true, uint8(2))
 	f.Add("Write", `{"file_path":"CLAUDE.md","content":"x"}`, "/content", false, "tool_result", "", "mcp__crm__a", false, uint8(9))
 	f.Add("bank_transfer", `{"recipient":{"iban":"x"},"memo":["a","b"]}`, "/memo/1", true, "derived", "", "", true, uint8(1))
-	f.Fuzz(func(t *testing.T, tool, args, field string, covered bool, channel, path, srcTool string, registered bool, level uint8) {
-		a, err := policy.FlattenArgs([]byte(args))
+	f.Fuzz(func(t *testing.T, tool, call, field string, covered bool, channel, path, srcTool string, registered bool, level uint8) {
+		a, err := args.Flatten([]byte(call))
 		if err != nil {
-			a = policy.Args{}
+			a = args.Flat{}
 		}
 		src := policy.SourceFact{ID: "s1", Registered: registered, Authority: authority.Level(level), Channel: channel, Path: path, Tool: srcTool}
 		r := &policy.Request{Worker: "w1", Lane: "coordinator", Tool: tool, Args: a,

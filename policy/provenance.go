@@ -5,6 +5,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/authority"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/lanes"
@@ -365,7 +366,7 @@ func (c *compiled) authorityRules(rules []AuthorityRule) ([]cAuthority, error) {
 			if err := checkField(fmt.Sprintf("%s.fields[%d]", f, j), fld); err != nil {
 				return nil, err
 			}
-			a.fields = append(a.fields, fieldPointer(fld))
+			a.fields = append(a.fields, args.FieldPointer(fld))
 		}
 		l, err := parseLevel(r.Authority)
 		if err != nil {

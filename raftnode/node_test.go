@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/goleak"
 
+	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
@@ -96,8 +97,8 @@ func setPolicy(t testing.TB, n *Node) {
 
 func requestCmd(t testing.TB, worker string, i int) fsm.Command {
 	t.Helper()
-	args := []byte(fmt.Sprintf(`{"command":"echo %d"}`, i))
-	d, err := grants.DigestArgs("Bash", args)
+	call := []byte(fmt.Sprintf(`{"command":"echo %d"}`, i))
+	d, err := args.Digest("Bash", call)
 	if err != nil {
 		t.Fatal(err)
 	}

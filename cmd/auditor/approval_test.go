@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/fsm"
-	"github.com/writ-dev/writ/grants"
-	"github.com/writ-dev/writ/policy"
 )
 
 const approvalPolicy = `{"version":2,"default_ttl":"1m",
@@ -26,10 +25,10 @@ func TestApprovalReceipts(t *testing.T) {
 	is := newIssuer()
 	is.apply(fsm.Command{Op: fsm.OpSetPolicy, Caller: "operator:alice", Policy: []byte(approvalPolicy)})
 	call := []byte(`{"name":"db"}`)
-	d, _ := grants.DigestArgs("vault_read", call)
-	args, _ := policy.FlattenArgs(call)
+	d, _ := args.Digest("vault_read", call)
+	flat, _ := args.Flatten(call)
 	req := func(id string) fsm.Command {
-		return fsm.Command{Op: fsm.OpRequest, Caller: "w1", Lane: "coordinator", Tool: "vault_read", GrantID: id, Digest: d, IdemKey: "k-" + id, Args: args}
+		return fsm.Command{Op: fsm.OpRequest, Caller: "w1", Lane: "coordinator", Tool: "vault_read", GrantID: id, Digest: d, IdemKey: "k-" + id, Args: flat}
 	}
 	is.apply(req("g1"))
 	rv := fsm.ReviewID("g1")

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
@@ -103,30 +104,30 @@ func (a *argsInput) read(stdin io.Reader) (json.RawMessage, error) {
 			defer f.Close()
 			r = f
 		}
-		b, err := io.ReadAll(io.LimitReader(r, grants.MaxArgsBytes+1))
+		b, err := io.ReadAll(io.LimitReader(r, args.MaxBytes+1))
 		if err != nil {
 			return nil, usageErr("--args-file %s: %v", a.file, err)
 		}
-		if len(b) > grants.MaxArgsBytes {
+		if len(b) > args.MaxBytes {
 			// Count the rest (up to a bound) to state the real size.
 			rest, _ := io.Copy(io.Discard, io.LimitReader(r, maxCountedArgs))
 			size := fmt.Sprintf("%d bytes", int64(len(b))+rest)
 			if rest == maxCountedArgs {
 				size = fmt.Sprintf("more than %d bytes", int64(len(b))+rest)
 			}
-			return nil, usageErr("--args-file %s: the arguments are %s; the limit is %d bytes", a.file, size, grants.MaxArgsBytes)
+			return nil, usageErr("--args-file %s: the arguments are %s; the limit is %d bytes", a.file, size, args.MaxBytes)
 		}
 		raw = b
 	}
-	if len(raw) > grants.MaxArgsBytes {
-		return nil, usageErr("%s: the arguments are %d bytes; the limit is %d bytes", flag, len(raw), grants.MaxArgsBytes)
+	if len(raw) > args.MaxBytes {
+		return nil, usageErr("%s: the arguments are %d bytes; the limit is %d bytes", flag, len(raw), args.MaxBytes)
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, usageErr("%s: empty; give the tool arguments as a JSON value (e.g. '{}')", flag)
 	}
-	c, err := grants.CanonicalJSON(raw)
+	c, err := args.CanonicalJSON(raw)
 	if err != nil {
-		msg := strings.TrimPrefix(err.Error(), grants.ErrBadArgs.Error()+": ")
+		msg := strings.TrimPrefix(err.Error(), args.ErrCanonical.Error()+": ")
 		if msg == "EOF" || msg == "unexpected EOF" {
 			msg = "unexpected end of input"
 		}

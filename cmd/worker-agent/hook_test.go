@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
@@ -125,7 +126,7 @@ func TestClaudeCodeHooksAgainstIssuer(t *testing.T) {
 				}
 			}
 			e := evs[0]
-			wantDigest, _ := grants.DigestArgs(hin.ToolName, hin.ToolInput)
+			wantDigest, _ := args.Digest(hin.ToolName, hin.ToolInput)
 			wantSession := session
 			if hin.AgentID != "" {
 				wantSession += "/" + hin.AgentID // which subagent made the call

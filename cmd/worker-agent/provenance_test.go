@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
@@ -242,7 +243,7 @@ func TestFieldTraces(t *testing.T) {
 	register(t, reg,
 		seeded{source("s-env", "file_read", provenance.Evidence, ""), envFile},
 		seeded{source("s-md", "instruction_file", provenance.Instruction, ""), claudeMD})
-	args, err := grants.CanonicalJSON([]byte(fmt.Sprintf(`{
+	call, err := args.CanonicalJSON([]byte(fmt.Sprintf(`{
 		"to": %q, "amount": 4200, "flag": true, "nothing": null,
 		"memo": %q,
 		"callback": %q,
@@ -253,7 +254,7 @@ func TestFieldTraces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := traceArgs(reg, args)
+	got := traceArgs(reg, call)
 	want := []api.FieldTrace{
 		{Field: "/amount", Matches: []api.TraceMatch{{Source: "s-md", Transform: "raw", Whole: true}}, Covered: true},
 		{Field: "/callback", Matches: []api.TraceMatch{{Source: "s-env", Transform: "percent"}}},
@@ -266,12 +267,12 @@ func TestFieldTraces(t *testing.T) {
 		g, _ := json.MarshalIndent(got, "", "  ")
 		t.Fatalf("traces:\n%s", g)
 	}
-	if traceArgs(nil, args) != nil {
+	if traceArgs(nil, call) != nil {
 		t.Fatal("no registry, yet traces")
 	}
 
-	// A string longer than FlattenArgs carries verbatim is traced whole.
-	long, _ := grants.CanonicalJSON([]byte(fmt.Sprintf(`{"content": %q}`, strings.Repeat("lorem ipsum ", 2000)+secretKey)))
+	// A string longer than args.Flatten carries verbatim is traced whole.
+	long, _ := args.CanonicalJSON([]byte(fmt.Sprintf(`{"content": %q}`, strings.Repeat("lorem ipsum ", 2000)+secretKey)))
 	if got := traceArgs(reg, long); len(got) != 1 || got[0].Field != "/content" || got[0].Matches[0].Source != "s-env" || got[0].Covered {
 		t.Fatalf("long leaf: %+v", got)
 	}

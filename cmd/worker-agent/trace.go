@@ -8,17 +8,17 @@ import (
 	"strings"
 
 	"github.com/writ-dev/writ/api"
-	"github.com/writ-dev/writ/policy"
+	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/provenance"
 )
 
 // traceArgs traces a call's arguments (canonical JSON) against the
 // session registry and returns the field traces of its grant request.
 //
-// Leaves are the scalars policy.FlattenArgs lists, under the same JSON
+// Leaves are the scalars args.Flatten lists, under the same JSON
 // pointers, so the issuer reads each trace against the leaf it judges.
-// Every string leaf is traced (whole, even past policy.MaxArgString, where
-// FlattenArgs keeps only a digest) and every number leaf as its canonical
+// Every string leaf is traced (whole, even past args.MaxString, where
+// Flatten keeps only a digest) and every number leaf as its canonical
 // text; booleans and nulls are not. A leaf that matched nothing is left
 // out: the issuer counts an untraced leaf as model-made, which is what it
 // is. When more than api.MaxTraces leaves matched, the traces kept are the
@@ -34,15 +34,15 @@ import (
 // nothing uncertain: no stop grams, no truncation. A match is Whole when
 // its source alone contains the entire raw value (see wholeMatch); the
 // issuer then gives the value that source's level.
-func traceArgs(reg *provenance.Registry, args json.RawMessage) []api.FieldTrace {
+func traceArgs(reg *provenance.Registry, call json.RawMessage) []api.FieldTrace {
 	if reg == nil {
 		return nil
 	}
-	flat, err := policy.FlattenArgs(args)
+	flat, err := args.Flatten(call)
 	if err != nil {
 		return nil // the issuer refuses such arguments anyway
 	}
-	var doc any // for values FlattenArgs elided
+	var doc any // for values Flatten elided
 	type traced struct {
 		at     int
 		length int
@@ -52,10 +52,10 @@ func traceArgs(reg *provenance.Registry, args json.RawMessage) []api.FieldTrace 
 	for i, leaf := range flat.Leaves {
 		value := leaf.Value
 		switch leaf.Kind {
-		case policy.ArgString, policy.ArgNumber:
-		case policy.ArgElided:
+		case args.String, args.Number:
+		case args.Elided:
 			if doc == nil {
-				dec := json.NewDecoder(bytes.NewReader(args))
+				dec := json.NewDecoder(bytes.NewReader(call))
 				dec.UseNumber()
 				if dec.Decode(&doc) != nil {
 					continue

@@ -118,12 +118,12 @@ type MicroReport struct {
 
 var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op(.*)$`)
 
-// microBenchmarks runs the policy-evaluation and hook Go benchmarks of the
-// root module if they exist (they are written by the policy and hook
-// owners; this only links to them).
+// microBenchmarks runs the policy-evaluation, argument-flattening and hook
+// Go benchmarks of the root module if they exist (they are written by the
+// owners of those packages; this only links to them).
 func microBenchmarks(ctx context.Context, root string) *MicroReport {
 	rep := &MicroReport{}
-	for _, pkg := range []string{"policy", "harness", "cmd/worker-agent"} {
+	for _, pkg := range []string{"policy", "args", "harness", "cmd/worker-agent"} {
 		files, _ := filepath.Glob(filepath.Join(root, pkg, "*_test.go"))
 		found := false
 		for _, f := range files {

@@ -1,4 +1,4 @@
-package grants
+package args
 
 import (
 	"bytes"
@@ -47,8 +47,8 @@ func TestCanonicalJSON(t *testing.T) {
 		{"solidus escape dropped", `"a\/b"`, `"a/b"`},
 		{"control characters escaped", `"\u0001\n"`, `"\u0001\n"`},
 		{"html characters escaped as encoding/json does", `"<&>"`, `"\u003c\u0026\u003e"`},
-		{"nested depth at the limit", strings.Repeat("[", MaxArgsDepth) + "1" + strings.Repeat("]", MaxArgsDepth),
-			strings.Repeat("[", MaxArgsDepth) + "1" + strings.Repeat("]", MaxArgsDepth)},
+		{"nested depth at the limit", strings.Repeat("[", MaxDepth) + "1" + strings.Repeat("]", MaxDepth),
+			strings.Repeat("[", MaxDepth) + "1" + strings.Repeat("]", MaxDepth)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,14 +86,14 @@ func TestCanonicalJSONDistinguishes(t *testing.T) {
 		if bytes.Equal(a, b) {
 			t.Errorf("%q and %q share the canonical form %s", p[0], p[1], a)
 		}
-		if DigestArgs0(t, "t", p[0]) == DigestArgs0(t, "t", p[1]) {
+		if Digest0(t, "t", p[0]) == Digest0(t, "t", p[1]) {
 			t.Errorf("%q and %q share a digest", p[0], p[1])
 		}
 	}
 }
 
 // TestCanonicalJSONRejects: input two parsers could disagree on, or that
-// exceeds a limit, is refused with ErrBadArgs.
+// exceeds a limit, is refused with ErrCanonical.
 func TestCanonicalJSONRejects(t *testing.T) {
 	manyHugeNumbers := "[" + strings.TrimSuffix(strings.Repeat("1e400,", 1000), ",") + "]"
 	cases := []struct {
@@ -108,9 +108,9 @@ func TestCanonicalJSONRejects(t *testing.T) {
 		{"trailing close brace", `{}}`, "trailing data"},
 		{"trailing close bracket", `[1]]`, "trailing data"},
 		{"trailing comma", `"a",`, "trailing data"},
-		{"too deep", strings.Repeat("[", MaxArgsDepth+1) + strings.Repeat("]", MaxArgsDepth+1), "nesting deeper"},
-		{"too deep objects", strings.Repeat(`{"a":`, MaxArgsDepth+1) + "1" + strings.Repeat("}", MaxArgsDepth+1), "nesting deeper"},
-		{"input too large", `"` + strings.Repeat("x", MaxArgsBytes) + `"`, "exceeds limit"},
+		{"too deep", strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1), "nesting deeper"},
+		{"too deep objects", strings.Repeat(`{"a":`, MaxDepth+1) + "1" + strings.Repeat("}", MaxDepth+1), "nesting deeper"},
+		{"input too large", `"` + strings.Repeat("x", MaxBytes) + `"`, "exceeds limit"},
 		{"canonical form too large", manyHugeNumbers, "canonical form exceeds limit"},
 		{"exponent too large", `1e401`, "exponent outside"},
 		{"exponent too small", `1e-401`, "exponent outside"},
@@ -135,8 +135,8 @@ func TestCanonicalJSONRejects(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := CanonicalJSON([]byte(tc.in))
-			if !errors.Is(err, ErrBadArgs) {
-				t.Fatalf("CanonicalJSON = %q, %v; want ErrBadArgs", got, err)
+			if !errors.Is(err, ErrCanonical) {
+				t.Fatalf("CanonicalJSON = %q, %v; want ErrCanonical", got, err)
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %q does not mention %q", err, tc.want)
@@ -225,15 +225,15 @@ func FuzzCanonicalJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		c, err := CanonicalJSON(in)
 		if err != nil {
-			if !errors.Is(err, ErrBadArgs) {
-				t.Fatalf("error does not wrap ErrBadArgs: %v", err)
+			if !errors.Is(err, ErrCanonical) {
+				t.Fatalf("error does not wrap ErrCanonical: %v", err)
 			}
 			return
 		}
 		if !json.Valid(c) {
 			t.Fatalf("output is not valid JSON: %q", c)
 		}
-		if len(c) > MaxArgsBytes {
+		if len(c) > MaxBytes {
 			t.Fatalf("output of %d bytes exceeds the limit", len(c))
 		}
 		cc, err := CanonicalJSON(c)
@@ -288,12 +288,12 @@ func sameJSON(t *testing.T, a, b any) bool {
 	return reflect.DeepEqual(a, b)
 }
 
-// DigestArgs0 is DigestArgs that fails the test on error.
-func DigestArgs0(t *testing.T, tool, args string) [32]byte {
+// Digest0 is Digest that fails the test on error.
+func Digest0(t *testing.T, tool, args string) [32]byte {
 	t.Helper()
-	d, err := DigestArgs(tool, []byte(args))
+	d, err := Digest(tool, []byte(args))
 	if err != nil {
-		t.Fatalf("DigestArgs(%q, %q): %v", tool, args, err)
+		t.Fatalf("Digest(%q, %q): %v", tool, args, err)
 	}
 	return d
 }
@@ -302,12 +302,12 @@ func DigestArgs0(t *testing.T, tool, args string) [32]byte {
 // arguments, not on formatting; the (tool, args) boundary cannot shift; and
 // the construction is frozen (clients compute it too).
 func TestRequestDigest(t *testing.T) {
-	base := DigestArgs0(t, "Bash", `{"command":"ls","cwd":"/w"}`)
-	if got := DigestArgs0(t, "Bash", " { \"cwd\" : \"/w\", \"command\": \"ls\" } "); got != base {
+	base := Digest0(t, "Bash", `{"command":"ls","cwd":"/w"}`)
+	if got := Digest0(t, "Bash", " { \"cwd\" : \"/w\", \"command\": \"ls\" } "); got != base {
 		t.Errorf("formatting changed the digest")
 	}
 	if got := RequestDigest("Bash", []byte(`{"command":"ls","cwd":"/w"}`)); got != base {
-		t.Errorf("DigestArgs differs from RequestDigest of the canonical form")
+		t.Errorf("Digest differs from RequestDigest of the canonical form")
 	}
 	distinct := []struct{ tool, args string }{
 		{"Bash", `{"command":"ls","cwd":"/w"}`},
@@ -384,14 +384,14 @@ func TestArgsSizeRefusalStatesSizes(t *testing.T) {
 		name, in string
 		want     []string
 	}{
-		{"input", `"` + strings.Repeat("x", MaxArgsBytes) + `"`, []string{"262146 bytes", "limit 262144"}},
+		{"input", `"` + strings.Repeat("x", MaxBytes) + `"`, []string{"262146 bytes", "limit 262144"}},
 		{"canonical form", grown, []string{"limit 262144", fmt.Sprintf("it is %d bytes", grownSize), fmt.Sprintf("the input is %d", len(grown))}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := CanonicalJSON([]byte(tc.in))
-			if !errors.Is(err, ErrBadArgs) {
-				t.Fatalf("want ErrBadArgs, got %v", err)
+			if !errors.Is(err, ErrCanonical) {
+				t.Fatalf("want ErrCanonical, got %v", err)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {

@@ -1,4 +1,4 @@
-package policy_test
+package args_test
 
 import (
 	"errors"
@@ -6,33 +6,32 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/writ-dev/writ/grants"
-	"github.com/writ-dev/writ/policy"
+	"github.com/writ-dev/writ/args"
 )
 
 // TestFlattenArgs: scalars in canonical document order with JSON pointers;
 // long strings elided to length and digest; formatting does not matter.
 func TestFlattenArgs(t *testing.T) {
-	long := strings.Repeat("x", policy.MaxArgString+1)
-	got, err := policy.FlattenArgs([]byte(`{"b":[1, "two", null], "a/~":{"c":true}, "n":1.50, "l":"` + long + `"}`))
+	long := strings.Repeat("x", args.MaxString+1)
+	got, err := args.Flatten([]byte(`{"b":[1, "two", null], "a/~":{"c":true}, "n":1.50, "l":"` + long + `"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []policy.Arg{
-		{Path: "/a~1~0/c", Kind: policy.ArgBool, Value: "true"},
-		{Path: "/b/0", Kind: policy.ArgNumber, Value: "1"},
-		{Path: "/b/1", Kind: policy.ArgString, Value: "two", Len: 3},
-		{Path: "/b/2", Kind: policy.ArgNull},
-		{Path: "/l", Kind: policy.ArgElided, Value: "", Len: uint64(len(long))},
-		{Path: "/n", Kind: policy.ArgNumber, Value: "1.5"},
+	want := []args.Leaf{
+		{Path: "/a~1~0/c", Kind: args.Bool, Value: "true"},
+		{Path: "/b/0", Kind: args.Number, Value: "1"},
+		{Path: "/b/1", Kind: args.String, Value: "two", Len: 3},
+		{Path: "/b/2", Kind: args.Null},
+		{Path: "/l", Kind: args.Elided, Value: "", Len: uint64(len(long))},
+		{Path: "/n", Kind: args.Number, Value: "1.5"},
 	}
 	if !got.Carried || len(got.Leaves) != len(want) {
-		t.Fatalf("FlattenArgs = %+v", got)
+		t.Fatalf("Flatten = %+v", got)
 	}
 	for i := range want {
 		g := got.Leaves[i]
-		if want[i].Kind == policy.ArgElided {
-			if g.Kind != policy.ArgElided || len(g.Value) != 64 || g.Len != want[i].Len {
+		if want[i].Kind == args.Elided {
+			if g.Kind != args.Elided || len(g.Value) != 64 || g.Len != want[i].Len {
 				t.Errorf("leaf %d = %+v, want an elided value", i, g)
 			}
 			continue
@@ -53,24 +52,24 @@ func TestFlattenArgs(t *testing.T) {
 	if u := got.Under("/"); len(u) != 0 {
 		t.Errorf("Under(/) = %+v", u)
 	}
-	scalar, _ := policy.FlattenArgs([]byte(`"hi"`))
+	scalar, _ := args.Flatten([]byte(`"hi"`))
 	if len(scalar.Leaves) != 1 || scalar.Leaves[0].Path != "" {
 		t.Errorf("scalar document: %+v", scalar)
 	}
-	empty, _ := policy.FlattenArgs([]byte(`{}`))
+	empty, _ := args.Flatten([]byte(`{}`))
 	if !empty.Carried || len(empty.Leaves) != 0 {
 		t.Errorf("empty object: %+v", empty)
 	}
-	a, _ := policy.FlattenArgs([]byte(`{"x":1,"y":[true]}`))
-	b, _ := policy.FlattenArgs([]byte(" { \"y\" : [ true ] , \"x\" : 1.0 } "))
+	a, _ := args.Flatten([]byte(`{"x":1,"y":[true]}`))
+	b, _ := args.Flatten([]byte(" { \"y\" : [ true ] , \"x\" : 1.0 } "))
 	if !reflect.DeepEqual(a, b) {
 		t.Errorf("formatting changed the flattened form: %+v vs %+v", a, b)
 	}
-	if _, err := policy.FlattenArgs([]byte(`{"a":1,"a":2}`)); !errors.Is(err, policy.ErrArgs) {
+	if _, err := args.Flatten([]byte(`{"a":1,"a":2}`)); !errors.Is(err, args.ErrFlatten) {
 		t.Errorf("duplicate keys: %v", err)
 	}
-	many := "[" + strings.TrimSuffix(strings.Repeat("1,", policy.MaxArgLeaves+1), ",") + "]"
-	if _, err := policy.FlattenArgs([]byte(many)); !errors.Is(err, policy.ErrArgs) || !errors.Is(err, policy.ErrArgsTooLarge) {
+	many := "[" + strings.TrimSuffix(strings.Repeat("1,", args.MaxLeaves+1), ",") + "]"
+	if _, err := args.Flatten([]byte(many)); !errors.Is(err, args.ErrFlatten) || !errors.Is(err, args.ErrTooLarge) {
 		t.Errorf("too many values: %v", err)
 	}
 }
@@ -82,8 +81,8 @@ func FuzzFlattenArgs(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		a, err := policy.FlattenArgs(raw)
-		canon, cerr := grants.CanonicalJSON(raw)
+		a, err := args.Flatten(raw)
+		canon, cerr := args.CanonicalJSON(raw)
 		if cerr != nil {
 			if err == nil {
 				t.Fatalf("flattened arguments that do not canonicalize")
@@ -91,17 +90,17 @@ func FuzzFlattenArgs(f *testing.F) {
 			return
 		}
 		if err != nil {
-			if !errors.Is(err, policy.ErrArgs) {
-				t.Fatalf("error %v does not wrap ErrArgs", err)
+			if !errors.Is(err, args.ErrFlatten) {
+				t.Fatalf("error %v does not wrap ErrFlatten", err)
 			}
 			return
 		}
-		b, err := policy.FlattenArgs(canon)
+		b, err := args.Flatten(canon)
 		if err != nil || !reflect.DeepEqual(a, b) {
 			t.Fatalf("canonical form flattens differently: %v", err)
 		}
 		for _, l := range a.Leaves {
-			if l.Kind < policy.ArgString || l.Kind > policy.ArgElided || len(l.Path) > policy.MaxArgPath {
+			if l.Kind < args.String || l.Kind > args.Elided || len(l.Path) > args.MaxPath {
 				t.Fatalf("bad leaf %+v", l)
 			}
 		}

@@ -1,9 +1,8 @@
-package grants
+package args
 
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -11,19 +10,16 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
-
-	"github.com/writ-dev/writ/events"
 )
 
-// MaxArgsBytes bounds the canonical arguments of one request.
-const MaxArgsBytes = 256 << 10
-
-// MaxArgsDepth bounds how many arrays and objects may nest in arguments.
-const MaxArgsDepth = 64
-
-// ErrBadArgs is returned when tool arguments are not a JSON value that
-// canonicalizes.
-var ErrBadArgs = errors.New("grants: bad arguments")
+// Limits on the canonical form.
+const (
+	// MaxBytes bounds the canonical arguments of one request (and the
+	// input CanonicalJSON reads).
+	MaxBytes = 256 << 10
+	// MaxDepth bounds how many arrays and objects may nest in arguments.
+	MaxDepth = 64
+)
 
 // CanonicalJSON returns the canonical form of a JSON value: object keys
 // sorted by the byte order of their UTF-8 encoding, no insignificant
@@ -38,8 +34,8 @@ var ErrBadArgs = errors.New("grants: bad arguments")
 // normalised: duplicate object keys, invalid UTF-8 and escaped lone
 // surrogates ("\ud800"), which encoding/json would otherwise silently turn
 // into U+FFFD. Also rejected: anything after the value, more than
-// MaxArgsDepth nested arrays and objects, exponents beyond ±400, and input
-// or canonical output longer than MaxArgsBytes.
+// MaxDepth nested arrays and objects, exponents beyond ±400, and input
+// or canonical output longer than MaxBytes.
 //
 // A document already in canonical form (as a spend's args are when they
 // are flattened) is recognised in one scan and copied.
@@ -52,11 +48,11 @@ func CanonicalJSON(raw []byte) ([]byte, error) {
 
 // canonicalize is CanonicalJSON the long way: parse, then re-encode.
 func canonicalize(raw []byte) ([]byte, error) {
-	if len(raw) > MaxArgsBytes {
-		return nil, fmt.Errorf("%w: %d bytes exceeds limit %d", ErrBadArgs, len(raw), MaxArgsBytes)
+	if len(raw) > MaxBytes {
+		return nil, fmt.Errorf("%w: %d bytes exceeds limit %d", ErrCanonical, len(raw), MaxBytes)
 	}
 	if !utf8.Valid(raw) {
-		return nil, fmt.Errorf("%w: invalid UTF-8", ErrBadArgs)
+		return nil, fmt.Errorf("%w: invalid UTF-8", ErrCanonical)
 	}
 	if err := checkSurrogates(raw); err != nil {
 		return nil, err
@@ -69,11 +65,11 @@ func canonicalize(raw []byte) ([]byte, error) {
 		return nil, err
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("%w: trailing data after the JSON value", ErrBadArgs)
+		return nil, fmt.Errorf("%w: trailing data after the JSON value", ErrCanonical)
 	}
-	if c.written > MaxArgsBytes {
+	if c.written > MaxBytes {
 		return nil, fmt.Errorf("%w: canonical form exceeds limit %d: it is %d bytes (the input is %d; escapes and number forms grew it)",
-			ErrBadArgs, MaxArgsBytes, c.written, len(raw))
+			ErrCanonical, MaxBytes, c.written, len(raw))
 	}
 	return buf.Bytes(), nil
 }
@@ -81,9 +77,9 @@ func canonicalize(raw []byte) ([]byte, error) {
 // canonicalizer writes the canonical form of the decoder's next value.
 // written counts every byte emitted at the leaves (each byte of the output
 // is emitted exactly once; object members are buffered and copied, not
-// re-emitted). Past MaxArgsBytes bytes are only counted, not written, so
+// re-emitted). Past MaxBytes bytes are only counted, not written, so
 // the output stays bounded and the refusal can state the whole size (at
-// most a few times the input, itself within MaxArgsBytes).
+// most a few times the input, itself within MaxBytes).
 type canonicalizer struct {
 	dec     *json.Decoder
 	written int
@@ -91,7 +87,7 @@ type canonicalizer struct {
 
 func (c *canonicalizer) emit(out *bytes.Buffer, s string) error {
 	c.written += len(s)
-	if c.written <= MaxArgsBytes {
+	if c.written <= MaxBytes {
 		out.WriteString(s)
 	}
 	return nil
@@ -100,13 +96,13 @@ func (c *canonicalizer) emit(out *bytes.Buffer, s string) error {
 func (c *canonicalizer) value(out *bytes.Buffer, depth int) error {
 	tok, err := c.dec.Token()
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrBadArgs, err)
+		return fmt.Errorf("%w: %v", ErrCanonical, err)
 	}
 	switch t := tok.(type) {
 	case json.Delim:
 		// depth counts the arrays and objects around this value.
-		if depth >= MaxArgsDepth {
-			return fmt.Errorf("%w: nesting deeper than %d", ErrBadArgs, MaxArgsDepth)
+		if depth >= MaxDepth {
+			return fmt.Errorf("%w: nesting deeper than %d", ErrCanonical, MaxDepth)
 		}
 		switch t {
 		case '{':
@@ -114,7 +110,7 @@ func (c *canonicalizer) value(out *bytes.Buffer, depth int) error {
 		case '[':
 			return c.array(out, depth)
 		}
-		return fmt.Errorf("%w: unexpected %q", ErrBadArgs, t)
+		return fmt.Errorf("%w: unexpected %q", ErrCanonical, t)
 	case string:
 		return c.emit(out, quote(t))
 	case json.Number:
@@ -131,7 +127,7 @@ func (c *canonicalizer) value(out *bytes.Buffer, depth int) error {
 	case nil:
 		return c.emit(out, "null")
 	}
-	return fmt.Errorf("%w: unexpected token %v", ErrBadArgs, tok)
+	return fmt.Errorf("%w: unexpected token %v", ErrCanonical, tok)
 }
 
 func (c *canonicalizer) object(out *bytes.Buffer, depth int) error {
@@ -144,14 +140,14 @@ func (c *canonicalizer) object(out *bytes.Buffer, depth int) error {
 	for c.dec.More() {
 		kt, err := c.dec.Token()
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrBadArgs, err)
+			return fmt.Errorf("%w: %v", ErrCanonical, err)
 		}
 		k, ok := kt.(string)
 		if !ok {
-			return fmt.Errorf("%w: object key is not a string", ErrBadArgs)
+			return fmt.Errorf("%w: object key is not a string", ErrCanonical)
 		}
 		if seen[k] {
-			return fmt.Errorf("%w: duplicate object key %q", ErrBadArgs, k)
+			return fmt.Errorf("%w: duplicate object key %q", ErrCanonical, k)
 		}
 		seen[k] = true
 		var vb bytes.Buffer
@@ -161,7 +157,7 @@ func (c *canonicalizer) object(out *bytes.Buffer, depth int) error {
 		members = append(members, member{k, vb.Bytes()})
 	}
 	if _, err := c.dec.Token(); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadArgs, err)
+		return fmt.Errorf("%w: %v", ErrCanonical, err)
 	}
 	sort.Slice(members, func(i, j int) bool { return members[i].k < members[j].k })
 	if err := c.emit(out, "{"); err != nil {
@@ -195,7 +191,7 @@ func (c *canonicalizer) array(out *bytes.Buffer, depth int) error {
 		}
 	}
 	if _, err := c.dec.Token(); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadArgs, err)
+		return fmt.Errorf("%w: %v", ErrCanonical, err)
 	}
 	return c.emit(out, "]")
 }
@@ -227,11 +223,11 @@ func checkSurrogates(raw []byte) error {
 			case utf16.IsSurrogate(r) && r < 0xdc00: // high: a low half must follow
 				lo, ok := hex4(raw, i+3)
 				if i+2 >= len(raw) || raw[i+1] != '\\' || raw[i+2] != 'u' || !ok || lo < 0xdc00 || lo > 0xdfff {
-					return fmt.Errorf("%w: lone surrogate \\u%04x in a string", ErrBadArgs, r)
+					return fmt.Errorf("%w: lone surrogate \\u%04x in a string", ErrCanonical, r)
 				}
 				i += 6
 			case utf16.IsSurrogate(r):
-				return fmt.Errorf("%w: lone surrogate \\u%04x in a string", ErrBadArgs, r)
+				return fmt.Errorf("%w: lone surrogate \\u%04x in a string", ErrCanonical, r)
 			}
 		}
 	}
@@ -253,27 +249,6 @@ func quote(s string) string {
 	return string(b)
 }
 
-// RequestDigest is H(tool, canonical args): SHA-256 over a domain tag, the
-// tool name and the canonical argument bytes, each length-prefixed so no two
-// (tool, args) pairs share an input.
-func RequestDigest(tool string, canonicalArgs []byte) events.Hash {
-	w := events.NewWriter(make([]byte, 0, 32+len(tool)+len(canonicalArgs)))
-	w.String(1, "writ.request.v1")
-	w.String(2, tool)
-	w.Raw(3, canonicalArgs)
-	return events.Sum(w.Bytes())
-}
-
-// DigestArgs canonicalizes raw JSON arguments and returns the request
-// digest.
-func DigestArgs(tool string, rawArgs []byte) (events.Hash, error) {
-	c, err := CanonicalJSON(rawArgs)
-	if err != nil {
-		return events.Hash{}, err
-	}
-	return RequestDigest(tool, c), nil
-}
-
 // maxExponent bounds the exponent of a number literal so a literal such as
 // 1e999999999 cannot expand to a huge string of zeros.
 const maxExponent = 400
@@ -287,7 +262,7 @@ func canonNumber(lit string) (string, error) {
 	if i := strings.IndexAny(lit, "eE"); i >= 0 {
 		e, err := strconv.Atoi(strings.TrimPrefix(lit[i+1:], "+"))
 		if err != nil || e > maxExponent || e < -maxExponent {
-			return "", fmt.Errorf("%w: number %s has an exponent outside ±%d", ErrBadArgs, lit, maxExponent)
+			return "", fmt.Errorf("%w: number %s has an exponent outside ±%d", ErrCanonical, lit, maxExponent)
 		}
 		mant, exp = lit[:i], e
 	}
@@ -295,7 +270,7 @@ func canonNumber(lit string) (string, error) {
 	mant = strings.TrimPrefix(mant, "-")
 	intPart, frac, _ := strings.Cut(mant, ".")
 	if intPart == "" || strings.Trim(intPart+frac, "0123456789") != "" {
-		return "", fmt.Errorf("%w: bad number %s", ErrBadArgs, lit)
+		return "", fmt.Errorf("%w: bad number %s", ErrCanonical, lit)
 	}
 	// The value is 0.digits × 10^point.
 	digits := intPart + frac
@@ -329,7 +304,7 @@ func canonNumber(lit string) (string, error) {
 // IsCanonical reports whether raw is certified to be in canonical form:
 // CanonicalJSON would return it unchanged. It is the one-scan check
 // CanonicalJSON itself makes, exported so a reader of canonical arguments
-// (policy.FlattenArgs) can walk them without a general JSON decoder. A
+// (Flatten) can walk them without a general JSON decoder. A
 // certified document has no whitespace and no exponents, and every string
 // and key is written exactly as encoding/json writes its decoded value:
 // its only escapes are \" \\ \b \f \n \r \t, \u00XX (lowercase hex) for
@@ -337,7 +312,7 @@ func canonNumber(lit string) (string, error) {
 // string without a backslash is its value byte for byte, and one with a
 // backslash decodes with those escapes alone.
 func IsCanonical(raw []byte) bool {
-	return len(raw) <= MaxArgsBytes && isCanonical(raw)
+	return len(raw) <= MaxBytes && isCanonical(raw)
 }
 
 // isCanonical reports whether raw is, for certain, already in canonical
@@ -346,7 +321,7 @@ func IsCanonical(raw []byte) bool {
 // answers false for anything it does not certify (whitespace, escapes
 // encoding/json would not write, characters it would escape written
 // as they are, exponents, non-canonical numbers, keys not strictly
-// ascending by their decoded bytes, nesting deeper than MaxArgsDepth,
+// ascending by their decoded bytes, nesting deeper than MaxDepth,
 // trailing bytes), and CanonicalJSON then takes the long way. Every
 // argument document canonicalised once (a spend's args are flattened from
 // their canonical form) is certified.
@@ -363,7 +338,7 @@ func scanCanonical(raw []byte, i, depth int) (int, bool) {
 	}
 	switch c := raw[i]; {
 	case c == '{':
-		if depth >= MaxArgsDepth {
+		if depth >= MaxDepth {
 			return 0, false
 		}
 		i++
@@ -409,7 +384,7 @@ func scanCanonical(raw []byte, i, depth int) (int, bool) {
 			}
 		}
 	case c == '[':
-		if depth >= MaxArgsDepth {
+		if depth >= MaxDepth {
 			return 0, false
 		}
 		i++

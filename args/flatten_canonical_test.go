@@ -1,26 +1,24 @@
-package policy
+package args
 
 import (
 	"fmt"
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/writ-dev/writ/grants"
 )
 
 // TestFlattenCanonicalMatchesGeneral: on certified canonical documents
-// the decoder-free walk gives exactly the general path's Args, and it
+// the decoder-free walk gives exactly the general path's Flat, and it
 // declines (so the general path words the error) where that path refuses.
 func TestFlattenCanonicalMatchesGeneral(t *testing.T) {
-	long := strings.Repeat("y", MaxArgString+1)
-	// Escaped strings over MaxArgString raw: one that decodes to more than
-	// MaxArgString bytes (elided, hashed decoded) and one that decodes to
-	// exactly MaxArgString (carried).
-	longEscaped := strings.Repeat(`\u003c`, MaxArgString/3) + strings.Repeat("z", MaxArgString%3+MaxArgString/3*2+1)
-	fitsEscaped := strings.Repeat(`\n`, MaxArgString)
+	long := strings.Repeat("y", MaxString+1)
+	// Escaped strings over MaxString raw: one that decodes to more than
+	// MaxString bytes (elided, hashed decoded) and one that decodes to
+	// exactly MaxString (carried).
+	longEscaped := strings.Repeat(`\u003c`, MaxString/3) + strings.Repeat("z", MaxString%3+MaxString/3*2+1)
+	fitsEscaped := strings.Repeat(`\n`, MaxString)
 	deep := strings.Repeat(`{"abcdefghijklmnopqrst":`, 60) + "1" + strings.Repeat("}", 60)
-	manyLeaves := "[" + strings.TrimSuffix(strings.Repeat("1,", MaxArgLeaves+1), ",") + "]"
+	manyLeaves := "[" + strings.TrimSuffix(strings.Repeat("1,", MaxLeaves+1), ",") + "]"
 	for _, tc := range []struct {
 		name    string
 		doc     string
@@ -53,7 +51,7 @@ func TestFlattenCanonicalMatchesGeneral(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			raw := []byte(tc.doc)
-			if !grants.IsCanonical(raw) {
+			if !IsCanonical(raw) {
 				t.Fatalf("test document is not canonical: %.80s", tc.doc)
 			}
 			fast, ok := flattenCanonical(raw)
@@ -85,22 +83,22 @@ func FuzzFlattenCanonical(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		// FlattenArgs, whichever path it takes, answers as the general
-		// path does: the same Args, or an error exactly when it errs.
-		got, gotErr := FlattenArgs(raw)
+		// Flatten, whichever path it takes, answers as the general
+		// path does: the same Flat, or an error exactly when it errs.
+		got, gotErr := Flatten(raw)
 		want, wantErr := flattenGeneral(raw)
 		if (gotErr != nil) != (wantErr != nil) || gotErr == nil && !reflect.DeepEqual(got, want) {
-			t.Fatalf("FlattenArgs = %+v, %v; general path = %+v, %v", got, gotErr, want, wantErr)
+			t.Fatalf("Flatten = %+v, %v; general path = %+v, %v", got, gotErr, want, wantErr)
 		}
-		if !grants.IsCanonical(raw) {
-			if _, ok := flattenCanonical(raw); ok && len(raw) > grants.MaxArgsBytes {
+		if !IsCanonical(raw) {
+			if _, ok := flattenCanonical(raw); ok && len(raw) > MaxBytes {
 				t.Fatalf("walked an oversized document")
 			}
-			canon, err := grants.CanonicalJSON(raw)
+			canon, err := CanonicalJSON(raw)
 			if err != nil {
 				return
 			}
-			if !grants.IsCanonical(canon) {
+			if !IsCanonical(canon) {
 				t.Fatalf("canonical form %q of %q is not certified", canon, raw)
 			}
 			raw = canon

@@ -1,4 +1,4 @@
-package grants
+package args
 
 import (
 	"bytes"
@@ -17,10 +17,10 @@ var canonicalSeeds = []string{
 	`"a<b"`, `"a>b"`, `"a&b"`, `"a\"b"`, `"a\\b"`, `"a\nb"`, "\"a\nb\"", "\"a\x7fb\"", "\"a\u2028b\"", "\"a\u2029b\"",
 	`"\u00e9"`, "\"\u00e9\"", "\"\xff\"", "\"\xc3\"", "\"\ufffd\"", `"\ud800"`, `{"é":1,"e":2}`, "{\"e\":2,\"\u00e9\":1}",
 	`{"command":"go test ./...","description":"run the tests","timeout":120000}`,
-	`[[[[[[[[[[]]]]]]]]]]`, strings.Repeat("[", MaxArgsDepth) + strings.Repeat("]", MaxArgsDepth),
-	strings.Repeat("[", MaxArgsDepth+1) + strings.Repeat("]", MaxArgsDepth+1),
-	strings.Repeat("{\"a\":", MaxArgsDepth) + "1" + strings.Repeat("}", MaxArgsDepth),
-	strings.Repeat("{\"a\":", MaxArgsDepth+1) + "1" + strings.Repeat("}", MaxArgsDepth+1),
+	`[[[[[[[[[[]]]]]]]]]]`, strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth),
+	strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1),
+	strings.Repeat("{\"a\":", MaxDepth) + "1" + strings.Repeat("}", MaxDepth),
+	strings.Repeat("{\"a\":", MaxDepth+1) + "1" + strings.Repeat("}", MaxDepth+1),
 	// Escapes: the ones encoding/json writes, and others for the same
 	// characters.
 	`"a\u003cb"`, `"a\u003Cb"`, `"2\u003e\u00261 \u0026\u0026 echo \u003cx\u003e"`, `"\u0001\u001f\u0000"`, `"\u001F"`,

@@ -1,4 +1,4 @@
-package policy
+package args
 
 import (
 	"encoding/hex"
@@ -9,8 +9,8 @@ import (
 	"github.com/writ-dev/writ/internal/jsonwire"
 )
 
-// flattenCanonical is FlattenArgs for a document grants.IsCanonical has
-// certified: no whitespace, numbers already in canonical form, literals
+// flattenCanonical is Flatten for a document IsCanonical has certified:
+// no whitespace, numbers already in canonical form, literals
 // spelled out, and strings and keys written as encoding/json writes them.
 // Under that grammar a value's bytes are its value, except in a string
 // with an escape, which jsonwire.Unescape decodes as encoding/json does.
@@ -25,18 +25,18 @@ import (
 // that path answers with an error (too many values, a path too long) and
 // for anything unexpected, so every refusal keeps its one wording. The
 // fuzz target FuzzFlattenCanonical holds the two paths to the same result.
-func flattenCanonical(raw []byte) (Args, bool) {
+func flattenCanonical(raw []byte) (Flat, bool) {
 	w := canonWalker{raw: raw, doc: string(raw)}
 	end, ok := w.value(0)
 	if !ok || end != len(raw) {
-		return Args{}, false
+		return Flat{}, false
 	}
-	a := Args{Carried: true}
+	a := Flat{Carried: true}
 	if len(w.leaves) == 0 {
 		return a, true
 	}
 	paths, vals := string(w.paths), w.vals.String()
-	a.Leaves = make([]Arg, len(w.leaves))
+	a.Leaves = make([]Leaf, len(w.leaves))
 	for i, l := range w.leaves {
 		a.Leaves[i] = l.arg
 		a.Leaves[i].Path = paths[l.start:l.end]
@@ -63,17 +63,17 @@ type canonWalker struct {
 
 // pendingLeaf is a leaf whose path, and value if decoded, are still to
 // be cut. It is kept as small as a leaf was before decoding: the pointer's
-// offsets fit an int32 (paths holds at most MaxArgLeaves pointers of at
-// most MaxArgPath bytes, whatever the input).
+// offsets fit an int32 (paths holds at most MaxLeaves pointers of at
+// most MaxPath bytes, whatever the input).
 type pendingLeaf struct {
-	arg        Arg
+	arg        Leaf
 	start, end int32 // the leaf's pointer in paths
 	vend       int   // when > 0, the value is vals[vend-arg.Len : vend]
 }
 
 // value reads the value at i and returns where it ends.
 func (w *canonWalker) value(i int) (int, bool) {
-	if len(w.cur) > MaxArgPath || i >= len(w.raw) {
+	if len(w.cur) > MaxPath || i >= len(w.raw) {
 		return 0, false
 	}
 	switch c := w.raw[i]; c {
@@ -91,11 +91,11 @@ func (w *canonWalker) value(i int) (int, bool) {
 		}
 		return end, w.stringLeaf(w.doc[i+1 : end-1])
 	case 't':
-		return w.literal(i, "true", Arg{Kind: ArgBool, Value: "true"})
+		return w.literal(i, "true", Leaf{Kind: Bool, Value: "true"})
 	case 'f':
-		return w.literal(i, "false", Arg{Kind: ArgBool, Value: "false"})
+		return w.literal(i, "false", Leaf{Kind: Bool, Value: "false"})
 	case 'n':
-		return w.literal(i, "null", Arg{Kind: ArgNull})
+		return w.literal(i, "null", Leaf{Kind: Null})
 	}
 	end := i
 	for end < len(w.raw) && (w.raw[end] == '-' || w.raw[end] == '.' || w.raw[end] >= '0' && w.raw[end] <= '9') {
@@ -104,7 +104,7 @@ func (w *canonWalker) value(i int) (int, bool) {
 	if end == i {
 		return 0, false
 	}
-	return end, w.leaf(Arg{Kind: ArgNumber, Value: w.doc[i:end]})
+	return end, w.leaf(Leaf{Kind: Number, Value: w.doc[i:end]})
 }
 
 func (w *canonWalker) object(i int) (int, bool) {
@@ -193,9 +193,9 @@ func (w *canonWalker) stringEnd(i int) (end int, escaped, ok bool) {
 // its decoded length and the SHA-256 of its decoded bytes, as the general
 // path does.
 func (w *canonWalker) escapedString(raw []byte) bool {
-	if len(raw) <= MaxArgString {
+	if len(raw) <= MaxString {
 		// An escape is longer than what it decodes to, so this fits
-		// MaxArgString decoded: into vals.
+		// MaxString decoded: into vals.
 		start := w.vals.Len()
 		w.vals.Grow(len(raw))
 		jsonwire.Unescape(&w.vals, raw)
@@ -203,22 +203,22 @@ func (w *canonWalker) escapedString(raw []byte) bool {
 		if end == start {
 			return false // an escaped string decodes to at least a byte
 		}
-		return w.record(pendingLeaf{arg: Arg{Kind: ArgString, Len: uint64(end - start)}, vend: end})
+		return w.record(pendingLeaf{arg: Leaf{Kind: String, Len: uint64(end - start)}, vend: end})
 	}
 	return w.stringLeaf(jsonwire.UnescapeString(raw))
 }
 
 // stringLeaf records the decoded string v: as it is, or past
-// MaxArgString as its length and SHA-256, as the general path does.
+// MaxString as its length and SHA-256, as the general path does.
 func (w *canonWalker) stringLeaf(v string) bool {
-	if len(v) > MaxArgString {
+	if len(v) > MaxString {
 		sum := events.Sum([]byte(v))
-		return w.leaf(Arg{Kind: ArgElided, Value: hex.EncodeToString(sum[:]), Len: uint64(len(v))})
+		return w.leaf(Leaf{Kind: Elided, Value: hex.EncodeToString(sum[:]), Len: uint64(len(v))})
 	}
-	return w.leaf(Arg{Kind: ArgString, Value: v, Len: uint64(len(v))})
+	return w.leaf(Leaf{Kind: String, Value: v, Len: uint64(len(v))})
 }
 
-func (w *canonWalker) literal(i int, lit string, arg Arg) (int, bool) {
+func (w *canonWalker) literal(i int, lit string, arg Leaf) (int, bool) {
 	if len(w.raw)-i < len(lit) || string(w.raw[i:i+len(lit)]) != lit {
 		return 0, false
 	}
@@ -226,14 +226,14 @@ func (w *canonWalker) literal(i int, lit string, arg Arg) (int, bool) {
 }
 
 // leaf records a scalar at the current pointer.
-func (w *canonWalker) leaf(arg Arg) bool {
+func (w *canonWalker) leaf(arg Leaf) bool {
 	return w.record(pendingLeaf{arg: arg})
 }
 
-// record adds l at the current pointer; past MaxArgLeaves it reports
+// record adds l at the current pointer; past MaxLeaves it reports
 // false so the general path words the refusal.
 func (w *canonWalker) record(l pendingLeaf) bool {
-	if len(w.leaves) >= MaxArgLeaves {
+	if len(w.leaves) >= MaxLeaves {
 		return false
 	}
 	l.start = int32(len(w.paths))
