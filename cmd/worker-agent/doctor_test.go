@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/internal/testing/testenv"
 	"github.com/writ-dev/writ/natsbus"
 )
 
