@@ -10,7 +10,7 @@ import (
 
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
-	"github.com/writ-dev/writ/internal/benchcpu"
+	"github.com/writ-dev/writ/internal/testing/benchcpu"
 )
 
 // benchAnswers are the issuer's answers to the benchmarked grant and

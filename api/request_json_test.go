@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/writ-dev/writ/internal/fuzzbytes"
+	"github.com/writ-dev/writ/internal/testing/fuzzbytes"
 )
 
 func ptr[T any](v T) *T { return &v }

@@ -11,7 +11,7 @@ import (
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
-	"github.com/writ-dev/writ/internal/benchcpu"
+	"github.com/writ-dev/writ/internal/testing/benchcpu"
 	"github.com/writ-dev/writ/policy"
 )
 

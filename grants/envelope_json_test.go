@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/writ-dev/writ/events"
-	"github.com/writ-dev/writ/internal/fuzzbytes"
+	"github.com/writ-dev/writ/internal/testing/fuzzbytes"
 )
 
 // spendEnvelope is the answer to a successful spend with the grounds a

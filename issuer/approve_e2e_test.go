@@ -10,7 +10,7 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
-	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/internal/testing/testenv"
 )
 
 // approvalPolicy is a version 2 policy whose vault_read calls are a review

@@ -11,7 +11,7 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/audit"
 	"github.com/writ-dev/writ/events"
-	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/internal/testing/testenv"
 	"github.com/writ-dev/writ/natsbus"
 )
 

@@ -15,8 +15,8 @@ import (
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/grants"
-	"github.com/writ-dev/writ/internal/benchcpu"
-	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/internal/testing/benchcpu"
+	"github.com/writ-dev/writ/internal/testing/testenv"
 	"github.com/writ-dev/writ/issuer"
 	"github.com/writ-dev/writ/raftnode"
 )

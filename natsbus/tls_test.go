@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/writ-dev/writ/internal/testpki"
+	"github.com/writ-dev/writ/internal/testing/testpki"
 )
 
 // writeTLSFiles writes a CA and a loopback certificate signed by it, usable

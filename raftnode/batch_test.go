@@ -14,7 +14,7 @@ import (
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
-	"github.com/writ-dev/writ/internal/benchcpu"
+	"github.com/writ-dev/writ/internal/testing/benchcpu"
 )
 
 // BenchmarkSequentialPropose measures one caller's commit latency on a

@@ -34,7 +34,7 @@ func Payload(tag string, i, size int) []byte {
 }
 
 // FreePorts returns n distinct free loopback ports (all listeners are held
-// until every port is chosen, as internal/cluster does).
+// until every port is chosen, as internal/testing/cluster does).
 func FreePorts(n int) ([]int, error) {
 	ls := make([]net.Listener, 0, n)
 	defer func() {

@@ -15,7 +15,7 @@ import (
 
 // Children get SIGKILL when the benchmark dies (Pdeathsig). Linux sends it
 // when the thread that forked the child exits, so every child is forked
-// from one goroutine locked to its thread (as internal/cluster does).
+// from one goroutine locked to its thread (as internal/testing/cluster does).
 type spawnReq struct {
 	cmd  *exec.Cmd
 	done chan error

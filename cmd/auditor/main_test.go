@@ -21,7 +21,7 @@ import (
 	"github.com/writ-dev/writ/audit"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/fsm"
-	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/internal/testing/testenv"
 	"github.com/writ-dev/writ/policy"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/internal/testing/testenv"
 )
 
 // --version, `version --json` and shell completion, as every writ command

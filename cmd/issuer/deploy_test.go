@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/writ-dev/writ/api"
-	"github.com/writ-dev/writ/internal/testpki"
+	"github.com/writ-dev/writ/internal/testing/testpki"
 )
 
 // waitResolvable is what lets a container advertise its own DNS name for

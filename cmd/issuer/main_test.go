@@ -22,8 +22,8 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
-	"github.com/writ-dev/writ/internal/gobuild"
-	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/internal/testing/gobuild"
+	"github.com/writ-dev/writ/internal/testing/testenv"
 )
 
 // The real-process test needs an issuer binary, built once on first use

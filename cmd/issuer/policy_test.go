@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/writ-dev/writ/grants"
-	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/internal/testing/testenv"
 	"github.com/writ-dev/writ/policy"
 	"github.com/writ-dev/writ/policy/policyfile"
 )

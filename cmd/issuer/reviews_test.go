@@ -8,7 +8,7 @@ import (
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/grants"
-	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/internal/testing/testenv"
 )
 
 // TestReviewsAgainstIssuer: a call the policy holds for approval is listed

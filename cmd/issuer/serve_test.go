@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/writ-dev/writ/api"
-	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/internal/testing/testenv"
 )
 
 // inProcessServe runs `issuer serve` in this process until the test ends.

@@ -15,7 +15,7 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
-	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/internal/testing/testenv"
 	"github.com/writ-dev/writ/policy"
 )
 
@@ -45,7 +45,7 @@ func BenchmarkClaudeCodePreToolUse(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer nc.Close()
-		a := direct{Client: api.NewClient(nc, "w1"), nc: nc}
+		c := api.NewClient(nc, "w1")
 		in, err := harness.Decode(bytes.NewReader(base))
 		if err != nil {
 			b.Fatal(err)
@@ -58,7 +58,13 @@ func BenchmarkClaudeCodePreToolUse(b *testing.B) {
 			call.CallID = fmt.Sprint(i)
 			start := time.Now()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			env, err := authorize(ctx, a, call, "coordinator", grantContext{})
+			// What the hook's gate sends: the grant, then its spend, both
+			// under the call's idempotency key.
+			key := call.IdempotencyKey()
+			env, err := c.Grant(ctx, api.GrantRequest{Lane: "coordinator", Session: call.GrantSession(), Tool: call.Tool, Args: call.Args, IdempotencyKey: key})
+			if err == nil && env.Decision == grants.Permit {
+				env, err = c.Spend(ctx, api.SpendRequest{GrantID: env.GrantID, Args: call.Args, IdempotencyKey: key})
+			}
 			cancel()
 			times = append(times, time.Since(start))
 			if err != nil || env.Decision != grants.Permit {

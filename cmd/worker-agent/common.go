@@ -9,37 +9,31 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 	"unicode"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
+	"github.com/writ-dev/writ/worker"
 )
-
-// maxAttempt bounds one try of a request; api.Client retries until
-// --timeout ends.
-const maxAttempt = 2 * time.Second
 
 // maxNameLen bounds tool names, verifiers and idempotency keys.
 const maxNameLen = 256
 
 // checkWorker validates --worker (which may come from WRIT_WORKER).
 func (g *globals) checkWorker() error {
-	if g.worker == "" {
+	if g.Worker == "" {
 		return usageErr("--worker is required (or set %s)", EnvWorker)
 	}
-	return checkID("--worker", g.worker)
+	return checkID("--worker", g.Worker)
 }
 
 // checkConn validates the connection flags that can be checked offline.
 func (g *globals) checkConn() error {
-	if g.conn.Timeout <= 0 {
-		return usageErr("--timeout must be positive, got %v", g.conn.Timeout)
+	if g.Conn.Timeout <= 0 {
+		return usageErr("--timeout must be positive, got %v", g.Conn.Timeout)
 	}
 	return nil
 }
@@ -152,34 +146,13 @@ func newKey(k string) string {
 	return api.NewKey()
 }
 
-// client dials NATS within ctx (retrying while NATS is unreachable) and
-// returns a client for the worker. The caller closes the connection.
-func (g *globals) client(ctx context.Context) (*api.Client, *nats.Conn, error) {
-	return g.dial(ctx, false)
-}
-
-// dial is client, with one connection attempt when once is set.
-func (g *globals) dial(ctx context.Context, once bool) (*api.Client, *nats.Conn, error) {
-	opts := g.conn
-	opts.Name = "worker-agent:" + g.worker
-	opts.ConnectOnce = once
-	nc, err := opts.DialContext(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	c := api.NewClient(nc, g.worker)
-	// Several tries fit inside --timeout, each with the same idempotency key.
-	c.Attempt = min(maxAttempt, max(g.conn.Timeout/4, 50*time.Millisecond))
-	return c, nc, nil
-}
-
 // call runs one request inside the --timeout deadline and reports its
 // answer: the envelope on stdout, a human line on stderr for anything but a
 // clean permit, and the exit code as the returned error.
 func (g *globals) call(ctx context.Context, key string, do func(context.Context, *api.Client) (grants.Envelope, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, g.conn.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, g.Conn.Timeout)
 	defer cancel()
-	c, nc, err := g.client(ctx)
+	c, nc, err := g.Client(ctx)
 	if err != nil {
 		return g.unavailable(err, key)
 	}
@@ -187,7 +160,7 @@ func (g *globals) call(ctx context.Context, key string, do func(context.Context,
 	env, err := do(ctx, c)
 	if err != nil {
 		if errors.Is(err, api.ErrUnavailable) {
-			err = g.conn.NoAnswer(err) // NATS was up: say so
+			err = g.Conn.NoAnswer(err) // NATS was up: say so
 		}
 		return g.unavailable(err, key)
 	}
@@ -197,26 +170,26 @@ func (g *globals) call(ctx context.Context, key string, do func(context.Context,
 // report prints env and maps its decision to an exit code.
 func (g *globals) report(env grants.Envelope) error {
 	if err := g.print(env); err != nil {
-		fmt.Fprintf(g.stderr, "worker-agent: writing the envelope: %v\n", err)
+		fmt.Fprintf(g.Stderr, "worker-agent: writing the envelope: %v\n", err)
 	}
 	switch env.Decision {
 	case grants.Permit:
 		if env.Reason != grants.ReasonNone {
 			// A recorded answer that still needs attention, e.g. a
 			// contested effect.
-			fmt.Fprintln(g.stderr, refusalLine("note", env))
+			fmt.Fprintln(g.Stderr, refusalLine("note", env))
 		}
 		return nil
 	case grants.Deny:
-		fmt.Fprintln(g.stderr, refusalLine("denied", env))
+		fmt.Fprintln(g.Stderr, refusalLine("denied", env))
 		g.detail(env)
-		return &exitError{code: ExitDeny}
+		return &worker.ExitError{Code: ExitDeny}
 	case grants.ApprovalRequired:
-		fmt.Fprintln(g.stderr, refusalLine("approval required", env))
+		fmt.Fprintln(g.Stderr, refusalLine("approval required", env))
 		g.detail(env)
-		return &exitError{code: ExitApproval}
+		return &worker.ExitError{Code: ExitApproval}
 	}
-	return &exitError{code: ExitUnavailable, err: fmt.Errorf("the issuer answered with unknown decision %q; do not proceed", env.Decision)}
+	return &worker.ExitError{Code: ExitUnavailable, Err: fmt.Errorf("the issuer answered with unknown decision %q; do not proceed", env.Decision)}
 }
 
 // refusalLine renders the human summary of an envelope, e.g.
@@ -257,7 +230,7 @@ func refusalLine(prefix string, env grants.Envelope) string {
 
 func (g *globals) detail(env grants.Envelope) {
 	if env.Detail != "" {
-		fmt.Fprintf(g.stderr, "  detail: %s\n", env.Detail)
+		fmt.Fprintf(g.Stderr, "  detail: %s\n", env.Detail)
 	}
 }
 
@@ -265,12 +238,12 @@ func (g *globals) detail(env grants.Envelope) {
 // envelope (deny / issuer_unavailable, with no receipt sequence: it is this
 // program's verdict, not the issuer's) so scripts always parse one object.
 func (g *globals) unavailable(err error, key string) error {
-	var ee *exitError
+	var ee *worker.ExitError
 	if errors.As(err, &ee) {
 		return ee
 	}
 	if errors.Is(err, connect.ErrBadURL) {
-		return &exitError{code: ExitUsage, err: err} // nothing was sent
+		return &worker.ExitError{Code: ExitUsage, Err: err} // nothing was sent
 	}
 	env := grants.Refuse(grants.ReasonIssuerUnavail, "issuer answer", "worker-agent: "+err.Error())
 	_ = g.print(env)
@@ -278,15 +251,15 @@ func (g *globals) unavailable(err error, key string) error {
 	if key != "" {
 		msg += "; re-run with --idempotency-key " + key + " to get the original answer"
 	}
-	fmt.Fprintf(g.stderr, "worker-agent: %v\n%s — next: %s\n", err, msg, env.Recovery)
-	return &exitError{code: ExitUnavailable}
+	fmt.Fprintf(g.Stderr, "worker-agent: %v\n%s — next: %s\n", err, msg, env.Recovery)
+	return &worker.ExitError{Code: ExitUnavailable}
 }
 
 // print writes env as one JSON line, or indented with --pretty.
 func (g *globals) print(env grants.Envelope) error {
-	enc := json.NewEncoder(g.stdout)
+	enc := json.NewEncoder(g.Stdout)
 	enc.SetEscapeHTML(false)
-	if g.pretty {
+	if g.Pretty {
 		enc.SetIndent("", "  ")
 	}
 	return enc.Encode(env)

@@ -7,13 +7,22 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/internal/testing/testenv"
 	"github.com/writ-dev/writ/natsbus"
+	"github.com/writ-dev/writ/worker"
 )
 
 type doctorReport struct {
 	OK     bool          `json:"ok"`
 	Checks []doctorCheck `json:"checks"`
+}
+
+// doctorCheck is one line of doctor's JSON report.
+type doctorCheck struct {
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix"`
 }
 
 // doctorJSON runs doctor --json and decodes its report.
@@ -24,7 +33,7 @@ func doctorJSON(t *testing.T, args ...string) (doctorReport, result) {
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("doctor --json: %v\n%+v", err, r)
 	}
-	if rep.OK != (r.code == 0) || (r.code != 0 && r.code != ExitDoctor) {
+	if rep.OK != (r.code == 0) || (r.code != 0 && r.code != worker.ExitDoctor) {
 		t.Fatalf("ok %v with exit %d", rep.OK, r.code)
 	}
 	return rep, r
@@ -154,7 +163,7 @@ func TestDoctor(t *testing.T) {
 		_ = os.MkdirAll(filepath.Dir(p), 0o755)
 		var b strings.Builder
 		b.WriteString(`{"hooks":{`)
-		for i, ev := range targets["claude-code"].events {
+		for i, ev := range layouts["claude-code"].events {
 			if i > 0 {
 				b.WriteString(",")
 			}

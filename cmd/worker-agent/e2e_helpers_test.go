@@ -19,8 +19,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/writ-dev/writ/events"
-	"github.com/writ-dev/writ/internal/gobuild"
-	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/internal/testing/gobuild"
+	"github.com/writ-dev/writ/internal/testing/testenv"
 	"github.com/writ-dev/writ/natsbus"
 )
 

@@ -24,7 +24,7 @@ func installedCommands(t *testing.T, h, bin string, extra ...string) map[string]
 	if r := runCLI(t, "", args...); r.code != 0 {
 		t.Fatalf("install: %+v", r)
 	}
-	tg := targets[h]
+	tg := layouts[h]
 	raw, err := os.ReadFile(filepath.Join(project, tg.dir, tg.file))
 	if err != nil {
 		t.Fatal(err)

@@ -14,8 +14,9 @@ import (
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
-	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/internal/testing/testenv"
 	"github.com/writ-dev/writ/policy"
+	"github.com/writ-dev/writ/worker"
 )
 
 // hookDecision decodes a PreToolUse answer, checking it has exactly the
@@ -488,7 +489,7 @@ func TestHookFindsItsConfig(t *testing.T) {
 	}
 	// The project's own config wins, but may not skip the harness prompt:
 	// the agent can edit that file.
-	writeJSON(t, project, ProjectConfig, map[string]any{"worker": "from-project", "lane": "isolated", "nats_url": env.URL, "replace_prompt": true})
+	writeJSON(t, project, worker.ProjectConfig, map[string]any{"worker": "from-project", "lane": "isolated", "nats_url": env.URL, "replace_prompt": true})
 	in = patch(t, fixture(t, "claude-code/pre_bash.json"), map[string]any{"session_id": "cfg-project"})
 	r := binRun{dir: project, stdin: in}.run(t, "hook", "claude-code")
 	if d := hookDecision(t, r.stdout); r.code != 0 || d["permissionDecision"] != "deny" {

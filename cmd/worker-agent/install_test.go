@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/writ-dev/writ/harness"
+	"github.com/writ-dev/writ/worker"
 )
 
 const userSettings = `{
@@ -50,12 +51,22 @@ func fakeBinary(t *testing.T) string {
 	return p
 }
 
+// layouts is each harness's settings file and the events install
+// writes, as install's help describes them.
+var layouts = map[string]struct {
+	dir, file string
+	events    []string
+}{
+	harness.ClaudeCode: {".claude", "settings.json", harness.ClaudeCodeEvents},
+	harness.Codex:      {".codex", "hooks.json", harness.CodexEvents},
+}
+
 // isolateInstall keeps install's state (and the hook's default config
 // lookup) out of the real home directory.
 func isolateInstall(t *testing.T) {
 	t.Helper()
 	cleanEnv(t)
-	t.Setenv(EnvStateDir, t.TempDir())
+	t.Setenv(worker.EnvStateDir, t.TempDir())
 }
 
 func TestInstallClaudeCode(t *testing.T) {
@@ -106,7 +117,7 @@ func TestInstallClaudeCode(t *testing.T) {
 			t.Fatalf("no %s hook: %s", ev, raw)
 		}
 		g := groups[len(groups)-1]
-		if g.Matcher != matcher || len(g.Hooks) != 1 || g.Hooks[0].Command != want || g.Hooks[0].Type != "command" || g.Hooks[0].Timeout != installTimeout {
+		if g.Matcher != matcher || len(g.Hooks) != 1 || g.Hooks[0].Command != want || g.Hooks[0].Type != "command" || g.Hooks[0].Timeout != 30 {
 			t.Fatalf("%s: %+v", ev, groups)
 		}
 	}
@@ -283,7 +294,7 @@ func TestUninstallRestoresTheFile(t *testing.T) {
 	// Formatting install does not write: tabs, one line, no final newline.
 	const original = "{\n\t\"model\": \"opus\",\n\t\"hooks\": {\"Stop\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"notify-send done\"}]}]}}"
 	for _, h := range []string{harness.ClaudeCode, harness.Codex} {
-		tg := targets[h]
+		tg := layouts[h]
 		t.Run(h, func(t *testing.T) {
 			project := t.TempDir()
 			settings := filepath.Join(project, tg.dir, tg.file)

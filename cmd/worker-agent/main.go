@@ -57,19 +57,20 @@ import (
 
 	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/internal/version"
+	"github.com/writ-dev/writ/worker"
 )
 
 // Exit codes. Keep in step with the package comment and exitCodesHelp.
 const (
 	ExitOK          = 0
-	ExitUsage       = 2
+	ExitUsage       = worker.ExitUsage
 	ExitUnavailable = 3
 	ExitDeny        = 10
 	ExitApproval    = 11
 )
 
 // EnvWorker supplies --worker when the flag is not given.
-const EnvWorker = "WRIT_WORKER"
+const EnvWorker = worker.EnvWorker
 
 const exitCodesHelp = `Exit codes:
   0   permit / ok
@@ -82,49 +83,32 @@ const exitCodesHelp = `Exit codes:
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	hardExit = os.Exit
-	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Exit)
 	stop()
 	os.Exit(exitCode(err))
 }
 
-// exitError carries an exit code out of run. run has already written
-// everything the user should see by the time it returns one.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string {
-	if e.err == nil {
-		return fmt.Sprintf("exit status %d", e.code)
-	}
-	return e.err.Error()
-}
-
-func (e *exitError) Unwrap() error { return e.err }
-
 // usageErr reports a usage error (exit 2).
-func usageErr(format string, a ...any) error {
-	return &exitError{code: ExitUsage, err: fmt.Errorf(format, a...)}
-}
+func usageErr(format string, a ...any) error { return worker.Usagef(format, a...) }
 
 // exitCode maps run's error to the process exit code.
 func exitCode(err error) int {
 	if err == nil {
 		return ExitOK
 	}
-	var ee *exitError
+	var ee *worker.ExitError
 	if errors.As(err, &ee) {
-		return ee.code
+		return ee.Code
 	}
 	// Only cobra's own argument and flag errors reach here untyped.
 	return ExitUsage
 }
 
 // run is the whole program; main only maps its error to an exit code.
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
+// hardExit ends the process when a hook overruns its deadline however it
+// got stuck; in-process tests pass nil.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, hardExit func(int)) error {
+	g := &globals{worker.Agent{Stdin: stdin, Stdout: stdout, Stderr: stderr, HardExit: hardExit}}
 	root := &cobra.Command{
 		Use:   "worker-agent",
 		Short: "Ask writ's issuer for grants, spend them and report their effects",
@@ -155,7 +139,7 @@ sidecar the hooks use). Hooks answer with exit 0, or exit 2 and one line on stde
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cmd.SetOut(g.stderr)
+			cmd.SetOut(g.Stderr)
 			_ = cmd.Usage()
 			return usageErr("a subcommand is required (request, spend, effect, hook, install, uninstall, doctor, mcp or run)")
 		},
@@ -166,9 +150,9 @@ sidecar the hooks use). Hooks answer with exit 0, or exit 2 and one line on stde
 	root.SetErr(stderr)
 
 	pf := root.PersistentFlags()
-	g.conn.AddFlags(pf)
-	pf.StringVar(&g.worker, "worker", os.Getenv(EnvWorker), "this worker's id (env "+EnvWorker+")")
-	pf.BoolVar(&g.pretty, "pretty", false, "indent the JSON envelope")
+	g.Conn.AddFlags(pf)
+	pf.StringVar(&g.Worker, "worker", os.Getenv(EnvWorker), "this worker's id (env "+EnvWorker+")")
+	pf.BoolVar(&g.Pretty, "pretty", false, "indent the JSON envelope")
 
 	root.AddCommand(newRequestCmd(g), newSpendCmd(g), newEffectCmd(g),
 		newHookCmd(g), newInstallCmd(g, true), newInstallCmd(g, false), newMCPCmd(g), newRunCmd(g),
@@ -179,15 +163,15 @@ sidecar the hooks use). Hooks answer with exit 0, or exit 2 and one line on stde
 	if err == nil {
 		return nil
 	}
-	var ee *exitError
+	var ee *worker.ExitError
 	if !errors.As(err, &ee) {
 		// cobra's own parsing errors: unknown flag, missing argument, ...
-		ee = &exitError{code: ExitUsage, err: err}
+		ee = &worker.ExitError{Code: ExitUsage, Err: err}
 	}
-	if ee.err != nil {
-		fmt.Fprintf(stderr, "worker-agent: %v\n", ee.err)
+	if ee.Err != nil {
+		fmt.Fprintf(stderr, "worker-agent: %v\n", ee.Err)
 		// A hook's stderr goes to the model: one line, no usage hint.
-		if ee.code == ExitUsage && !isHook(cmd) {
+		if ee.Code == ExitUsage && !isHook(cmd) {
 			fmt.Fprintf(stderr, "Run '%s --help' for usage and exit codes.\n", cmd.CommandPath())
 		}
 	}
@@ -213,11 +197,4 @@ func oneGrant(_ *cobra.Command, args []string) error {
 }
 
 // globals are the flags and streams every subcommand shares.
-type globals struct {
-	conn   connect.Options
-	worker string
-	pretty bool
-
-	stdin          io.Reader
-	stdout, stderr io.Writer
-}
+type globals struct{ worker.Agent }

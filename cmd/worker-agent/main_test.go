@@ -20,7 +20,7 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
-	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/internal/testing/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -51,7 +51,7 @@ func runCLI(t *testing.T, stdin string, args ...string) result {
 	var out, errb bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	err := run(ctx, args, strings.NewReader(stdin), &out, &errb)
+	err := run(ctx, args, strings.NewReader(stdin), &out, &errb, nil)
 	return result{code: exitCode(err), stdout: out.String(), stderr: errb.String()}
 }
 

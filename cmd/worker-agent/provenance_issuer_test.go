@@ -24,7 +24,7 @@ import (
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
-	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/internal/testing/testenv"
 	"github.com/writ-dev/writ/issuer"
 	"github.com/writ-dev/writ/policy"
 	"github.com/writ-dev/writ/raftnode"
@@ -125,7 +125,7 @@ func TestProvenanceEndToEnd(t *testing.T) {
 		t.Fatalf("source receipts:\n%+v\n%+v\n%+v", md[0], prompt[0], web[0])
 	}
 	// The separate processes shared one registry file.
-	reg, err := newSessionStore(state, session, 0).load(testCtx(t))
+	reg, err := loadRegistry(t, state, session)
 	if err != nil || reg == nil {
 		t.Fatalf("registry: %v", err)
 	}
@@ -199,8 +199,7 @@ func TestProvenanceEndToEnd(t *testing.T) {
 	// An unreadable registry: the hook asks without traces, so even the
 	// approved recipient is refused (model-made), and says why on stderr;
 	// the next registration starts a fresh file and says so.
-	st := newSessionStore(state, session, 0)
-	if err := os.WriteFile(st.path, []byte("WPRV\x01garbage"), 0o600); err != nil {
+	if err := os.WriteFile(registryPath(state, session), []byte("WPRV\x01garbage"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r = pay("toolu_pay_corrupt", approvedTo)
@@ -215,10 +214,10 @@ func TestProvenanceEndToEnd(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stderr, "started a fresh one") || strings.Count(r.stderr, "\n") != 1 {
 		t.Fatalf("post hook after corruption: %+v", r)
 	}
-	if reg, err := st.load(testCtx(t)); err != nil || reg == nil {
+	if reg, err := loadRegistry(t, state, session); err != nil || reg == nil {
 		t.Fatalf("the rebuilt registry: %v", err)
 	}
-	if _, err := os.Stat(st.path + ".corrupt"); err != nil {
+	if _, err := os.Stat(registryPath(state, session) + ".corrupt"); err != nil {
 		t.Fatalf("the unreadable file was not kept aside: %v", err)
 	}
 }
@@ -235,15 +234,16 @@ func TestProvenanceRegistrationRefused(t *testing.T) {
 	if r := (binRun{stdin: in}).run(t, "hook", "claude-code", "--config", cfg, "--state-dir", state); r.code != 0 || r.stderr != "" {
 		t.Fatalf("first prompt: %+v", r)
 	}
-	var hin harness.HookInput
-	_ = json.Unmarshal(in, &hin)
-	p, _ := promptSource(hin)
+	prompts := sourceEvents(receipts(t, env), session)[harness.ChannelUserPrompt]
+	if len(prompts) != 1 || len(prompts[0].Sources) != 1 {
+		t.Fatalf("prompt source receipts: %+v", prompts)
+	}
 	nc, err := nats.Connect(env.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	if rev, err := api.NewClient(nc, "operator").Revoke(testCtx(t), api.RevokeRequest{Source: p.req.ID}); err != nil || rev.Decision != grants.Permit {
+	if rev, err := api.NewClient(nc, "operator").Revoke(testCtx(t), api.RevokeRequest{Source: prompts[0].Sources[0]}); err != nil || rev.Decision != grants.Permit {
 		t.Fatalf("revoke: %+v %v", rev, err)
 	}
 	// The same prompt again: the same id, now revoked.
@@ -262,11 +262,18 @@ func TestProvenanceRegistrationRefused(t *testing.T) {
 			t.Fatalf("bash: %+v", r)
 		}
 	}
-	hin = harness.HookInput{}
-	_ = json.Unmarshal(post, &hin)
-	call, _ := hin.Call(harness.ClaudeCode)
-	res, _, _ := resultSource(testCtx(t), nil, hin, call)
-	if rev, err := api.NewClient(nc, "operator").Revoke(testCtx(t), api.RevokeRequest{Source: res.req.ID}); err != nil || rev.Decision != grants.Permit {
+	var results []events.Event
+	for _, es := range sourceEvents(receipts(t, env), session) {
+		for _, e := range es {
+			if e.Tool == "Bash" {
+				results = append(results, e)
+			}
+		}
+	}
+	if len(results) != 1 || len(results[0].Sources) != 1 {
+		t.Fatalf("result source receipts: %+v", results)
+	}
+	if rev, err := api.NewClient(nc, "operator").Revoke(testCtx(t), api.RevokeRequest{Source: results[0].Sources[0]}); err != nil || rev.Decision != grants.Permit {
 		t.Fatalf("revoke the result: %+v %v", rev, err)
 	}
 	r = binRun{stdin: post}.run(t, "hook", "claude-code", "--config", cfg, "--state-dir", state)
@@ -350,7 +357,7 @@ func TestConcurrentHooksShareTheRegistry(t *testing.T) {
 			t.Fatalf("post %d: %+v", i, r)
 		}
 	}
-	reg, err := newSessionStore(state, session, 0).load(testCtx(t))
+	reg, err := loadRegistry(t, state, session)
 	if err != nil || reg == nil {
 		t.Fatalf("registry: %v", err)
 	}

@@ -77,7 +77,7 @@ envelope with the grant_id to spend when the call starts.
 			case 2:
 				return usageErr("give either --args or --args-file, not both")
 			}
-			raw, err := args.read(g.stdin)
+			raw, err := args.read(g.Stdin)
 			if err != nil {
 				return err
 			}

@@ -16,7 +16,7 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
-	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/internal/testing/testenv"
 	"github.com/writ-dev/writ/issuer"
 	"github.com/writ-dev/writ/policy"
 	"github.com/writ-dev/writ/raftnode"

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/writ-dev/writ/events"
-	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/internal/testing/testenv"
 	"github.com/writ-dev/writ/policy"
 )
 

@@ -62,7 +62,7 @@ second spend is refused as already_spent.
 				}
 				req.Digest = h.String()
 			} else {
-				raw, err := args.read(g.stdin)
+				raw, err := args.read(g.Stdin)
 				if err != nil {
 					return err
 				}

@@ -12,8 +12,8 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
-	"github.com/writ-dev/writ/internal/cluster"
-	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/internal/testing/cluster"
+	"github.com/writ-dev/writ/internal/testing/testenv"
 )
 
 const shortTTLPolicy = `{"version":2,"default_ttl":"1s","lanes":{"coordinator":{"ttl":"1s","surfaces":["*"],"consequences":["*"]}},"surfaces":[{"id":"shell","tools":["Bash"],"operation":"execute","consequence":"arbitrary_execution","target":{"field":"command","canon":"shell"},"sinks":["command"]}]}`

@@ -3,7 +3,7 @@ package clustertests
 import (
 	"testing"
 
-	"github.com/writ-dev/writ/internal/cluster"
+	"github.com/writ-dev/writ/internal/testing/cluster"
 )
 
 func TestMain(m *testing.M) { cluster.Main(m) }

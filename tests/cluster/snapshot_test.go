@@ -8,8 +8,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
-	"github.com/writ-dev/writ/internal/cluster"
-	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/internal/testing/cluster"
+	"github.com/writ-dev/writ/internal/testing/testenv"
 )
 
 // TestRestartFromSnapshotKeepsStateAndStatus checks a node restarted from a

@@ -6,7 +6,7 @@ import (
 
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
-	"github.com/writ-dev/writ/internal/cluster"
+	"github.com/writ-dev/writ/internal/testing/cluster"
 	"github.com/writ-dev/writ/raftnode"
 )
 

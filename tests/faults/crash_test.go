@@ -10,7 +10,7 @@ import (
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/grants"
-	"github.com/writ-dev/writ/internal/cluster"
+	"github.com/writ-dev/writ/internal/testing/cluster"
 )
 
 // TestCrashRightAfterAnswer is scenario 4: SIGKILL in a loop, each time

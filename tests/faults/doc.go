@@ -1,7 +1,7 @@
 // Package faults is writ's fault suite: scenarios in the manner of the
 // public Jepsen analyses of etcd and NATS JetStream, run against real
-// issuer processes (internal/cluster) whose raft and NATS route links pass
-// through fault proxies (internal/faultproxy) the tests control.
+// issuer processes (internal/testing/cluster) whose raft and NATS route links pass
+// through fault proxies (internal/testing/faultproxy) the tests control.
 //
 // Every scenario has a fixed seed and bounded time, records every client
 // operation with its invocation and completion (an operation whose outcome

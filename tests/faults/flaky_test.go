@@ -11,8 +11,8 @@ import (
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/grants"
-	"github.com/writ-dev/writ/internal/cluster"
-	"github.com/writ-dev/writ/internal/faultproxy"
+	"github.com/writ-dev/writ/internal/testing/cluster"
+	"github.com/writ-dev/writ/internal/testing/faultproxy"
 	"github.com/writ-dev/writ/policy"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
-	"github.com/writ-dev/writ/internal/cluster"
+	"github.com/writ-dev/writ/internal/testing/cluster"
 )
 
 const (

@@ -17,8 +17,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
-	"github.com/writ-dev/writ/internal/cluster"
-	"github.com/writ-dev/writ/internal/testpki"
+	"github.com/writ-dev/writ/internal/testing/cluster"
+	"github.com/writ-dev/writ/internal/testing/testpki"
 	"github.com/writ-dev/writ/natsbus"
 )
 

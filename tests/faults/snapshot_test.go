@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/writ-dev/writ/api"
-	"github.com/writ-dev/writ/internal/cluster"
+	"github.com/writ-dev/writ/internal/testing/cluster"
 )
 
 // TestFollowerBackAfterCompaction is scenario 3: a follower is down while

@@ -12,7 +12,7 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/grants"
-	"github.com/writ-dev/writ/internal/cluster"
+	"github.com/writ-dev/writ/internal/testing/cluster"
 )
 
 // TestStallKeepsTheClusterServing SIGSTOPs one node under load: the raft

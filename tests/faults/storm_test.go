@@ -10,7 +10,7 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
-	"github.com/writ-dev/writ/internal/cluster"
+	"github.com/writ-dev/writ/internal/testing/cluster"
 )
 
 // TestRetryStormAcrossLeaderChange is scenario 9: thousands of duplicate

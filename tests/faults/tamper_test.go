@@ -16,9 +16,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/writ-dev/writ/api"
-	"github.com/writ-dev/writ/internal/cluster"
-	"github.com/writ-dev/writ/internal/gobuild"
-	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/internal/testing/cluster"
+	"github.com/writ-dev/writ/internal/testing/gobuild"
+	"github.com/writ-dev/writ/internal/testing/testenv"
 	"github.com/writ-dev/writ/natsbus"
 )
 

@@ -50,8 +50,8 @@ import (
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
-	"github.com/writ-dev/writ/internal/gobuild"
-	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/internal/testing/gobuild"
+	"github.com/writ-dev/writ/internal/testing/testenv"
 	"github.com/writ-dev/writ/natsbus"
 	"github.com/writ-dev/writ/policy/policyfile"
 )

@@ -1,4 +1,4 @@
-package main
+package worker
 
 import (
 	"crypto/sha256"
@@ -10,8 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/spf13/cobra"
 
 	"github.com/writ-dev/writ/harness"
 )
@@ -37,104 +35,42 @@ var targets = map[string]target{
 	harness.Codex: {harness.Codex, ".codex", "hooks.json", harness.CodexEvents, ""},
 }
 
-type installFlags struct {
-	project  string
-	user     bool
-	config   string
-	binary   string
-	stateDir string
+// InstallFlags are the flags of install and uninstall.
+type InstallFlags struct {
+	Project  string // the project directory; "" for the current one
+	User     bool   // the user-level settings instead
+	Config   string // the worker config the hook reads
+	Binary   string // the worker-agent the hook runs; "" for this executable
+	StateDir string
 }
 
-const installLong = `install merges writ's hook entries into the harness's settings:
-  claude-code  DIR/.claude/settings.json (or ~/.claude/settings.json with
-               --user): PreToolUse, PostToolUse and PostToolUseFailure with
-               matcher "*", UserPromptSubmit and SessionStart without one
-  codex        DIR/.codex/hooks.json (or ~/.codex/hooks.json): PreToolUse,
-               PostToolUse, UserPromptSubmit and SessionStart, no matcher
-               (every tool, prompt and start)
-Each entry runs "worker-agent hook <harness>" (with --config when given),
-timeout 30s, through a small /bin/sh wrapper written into the command: the
-harnesses block a call only when the hook exits 2, so the wrapper turns a
-missing, moved or crashing worker-agent (exit 127, 126, 1, a signal) into
-exit 2 with a line saying what to do. The call is blocked, never let run.
+// KnownHarness reports whether install, uninstall and doctor know the
+// harness name.
+func KnownHarness(name string) bool {
+	_, ok := targets[name]
+	return ok
+}
 
-Before writing, install checks what the hook will need: the binary
-(--binary, default this executable) must exist and be executable, and the
-worker config (--config) must exist, parse and name the worker and the
-main session's lane. Without --config the hook looks for ` + ProjectConfig + `
-in the session's directory, then worker.json in the state dir; install
-warns when neither exists yet.
-
-The prompt and session-start hooks register what enters the session as
-provenance sources (see 'worker-agent hook --help').
-Existing hooks, unknown keys and their order are kept; running install again
-changes nothing. The file is replaced atomically. --project defaults to the
-current directory. 'worker-agent doctor' checks the result.`
-
-const uninstallLong = `uninstall removes the hook entries writ installed from the harness's
-settings (DIR/.claude/settings.json or DIR/.codex/hooks.json; ~/.claude or
-~/.codex with --user), in any form an earlier install wrote them, and the
-groups and lists left empty by that — nothing else.
-
-When writ's entries were the only change since install, the file is put
-back byte for byte as it was (install keeps a copy in the state dir), and a
-settings file that install created is removed, with the directory install
-created for it if that is now empty. Otherwise the rest of the file is kept
-as it is now, re-indented. The file is replaced atomically. --project
-defaults to the current directory.`
-
-func newInstallCmd(g *globals, install bool) *cobra.Command {
-	verb, short, long := "install", "Add writ's hooks to a harness's settings", installLong
-	if !install {
-		verb, short, long = "uninstall", "Remove the hooks writ installed from a harness's settings", uninstallLong
+// Install merges writ's hook entries into the settings of the harness
+// name (install), or removes them (uninstall).
+func (g *Agent) Install(name string, f InstallFlags, install bool) error {
+	t, ok := targets[name]
+	if !ok {
+		return Usagef("unknown harness %q: want claude-code or codex", name)
 	}
-	var f installFlags
-	example := `  worker-agent install claude-code --project . --config /etc/writ/w1.json
-  worker-agent install codex --user --config /etc/writ/w1.json
-  worker-agent doctor claude-code --project .`
-	if !install {
-		example = `  worker-agent uninstall claude-code --project .
-  worker-agent uninstall codex --user`
-	}
-	cmd := &cobra.Command{
-		Use:     verb + " claude-code|codex [--project DIR | --user]",
-		Short:   short,
-		Long:    long,
-		Example: example,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usageErr("name the harness: %s claude-code or %s codex", verb, verb)
-			}
-			if _, ok := targets[args[0]]; !ok {
-				return usageErr("unknown harness %q: want claude-code or codex", args[0])
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.install(targets[args[0]], f, install)
-		},
-	}
-	fl := cmd.Flags()
-	fl.StringVar(&f.project, "project", "", "project directory (default: the current directory)")
-	fl.BoolVar(&f.user, "user", false, "use the user-level settings in the home directory instead")
-	fl.StringVar(&f.stateDir, "state-dir", "", "state directory, where install keeps the settings file's original bytes for uninstall (default $"+EnvStateDir+", $XDG_STATE_HOME/writ or ~/.local/state/writ)")
-	if install {
-		fl.StringVar(&f.config, "config", "", "worker config the hook should read (checked now; written into the hook command as an absolute path)")
-		fl.StringVar(&f.binary, "binary", "", "worker-agent binary the hook runs (default: this executable)")
-	}
-	return cmd
+	return g.install(t, f, install)
 }
 
 // settingsPath is the settings file of t for the flags.
 func settingsPath(t target, project string, user bool) (string, error) {
 	if user && project != "" {
-		return "", usageErr("give --project or --user, not both")
+		return "", Usagef("give --project or --user, not both")
 	}
 	base := project
 	if user {
 		h, err := os.UserHomeDir()
 		if err != nil {
-			return "", usageErr("--user: %v", err)
+			return "", Usagef("--user: %v", err)
 		}
 		base = h
 	}
@@ -143,7 +79,7 @@ func settingsPath(t target, project string, user bool) (string, error) {
 	}
 	path, err := filepath.Abs(filepath.Join(base, t.dir, t.file))
 	if err != nil {
-		return "", usageErr("%v", err)
+		return "", Usagef("%v", err)
 	}
 	// A settings file kept as a symlink (dotfile managers) is updated
 	// where it points, not replaced by a regular file.
@@ -153,13 +89,13 @@ func settingsPath(t target, project string, user bool) (string, error) {
 	return path, nil
 }
 
-func (g *globals) install(t target, f installFlags, install bool) error {
-	path, err := settingsPath(t, f.project, f.user)
+func (g *Agent) install(t target, f InstallFlags, install bool) error {
+	path, err := settingsPath(t, f.Project, f.User)
 	if err != nil {
 		return err
 	}
-	if f.stateDir == "" {
-		f.stateDir = defaultStateDir()
+	if f.StateDir == "" {
+		f.StateDir = defaultStateDir()
 	}
 	owns := harness.OwnsCommand(t.harness)
 	var spec harness.HookSpec
@@ -167,73 +103,73 @@ func (g *globals) install(t target, f installFlags, install bool) error {
 		if spec, err = hookSpec(t, f); err != nil {
 			return err
 		}
-		if f.config == "" {
+		if f.Config == "" {
 			g.warnNoConfig(f)
 		}
 	}
 	doc, mode, err := readSettings(path)
 	if err != nil {
-		return &exitError{code: ExitUsage, err: err}
+		return &ExitError{Code: ExitUsage, Err: err}
 	}
 	if !install {
-		return g.uninstall(path, doc, f.stateDir, owns)
+		return g.uninstall(path, doc, f.StateDir, owns)
 	}
 	out, changed, err := harness.InstallHooks(doc, spec)
 	if err != nil {
-		return &exitError{code: ExitUsage, err: fmt.Errorf("%s: %v", path, err)}
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%s: %v", path, err)}
 	}
 	if !changed {
-		fmt.Fprintf(g.stdout, "writ hooks already installed in %s\n", path)
+		fmt.Fprintf(g.Stdout, "writ hooks already installed in %s\n", path)
 		return nil
 	}
 	// The file as it was before writ touched it, for uninstall. Kept from
 	// the first install: a reinstall over writ's own entries must not
 	// replace the original with them.
 	if _, had, _ := harness.UninstallHooks(doc, owns); !had {
-		if err := saveInstallRecord(f.stateDir, installRecord{Path: path, Existed: doc != nil, Mode: uint32(mode), Before: doc, CreatedDirs: missingDirs(filepath.Dir(path))}); err != nil {
-			fmt.Fprintf(g.stderr, "worker-agent: warning: keeping a copy of %s for uninstall: %v (uninstall will still remove writ's entries)\n", path, err)
+		if err := saveInstallRecord(f.StateDir, installRecord{Path: path, Existed: doc != nil, Mode: uint32(mode), Before: doc, CreatedDirs: missingDirs(filepath.Dir(path))}); err != nil {
+			fmt.Fprintf(g.Stderr, "worker-agent: warning: keeping a copy of %s for uninstall: %v (uninstall will still remove writ's entries)\n", path, err)
 		}
 	}
 	if err := writeAtomic(path, out, mode); err != nil {
-		return &exitError{code: ExitUsage, err: err}
+		return &ExitError{Code: ExitUsage, Err: err}
 	}
-	fmt.Fprintf(g.stdout, "installed writ hooks for %s in %s (%s): %s\n", t.harness, path, strings.Join(t.events, ", "), spec.Command)
+	fmt.Fprintf(g.Stdout, "installed writ hooks for %s in %s (%s): %s\n", t.harness, path, strings.Join(t.events, ", "), spec.Command)
 	return nil
 }
 
 // uninstall removes writ's entries from the settings file at path: back
 // to its original bytes when nothing else changed since install, removed
 // when install created it, else the rest of the document kept.
-func (g *globals) uninstall(path string, doc []byte, stateDir string, owns func(string) bool) error {
+func (g *Agent) uninstall(path string, doc []byte, stateDir string, owns func(string) bool) error {
 	out, changed, err := harness.UninstallHooks(doc, owns)
 	if err != nil {
-		return &exitError{code: ExitUsage, err: fmt.Errorf("%s: %v", path, err)}
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%s: %v", path, err)}
 	}
 	if !changed {
-		fmt.Fprintf(g.stdout, "no writ hooks in %s\n", path)
+		fmt.Fprintf(g.Stdout, "no writ hooks in %s\n", path)
 		return nil
 	}
 	rec, rerr := loadInstallRecord(stateDir, path)
 	if rerr != nil {
-		fmt.Fprintf(g.stderr, "worker-agent: warning: %v; removing writ's entries only\n", rerr)
+		fmt.Fprintf(g.Stderr, "worker-agent: warning: %v; removing writ's entries only\n", rerr)
 	}
 	switch {
 	case rec != nil && !rec.Existed && harness.SameSettings(out, nil):
 		if err := os.Remove(path); err != nil {
-			return &exitError{code: ExitUsage, err: err}
+			return &ExitError{Code: ExitUsage, Err: err}
 		}
 		for i := len(rec.CreatedDirs) - 1; i >= 0; i-- {
 			_ = os.Remove(rec.CreatedDirs[i]) // only if empty
 		}
 		dropInstallRecord(stateDir, path)
-		fmt.Fprintf(g.stdout, "removed writ hooks: deleted %s, which install had created\n", path)
+		fmt.Fprintf(g.Stdout, "removed writ hooks: deleted %s, which install had created\n", path)
 		return nil
 	case rec != nil && rec.Existed && harness.SameSettings(out, rec.Before):
 		if err := writeAtomic(path, rec.Before, os.FileMode(rec.Mode).Perm()); err != nil {
-			return &exitError{code: ExitUsage, err: err}
+			return &ExitError{Code: ExitUsage, Err: err}
 		}
 		dropInstallRecord(stateDir, path)
-		fmt.Fprintf(g.stdout, "removed writ hooks: restored %s as it was before install\n", path)
+		fmt.Fprintf(g.Stdout, "removed writ hooks: restored %s as it was before install\n", path)
 		return nil
 	}
 	mode := os.FileMode(0o644)
@@ -241,12 +177,12 @@ func (g *globals) uninstall(path string, doc []byte, stateDir string, owns func(
 		mode = st.Mode().Perm()
 	}
 	if err := writeAtomic(path, out, mode); err != nil {
-		return &exitError{code: ExitUsage, err: err}
+		return &ExitError{Code: ExitUsage, Err: err}
 	}
 	if rec != nil {
 		dropInstallRecord(stateDir, path)
 	}
-	fmt.Fprintf(g.stdout, "removed writ hooks from %s\n", path)
+	fmt.Fprintf(g.Stdout, "removed writ hooks from %s\n", path)
 	return nil
 }
 
@@ -254,27 +190,27 @@ func (g *globals) uninstall(path string, doc []byte, stateDir string, owns func(
 // absolute path of the binary, "hook <harness>", and --config when one
 // was named. The binary and the config are checked first: a hook that
 // cannot run blocks every call.
-func hookSpec(t target, f installFlags) (harness.HookSpec, error) {
-	bin := f.binary
+func hookSpec(t target, f InstallFlags) (harness.HookSpec, error) {
+	bin := f.Binary
 	if bin == "" {
 		exe, err := os.Executable()
 		if err != nil {
-			return harness.HookSpec{}, &exitError{code: ExitUsage, err: fmt.Errorf("finding this executable (pass --binary): %v", err)}
+			return harness.HookSpec{}, &ExitError{Code: ExitUsage, Err: fmt.Errorf("finding this executable (pass --binary): %v", err)}
 		}
 		bin = exe
 	}
 	bin, err := filepath.Abs(bin)
 	if err != nil {
-		return harness.HookSpec{}, usageErr("--binary: %v", err)
+		return harness.HookSpec{}, Usagef("--binary: %v", err)
 	}
 	if err := checkExecutable(bin); err != nil {
-		return harness.HookSpec{}, usageErr("--binary %s: %v; give the path of an installed worker-agent", bin, err)
+		return harness.HookSpec{}, Usagef("--binary %s: %v; give the path of an installed worker-agent", bin, err)
 	}
 	args := []string{"hook", t.harness}
-	if f.config != "" {
-		c, err := filepath.Abs(f.config)
+	if f.Config != "" {
+		c, err := filepath.Abs(f.Config)
 		if err != nil {
-			return harness.HookSpec{}, usageErr("--config: %v", err)
+			return harness.HookSpec{}, Usagef("--config: %v", err)
 		}
 		if err := checkInstallConfig(c); err != nil {
 			return harness.HookSpec{}, err
@@ -283,7 +219,7 @@ func hookSpec(t target, f installFlags) (harness.HookSpec, error) {
 	}
 	cmd, err := harness.WrapHookCommand(bin, args...)
 	if err != nil {
-		return harness.HookSpec{}, usageErr("%v", err)
+		return harness.HookSpec{}, Usagef("%v", err)
 	}
 	return harness.HookSpec{
 		Events: t.events, Matcher: t.matcher, Command: cmd,
@@ -313,9 +249,9 @@ func checkInstallConfig(path string) error {
 	c, err := loadConfig(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return usageErr("--config %s: no such file; create it first (for example {\"worker\": \"w1\", \"lane\": \"coordinator\", \"nats_url\": \"nats://127.0.0.1:4222\"}; see docs/harnesses.md), then run install again", path)
+		return Usagef("--config %s: no such file; create it first (for example {\"worker\": \"w1\", \"lane\": \"coordinator\", \"nats_url\": \"nats://127.0.0.1:4222\"}; see docs/harnesses.md), then run install again", path)
 	case err != nil:
-		return usageErr("--config: %v; fix the file, then run install again", strings.TrimPrefix(err.Error(), "config "))
+		return Usagef("--config: %v; fix the file, then run install again", strings.TrimPrefix(err.Error(), "config "))
 	}
 	var missing []string
 	if c.Worker == "" {
@@ -325,10 +261,10 @@ func checkInstallConfig(path string) error {
 		missing = append(missing, `"lane" (the main session's lane)`)
 	}
 	if len(missing) > 0 {
-		return usageErr("--config %s: %s missing: the hook would block every call; add them, then run install again", path, strings.Join(missing, " and "))
+		return Usagef("--config %s: %s missing: the hook would block every call; add them, then run install again", path, strings.Join(missing, " and "))
 	}
 	if c.NATSUser != "" && c.NATSPasswordFile == "" {
-		return usageErr("--config %s: nats_user %q needs nats_password_file", path, c.NATSUser)
+		return Usagef("--config %s: nats_user %q needs nats_password_file", path, c.NATSUser)
 	}
 	for _, f := range []struct{ field, path string }{{"nats_password_file", c.NATSPasswordFile}, {"nats_ca", c.NATSCA}} {
 		if f.path == "" {
@@ -336,7 +272,7 @@ func checkInstallConfig(path string) error {
 		}
 		fh, err := os.Open(f.path)
 		if err != nil {
-			return usageErr("--config %s: %s: %v", path, f.field, errors.Unwrap(err))
+			return Usagef("--config %s: %s: %v", path, f.field, errors.Unwrap(err))
 		}
 		fh.Close()
 	}
@@ -345,13 +281,13 @@ func checkInstallConfig(path string) error {
 
 // warnNoConfig warns when the hook, installed without --config, would
 // find no worker config where it looks.
-func (g *globals) warnNoConfig(f installFlags) {
-	base := f.project
+func (g *Agent) warnNoConfig(f InstallFlags) {
+	base := f.Project
 	if base == "" {
 		base = "."
 	}
-	candidates := []string{filepath.Join(f.stateDir, "worker.json")}
-	if !f.user {
+	candidates := []string{filepath.Join(f.StateDir, "worker.json")}
+	if !f.User {
 		candidates = append([]string{filepath.Join(base, ProjectConfig)}, candidates...)
 	}
 	for _, p := range candidates {
@@ -359,7 +295,7 @@ func (g *globals) warnNoConfig(f installFlags) {
 			return
 		}
 	}
-	fmt.Fprintf(g.stderr, "worker-agent: warning: no worker config at %s: until one exists the hook blocks every call; pass --config FILE (see 'worker-agent install --help')\n", strings.Join(candidates, " or "))
+	fmt.Fprintf(g.Stderr, "worker-agent: warning: no worker config at %s: until one exists the hook blocks every call; pass --config FILE (see 'worker-agent install --help')\n", strings.Join(candidates, " or "))
 }
 
 // missingDirs lists dir and the parents of it that do not exist yet,

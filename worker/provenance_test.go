@@ -1,4 +1,4 @@
-package main
+package worker
 
 import (
 	"context"
@@ -15,15 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
-	"github.com/writ-dev/writ/harness"
-	"github.com/writ-dev/writ/internal/testenv"
-	"github.com/writ-dev/writ/policy"
 	"github.com/writ-dev/writ/provenance"
 )
 
@@ -55,19 +50,6 @@ func register(t *testing.T, reg *provenance.Registry, srcs ...seeded) {
 		if err := reg.Register(s.d, []byte(s.content)); err != nil {
 			t.Fatal(err)
 		}
-	}
-}
-
-// seed registers sources in a session's registry file, as an earlier hook
-// process would have.
-func seed(t *testing.T, stateDir, session string, srcs ...seeded) {
-	t.Helper()
-	_, err := newSessionStore(stateDir, session, 0).update(testCtx(t), func(reg *provenance.Registry) error {
-		register(t, reg, srcs...)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -336,153 +318,6 @@ func TestFieldTraceLimits(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("the lowest-authority match was cut: the field would look better grounded than it is")
-	}
-}
-
-// wiretap records the grant requests of worker on the issuer's NATS (the
-// issuer answers them; the tap only listens).
-func wiretap(t *testing.T, url, worker string) func() []api.GrantRequest {
-	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	var (
-		mu   sync.Mutex
-		seen []api.GrantRequest
-	)
-	if _, err := nc.Subscribe(api.WorkerSubject(worker, api.OpGrant), func(m *nats.Msg) {
-		var r api.GrantRequest
-		if err := json.Unmarshal(m.Data, &r); err != nil {
-			t.Errorf("grant request: %v", err)
-		}
-		mu.Lock()
-		seen = append(seen, r)
-		mu.Unlock()
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	return func() []api.GrantRequest {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]api.GrantRequest(nil), seen...)
-	}
-}
-
-// grantFor returns the tapped request with the idempotency key, waiting
-// for it to arrive.
-func grantFor(t *testing.T, tap func() []api.GrantRequest, key string) api.GrantRequest {
-	t.Helper()
-	var got api.GrantRequest
-	testenv.WaitFor(t, 10*time.Second, "the tapped grant request "+key, func() bool {
-		for _, r := range tap() {
-			if r.IdempotencyKey == key {
-				got = r
-				return true
-			}
-		}
-		return false
-	})
-	return got
-}
-
-// payCall is a PreToolUse event for an MCP payment tool.
-func payCall(t *testing.T, session, callID string, args map[string]any) []byte {
-	t.Helper()
-	return patch(t, fixture(t, "claude-code/pre_mcp.json"), map[string]any{
-		"session_id": session, "tool_use_id": callID, "tool_name": "mcp__bank__pay", "tool_input": args,
-	})
-}
-
-// PreToolUse, through the real hook entry point, sends the session's cwd
-// and the field traces of the registry a previous hook left; an unreadable
-// registry makes it ask without traces and say so.
-func TestPreToolUseSendsTracesAndCwd(t *testing.T) {
-	env := testenv.StartSingle(t, t.TempDir(), testenv.WithInitialPolicy(policy.LegacyDefault().Canonical()))
-	dir := t.TempDir()
-	state := filepath.Join(dir, "state")
-	cfg := writeJSON(t, dir, "worker.json", workerConfigFor(env.URL))
-	tap := wiretap(t, env.URL, "w1")
-	seed(t, state, "traced-1",
-		seeded{source("s-md", "instruction_file", provenance.Instruction, ""), claudeMD},
-		seeded{source("s-web", "web_fetch", provenance.Evidence, ""), webPageText})
-
-	in := payCall(t, "traced-1", "toolu_pay_1", map[string]any{"to": attackerTo, "amount": 4200, "memo": "invoice 1042"})
-	r := runCLI(t, string(in), "hook", "claude-code", "--config", cfg, "--state-dir", state)
-	if r.code != 0 || r.stderr != "" {
-		t.Fatalf("hook: %+v", r)
-	}
-	req := grantFor(t, tap, harness.IdempotencyKey(harness.ClaudeCode, "traced-1", "toolu_pay_1"))
-	want := []api.FieldTrace{
-		{Field: "/amount", Matches: []api.TraceMatch{{Source: "s-md", Transform: "raw", Whole: true}}, Covered: true},
-		{Field: "/to", Matches: []api.TraceMatch{{Source: "s-web", Transform: "raw", Whole: true}}, Covered: true},
-	}
-	if req.Cwd != "/home/dev/shop" || !reflect.DeepEqual(req.Provenance, want) {
-		t.Fatalf("grant request cwd %q provenance %+v", req.Cwd, req.Provenance)
-	}
-
-	// A corrupt file: the call is still asked for, without traces.
-	st := newSessionStore(state, "traced-1", 0)
-	if err := os.WriteFile(st.path, []byte("garbage"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	in = payCall(t, "traced-1", "toolu_pay_2", map[string]any{"to": approvedTo})
-	r = runCLI(t, string(in), "hook", "claude-code", "--config", cfg, "--state-dir", state)
-	if r.code != 0 || !strings.Contains(r.stderr, "unreadable") || !strings.Contains(r.stderr, "every field counts as model-made") || strings.Count(r.stderr, "\n") != 1 {
-		t.Fatalf("corrupt registry: %+v", r)
-	}
-	if req := grantFor(t, tap, harness.IdempotencyKey(harness.ClaudeCode, "traced-1", "toolu_pay_2")); req.Provenance != nil {
-		t.Fatalf("traces from an unreadable registry: %+v", req.Provenance)
-	}
-
-	// A session with no registry yet, and a relative cwd: no traces, no cwd.
-	in = patch(t, payCall(t, "untraced", "toolu_pay_3", map[string]any{"to": approvedTo}), map[string]any{"cwd": "shop"})
-	if r := runCLI(t, string(in), "hook", "claude-code", "--config", cfg, "--state-dir", state); r.code != 0 || r.stderr != "" {
-		t.Fatalf("untraced: %+v", r)
-	}
-	if req := grantFor(t, tap, harness.IdempotencyKey(harness.ClaudeCode, "untraced", "toolu_pay_3")); req.Provenance != nil || req.Cwd != "" {
-		t.Fatalf("untraced request %+v", req)
-	}
-}
-
-// The sidecar carries the traces and the source registrations too.
-func TestSidecarCarriesProvenance(t *testing.T) {
-	env := testenv.StartSingle(t, t.TempDir(), testenv.WithInitialPolicy(policy.LegacyDefault().Canonical()))
-	dir := t.TempDir()
-	state := filepath.Join(dir, "state")
-	socket := filepath.Join(dir, "run", "w1.sock")
-	good := writeJSON(t, dir, "good.json", workerConfigFor(env.URL))
-	blind := writeJSON(t, dir, "blind.json", workerConfigFor("nats://127.0.0.1:1")) // only the sidecar can answer
-	tap := wiretap(t, env.URL, "w1")
-	startSidecar(t, good, socket)
-	seed(t, state, "side-1", seeded{source("s-web", "web_fetch", provenance.Evidence, ""), webPageText})
-
-	in := payCall(t, "side-1", "toolu_side_1", map[string]any{"to": attackerTo})
-	r := binRun{stdin: in}.run(t, "hook", "claude-code", "--config", blind, "--socket", socket, "--state-dir", state)
-	if r.code != 0 {
-		t.Fatalf("via the sidecar: %+v", r)
-	}
-	req := grantFor(t, tap, harness.IdempotencyKey(harness.ClaudeCode, "side-1", "toolu_side_1"))
-	if len(req.Provenance) != 1 || req.Provenance[0].Field != "/to" || req.Provenance[0].Matches[0].Source != "s-web" || req.Cwd != "/home/dev/shop" {
-		t.Fatalf("request via the sidecar: %+v", req)
-	}
-
-	// A source registration through the socket gets the issuer's answer,
-	// whatever it is, not a sidecar error.
-	ctx := testCtx(t)
-	s, err := dialSocket(ctx, socket, "w1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	p := newSource("side-1", "toolu_side_2", harness.ChannelToolResult, scopeTask, "", "Bash", "x", []byte("hello from bash"))
-	env2, err := s.RegisterSource(ctx, p.req)
-	if err != nil || env2.Decision == "" {
-		t.Fatalf("RegisterSource via the sidecar: %+v %v", env2, err)
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
-	"github.com/writ-dev/writ/internal/faultproxy"
+	"github.com/writ-dev/writ/internal/testing/faultproxy"
 )
 
 // Link is node From's connection to node To: one fault proxy in front of

@@ -1,4 +1,4 @@
-package main
+package worker
 
 import (
 	"bufio"
@@ -37,7 +37,7 @@ func (d direct) Close() { d.nc.Close() }
 // dialDirect connects to NATS within ctx for a hook or the MCP proxy:
 // one connection attempt, so that a call blocks at once when NATS is
 // down rather than at its deadline.
-func (g *globals) dialDirect(ctx context.Context) (authority, error) {
+func (g *Agent) dialDirect(ctx context.Context) (authority, error) {
 	c, nc, err := g.dial(ctx, true)
 	if err != nil {
 		return nil, err
@@ -167,7 +167,7 @@ func (s *viaSocket) do(ctx context.Context, op string, body any) (grants.Envelop
 // idempotency key, so a request the sidecar may already have sent is safely
 // repeated directly.
 type fallback struct {
-	g      *globals
+	g      *Agent
 	socket string
 
 	mu     sync.Mutex
@@ -177,7 +177,7 @@ type fallback struct {
 	used   string
 }
 
-func (g *globals) openAuthority(socket string) *fallback {
+func (g *Agent) openAuthority(socket string) *fallback {
 	return &fallback{g: g, socket: socket}
 }
 
@@ -199,7 +199,7 @@ func (f *fallback) pick(ctx context.Context) (authority, error) {
 	}
 	if !f.tried && f.socket != "" {
 		f.tried = true
-		if s, err := dialSocket(ctx, f.socket, f.g.worker); err == nil {
+		if s, err := dialSocket(ctx, f.socket, f.g.Worker); err == nil {
 			f.sock = s
 			return s, nil
 		}
@@ -269,4 +269,29 @@ func (f *fallback) Close() {
 	if f.direct != nil {
 		f.direct.Close()
 	}
+}
+
+// maxAttempt bounds one try of a request; api.Client retries until
+// --timeout ends.
+const maxAttempt = 2 * time.Second
+
+// Client dials NATS within ctx (retrying while NATS is unreachable) and
+// returns a client for the worker. The caller closes the connection.
+func (g *Agent) Client(ctx context.Context) (*api.Client, *nats.Conn, error) {
+	return g.dial(ctx, false)
+}
+
+// dial is Client, with one connection attempt when once is set.
+func (g *Agent) dial(ctx context.Context, once bool) (*api.Client, *nats.Conn, error) {
+	opts := g.Conn
+	opts.Name = "worker-agent:" + g.Worker
+	opts.ConnectOnce = once
+	nc, err := opts.DialContext(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := api.NewClient(nc, g.Worker)
+	// Several tries fit inside --timeout, each with the same idempotency key.
+	c.Attempt = min(maxAttempt, max(g.Conn.Timeout/4, 50*time.Millisecond))
+	return c, nc, nil
 }

@@ -1,4 +1,4 @@
-package main
+package worker
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/provenance"
@@ -240,18 +240,17 @@ func defaultSocket(stateDir, worker string) string {
 	return filepath.Join(stateDir, "worker-"+worker+".sock")
 }
 
-// adapterFlags are the flags the harness adapters (hook, mcp, run) share.
-type adapterFlags struct {
+// AdapterFlags are the flags the harness adapters (hook, mcp, run) share.
+type AdapterFlags struct {
 	config   string
 	stateDir string
 	socket   string
 	lane     string
 }
 
-// add registers the flags; laneHelp, when not empty, adds --lane, and
+// Add registers the flags; laneHelp, when not empty, adds --lane, and
 // socket adds --socket.
-func (a *adapterFlags) add(cmd *cobra.Command, laneHelp string, socket bool) {
-	f := cmd.Flags()
+func (a *AdapterFlags) Add(f *pflag.FlagSet, laneHelp string, socket bool) {
 	f.StringVar(&a.config, "config", os.Getenv(EnvConfig), "worker config file (default "+ProjectConfig+" here, then worker.json in the state dir; env "+EnvConfig+")")
 	f.StringVar(&a.stateDir, "state-dir", "", "state directory (default $"+EnvStateDir+", $XDG_STATE_HOME/writ or ~/.local/state/writ)")
 	if socket {
@@ -264,9 +263,9 @@ func (a *adapterFlags) add(cmd *cobra.Command, laneHelp string, socket bool) {
 
 // resolve finds and reads the worker config, then applies it under the
 // flags given on the command line: a flag beats the config, the config
-// beats the environment. It fills g.worker and g.conn and returns the
+// beats the environment. It fills g.Worker and g.Conn and returns the
 // config (an empty one when no file exists and none was named).
-func (a *adapterFlags) resolve(cmd *cobra.Command, g *globals) (*workerConfig, error) {
+func (a *AdapterFlags) resolve(flags *pflag.FlagSet, g *Agent) (*workerConfig, error) {
 	if a.stateDir == "" {
 		a.stateDir = defaultStateDir()
 	}
@@ -292,19 +291,19 @@ func (a *adapterFlags) resolve(cmd *cobra.Command, g *globals) (*workerConfig, e
 			break
 		}
 	}
-	changed := cmd.Flags().Changed
+	changed := flags.Changed
 	if !changed("worker") && cfg.Worker != "" {
-		g.worker = cfg.Worker
+		g.Worker = cfg.Worker
 	}
 	for _, o := range []struct {
 		flag string
 		dst  *string
 		v    string
 	}{
-		{"nats-url", &g.conn.URL, cfg.NATSURL},
-		{"nats-user", &g.conn.User, cfg.NATSUser},
-		{"nats-password-file", &g.conn.PasswordFile, cfg.NATSPasswordFile},
-		{"nats-ca", &g.conn.CAFile, cfg.NATSCA},
+		{"nats-url", &g.Conn.URL, cfg.NATSURL},
+		{"nats-user", &g.Conn.User, cfg.NATSUser},
+		{"nats-password-file", &g.Conn.PasswordFile, cfg.NATSPasswordFile},
+		{"nats-ca", &g.Conn.CAFile, cfg.NATSCA},
 	} {
 		if !changed(o.flag) && o.v != "" {
 			*o.dst = o.v
@@ -316,20 +315,20 @@ func (a *adapterFlags) resolve(cmd *cobra.Command, g *globals) (*workerConfig, e
 		}
 		cfg.Lane = a.lane
 	}
-	if g.worker == "" {
+	if g.Worker == "" {
 		return nil, fmt.Errorf("no worker id: set \"worker\" in %s, or pass --worker (env %s)", cfg.where(), EnvWorker)
 	}
-	if err := api.ValidID(g.worker); err != nil {
+	if err := api.ValidID(g.Worker); err != nil {
 		return nil, fmt.Errorf("worker: %v", strings.TrimPrefix(err.Error(), api.ErrBadToken.Error()+": "))
 	}
-	if g.conn.User != "" && g.conn.User != g.worker {
-		return nil, fmt.Errorf("NATS user %q is not the worker %q: the issuer takes a worker's identity from its NATS user", g.conn.User, g.worker)
+	if g.Conn.User != "" && g.Conn.User != g.Worker {
+		return nil, fmt.Errorf("NATS user %q is not the worker %q: the issuer takes a worker's identity from its NATS user", g.Conn.User, g.Worker)
 	}
 	if a.socket == "" {
 		a.socket = cfg.Socket
 	}
 	if a.socket == "" {
-		a.socket = defaultSocket(a.stateDir, g.worker)
+		a.socket = defaultSocket(a.stateDir, g.Worker)
 	}
 	return cfg, nil
 }

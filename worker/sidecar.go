@@ -1,4 +1,4 @@
-package main
+package worker
 
 import (
 	"bufio"
@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/connect"
@@ -23,50 +23,30 @@ import (
 // maxSidecarTimeout caps the time a sidecar spends on one request.
 const maxSidecarTimeout = 30 * time.Second
 
-func newRunCmd(g *globals) *cobra.Command {
-	var af adapterFlags
-	cmd := &cobra.Command{
-		Use:   "run [--socket PATH]",
-		Short: "Run the per-runtime sidecar: one NATS connection, served on a unix socket",
-		Long: `Run the sidecar for one worker: it holds one NATS connection to the issuer
-and serves grant, spend, effect and source-registration requests from the
-hook commands on a unix socket (--socket; default worker-<worker>.sock in
-the state dir, mode 0600 in a 0700 directory). A hook that finds the socket
-skips starting a NATS connection of its own; one that does not (or finds a
-stale socket, one serving another worker, or an older sidecar that does not
-know source registration) connects directly.
-
-The sidecar speaks only for its own worker, with that worker's NATS
-credentials: anyone who can open the socket can ask for grants as that
-worker, exactly as anyone who can read its password file could. It runs
-until interrupted and removes its socket on exit.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if _, err := af.resolve(cmd, g); err != nil {
-				return usageErr("%v", err)
-			}
-			return g.serveSidecar(cmd.Context(), af.socket)
-		},
+// Sidecar resolves the worker config under flags, then serves the
+// sidecar socket until ctx ends.
+func (g *Agent) Sidecar(ctx context.Context, flags *pflag.FlagSet, af *AdapterFlags) error {
+	if _, err := af.resolve(flags, g); err != nil {
+		return Usagef("%v", err)
 	}
-	af.add(cmd, "", true)
-	return cmd
+	return g.serveSidecar(ctx, af.socket)
 }
 
 // serveSidecar connects to NATS (retrying until it can), then serves the
 // socket until ctx ends.
-func (g *globals) serveSidecar(ctx context.Context, socket string) error {
+func (g *Agent) serveSidecar(ctx context.Context, socket string) error {
 	if err := os.MkdirAll(filepath.Dir(socket), 0o700); err != nil {
-		return &exitError{code: ExitUsage, err: fmt.Errorf("socket directory: %v", err)}
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("socket directory: %v", err)}
 	}
 	// A socket another sidecar still answers on is not ours to take.
 	if c, err := net.DialTimeout("unix", socket, 200*time.Millisecond); err == nil {
 		c.Close()
-		return &exitError{code: ExitUsage, err: fmt.Errorf("a sidecar is already serving %s", socket)}
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("a sidecar is already serving %s", socket)}
 	}
 	var client *api.Client
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		c, nc, err := g.client(dctx)
+		c, nc, err := g.Client(dctx)
 		cancel()
 		if err == nil {
 			defer nc.Close()
@@ -74,9 +54,9 @@ func (g *globals) serveSidecar(ctx context.Context, socket string) error {
 			break
 		}
 		if errors.Is(err, connect.ErrBadURL) {
-			return &exitError{code: ExitUsage, err: err}
+			return &ExitError{Code: ExitUsage, Err: err}
 		}
-		fmt.Fprintf(g.stderr, "worker-agent run: %v; retrying\n", err)
+		fmt.Fprintf(g.Stderr, "worker-agent run: %v; retrying\n", err)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -86,15 +66,15 @@ func (g *globals) serveSidecar(ctx context.Context, socket string) error {
 	_ = os.Remove(socket) // stale: nothing answered on it
 	l, err := net.Listen("unix", socket)
 	if err != nil {
-		return &exitError{code: ExitUsage, err: fmt.Errorf("listening on %s: %v", socket, err)}
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("listening on %s: %v", socket, err)}
 	}
 	if err := os.Chmod(socket, 0o600); err != nil {
 		l.Close()
-		return &exitError{code: ExitUsage, err: fmt.Errorf("socket mode: %v", err)}
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("socket mode: %v", err)}
 	}
-	fmt.Fprintf(g.stderr, "worker-agent run: serving worker %s on %s (NATS %s)\n", g.worker, socket, g.conn.URL)
+	fmt.Fprintf(g.Stderr, "worker-agent run: serving worker %s on %s (NATS %s)\n", g.Worker, socket, g.Conn.URL)
 
-	s := &sidecar{client: client, worker: g.worker, conns: map[net.Conn]struct{}{}}
+	s := &sidecar{client: client, worker: g.Worker, conns: map[net.Conn]struct{}{}}
 	go func() {
 		<-ctx.Done()
 		l.Close()

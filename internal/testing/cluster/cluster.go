@@ -48,8 +48,8 @@ import (
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/events"
-	"github.com/writ-dev/writ/internal/faultproxy"
-	"github.com/writ-dev/writ/internal/gobuild"
+	"github.com/writ-dev/writ/internal/testing/faultproxy"
+	"github.com/writ-dev/writ/internal/testing/gobuild"
 	"github.com/writ-dev/writ/natsbus"
 )
 
@@ -106,7 +106,7 @@ func Main(m *testing.M, opts ...goleak.Option) {
 	code := m.Run()
 	bins.Remove()
 	if code == 0 {
-		opts = append(opts, goleak.IgnoreAnyFunction("github.com/writ-dev/writ/internal/cluster.spawnLoop"))
+		opts = append(opts, goleak.IgnoreAnyFunction("github.com/writ-dev/writ/internal/testing/cluster.spawnLoop"))
 		if err := goleak.Find(opts...); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
 			code = 1

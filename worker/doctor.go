@@ -1,4 +1,4 @@
-package main
+package worker
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/grants"
@@ -43,104 +43,47 @@ type doctorCheck struct {
 	Fix    string `json:"fix,omitempty"`
 }
 
-type doctorFlags struct {
-	project  string
-	user     bool
-	config   string
-	stateDir string
-	json     bool
-}
-
-func newDoctorCmd(g *globals) *cobra.Command {
-	var f doctorFlags
-	cmd := &cobra.Command{
-		Use:   "doctor [claude-code|codex] [--project DIR | --user] [--config FILE] [--json]",
-		Short: "Check that writ's hooks, worker config, credentials, NATS and the issuer work",
-		Long: `doctor checks, one line each, what the hooks need to answer a call:
-
-  hooks        the writ entries in the harness's settings (claude-code,
-               codex, or both when none is named; the project's settings
-               and the user's, or only those of --project / --user): every
-               event installed, through the fail-closed wrapper, pointing
-               at an existing executable, and the installed command
-               answering a harmless probe event (run with /bin/sh -c, as
-               the harness does; nothing is sent to the issuer)
-  config       the worker config: --config, else the one the installed
-               hook command names, else ` + ProjectConfig + ` of the project,
-               else worker.json in the state dir. It must exist, parse,
-               and name the worker and the main session's lane
-  credentials  nats_password_file and nats_ca: present, readable, the
-               password file not readable by others, the CA a PEM
-               certificate
-  nats         a NATS connection with those settings
-  issuer       an issuer answering this worker on NATS (a request it
-               refuses as malformed, so nothing is recorded): told apart
-               from a NATS server with no issuer behind it, and from NATS
-               refusing this user the worker's subjects
-
-Each line is "ok" or "FAIL" with what was found, and for a failure what to
-do. --json prints {"ok": bool, "checks": [{"name", "status", "detail",
-"fix"}]} instead. Exit 0 when every check passed, 1 when one failed, 2 for
-a usage error.`,
-		Example: `  worker-agent doctor
-  worker-agent doctor claude-code --project ~/src/shop
-  worker-agent doctor codex --user --json`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return usageErr("doctor takes at most one harness (claude-code or codex), got %d arguments", len(args))
-			}
-			if len(args) == 1 {
-				if _, ok := targets[args[0]]; !ok {
-					return usageErr("unknown harness %q: want claude-code or codex", args[0])
-				}
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if f.user && f.project != "" {
-				return usageErr("give --project or --user, not both")
-			}
-			hs := []string{harness.ClaudeCode, harness.Codex}
-			if len(args) == 1 {
-				hs = args
-			}
-			checks := g.doctor(cmd, hs, f)
-			return g.reportChecks(checks, f.json)
-		},
-	}
-	fl := cmd.Flags()
-	fl.StringVar(&f.project, "project", "", "project directory whose settings to check (default: the current directory, and the user's settings)")
-	fl.BoolVar(&f.user, "user", false, "check only the user-level settings in the home directory")
-	fl.StringVar(&f.config, "config", "", "worker config to check (default: the one the installed hook names, else the hook's own lookup)")
-	fl.StringVar(&f.stateDir, "state-dir", "", "state directory (default $"+EnvStateDir+", $XDG_STATE_HOME/writ or ~/.local/state/writ)")
-	fl.BoolVar(&f.json, "json", false, "print the report as JSON")
-	return cmd
+// DoctorFlags are doctor's own flags.
+type DoctorFlags struct {
+	Project  string // the project whose settings to check; "" for the current directory and the user's
+	User     bool   // only the user-level settings
+	Config   string // the worker config to check; "" for the one the installed hook names
+	StateDir string
+	JSON     bool // print the report as JSON
 }
 
 // doctor runs every check.
-func (g *globals) doctor(cmd *cobra.Command, hs []string, f doctorFlags) []doctorCheck {
+// Doctor runs every check on the harnesses hs and prints the report:
+// text, or JSON with f.JSON. A failed check is an *ExitError with
+// ExitDoctor.
+func (g *Agent) Doctor(ctx context.Context, flags *pflag.FlagSet, hs []string, f DoctorFlags) error {
+	return g.reportChecks(g.doctor(ctx, flags, hs, f), f.JSON)
+}
+
+// doctor runs every check.
+func (g *Agent) doctor(ctx context.Context, flags *pflag.FlagSet, hs []string, f DoctorFlags) []doctorCheck {
 	timeout := doctorDeadline
-	if cmd.Flags().Changed("timeout") && g.conn.Timeout > 0 {
-		timeout = g.conn.Timeout
+	if flags.Changed("timeout") && g.Conn.Timeout > 0 {
+		timeout = g.Conn.Timeout
 	}
 	var checks []doctorCheck
-	hookChecks, configs := doctorHooks(cmd.Context(), hs, f, timeout)
+	hookChecks, configs := doctorHooks(ctx, hs, f, timeout)
 	checks = append(checks, hookChecks...)
-	if f.config != "" {
-		configs = []string{f.config}
+	if f.Config != "" {
+		configs = []string{f.Config}
 	}
 	if len(configs) == 0 {
 		configs = []string{""} // the hook's own lookup
 	}
 	for _, c := range configs {
 		gc := *g
-		checks = append(checks, gc.doctorConfig(cmd, c, f, timeout)...)
+		checks = append(checks, gc.doctorConfig(ctx, flags, c, f, timeout)...)
 	}
 	return checks
 }
 
 // settingsFiles are the settings files of harness h the flags select.
-func settingsFiles(h string, f doctorFlags) []string {
+func settingsFiles(h string, f DoctorFlags) []string {
 	t := targets[h]
 	var out []string
 	add := func(project string, user bool) {
@@ -156,10 +99,10 @@ func settingsFiles(h string, f doctorFlags) []string {
 		out = append(out, p)
 	}
 	switch {
-	case f.user:
+	case f.User:
 		add("", true)
-	case f.project != "":
-		add(f.project, false)
+	case f.Project != "":
+		add(f.Project, false)
 	default:
 		add(".", false)
 		add("", true)
@@ -169,7 +112,7 @@ func settingsFiles(h string, f doctorFlags) []string {
 
 // doctorHooks checks the installed hook entries and returns the worker
 // configs they name.
-func doctorHooks(ctx context.Context, hs []string, f doctorFlags, timeout time.Duration) ([]doctorCheck, []string) {
+func doctorHooks(ctx context.Context, hs []string, f DoctorFlags, timeout time.Duration) ([]doctorCheck, []string) {
 	var (
 		checks  []doctorCheck
 		configs []string
@@ -299,17 +242,17 @@ func probeHook(ctx context.Context, command string, timeout time.Duration) error
 
 // doctorConfig checks one worker config ("" for the hook's own lookup),
 // its credentials, NATS and the issuer.
-func (g *globals) doctorConfig(cmd *cobra.Command, path string, f doctorFlags, timeout time.Duration) []doctorCheck {
-	af := adapterFlags{config: path, stateDir: f.stateDir}
-	if path == "" && f.project != "" {
+func (g *Agent) doctorConfig(ctx context.Context, flags *pflag.FlagSet, path string, f DoctorFlags, timeout time.Duration) []doctorCheck {
+	af := AdapterFlags{config: path, stateDir: f.StateDir}
+	if path == "" && f.Project != "" {
 		// The hook looks for the project's config in the session's
 		// directory, the project.
-		af.config = filepath.Join(f.project, ProjectConfig)
+		af.config = filepath.Join(f.Project, ProjectConfig)
 		if _, err := os.Stat(af.config); err != nil {
 			af.config = ""
 		}
 	}
-	cfg, err := af.resolve(cmd, g)
+	cfg, err := af.resolve(flags, g)
 	if err != nil {
 		return []doctorCheck{checkFail("config", err.Error(), configFix(af.config))}
 	}
@@ -324,14 +267,14 @@ func (g *globals) doctorConfig(cmd *cobra.Command, path string, f doctorFlags, t
 	if len(missing) > 0 {
 		return []doctorCheck{checkFail("config", fmt.Sprintf("%s: no %s for the main session: every main-session call is blocked", where, strings.Join(missing, ", ")), "add it to the config")}
 	}
-	checks := []doctorCheck{checkOK("config", fmt.Sprintf("%s: worker %s, lane %s", where, g.worker, cfg.Lane))}
+	checks := []doctorCheck{checkOK("config", fmt.Sprintf("%s: worker %s, lane %s", where, g.Worker, cfg.Lane))}
 
 	cred := credentialsCheck(g)
 	checks = append(checks, cred)
 	if cred.Status != "ok" {
 		return checks
 	}
-	return append(checks, g.connectivity(cmd.Context(), timeout)...)
+	return append(checks, g.connectivity(ctx, timeout)...)
 }
 
 func configFix(path string) string {
@@ -343,40 +286,40 @@ func configFix(path string) string {
 
 // credentialsCheck checks the password file and the CA the connection
 // will use.
-func credentialsCheck(g *globals) doctorCheck {
+func credentialsCheck(g *Agent) doctorCheck {
 	var notes []string
-	if g.conn.User != "" {
-		if g.conn.PasswordFile == "" {
-			return checkFail("credentials", fmt.Sprintf("NATS user %q but no password file", g.conn.User), `set "nats_password_file" in the config`)
+	if g.Conn.User != "" {
+		if g.Conn.PasswordFile == "" {
+			return checkFail("credentials", fmt.Sprintf("NATS user %q but no password file", g.Conn.User), `set "nats_password_file" in the config`)
 		}
-		st, err := os.Stat(g.conn.PasswordFile)
+		st, err := os.Stat(g.Conn.PasswordFile)
 		if err != nil {
-			return checkFail("credentials", fmt.Sprintf("password file %s: %v", g.conn.PasswordFile, errors.Unwrap(err)), "create it (one line, the worker's NATS password) or fix nats_password_file")
+			return checkFail("credentials", fmt.Sprintf("password file %s: %v", g.Conn.PasswordFile, errors.Unwrap(err)), "create it (one line, the worker's NATS password) or fix nats_password_file")
 		}
 		if !st.Mode().IsRegular() {
-			return checkFail("credentials", "password file "+g.conn.PasswordFile+" is not a regular file", "point nats_password_file at the file holding the password")
+			return checkFail("credentials", "password file "+g.Conn.PasswordFile+" is not a regular file", "point nats_password_file at the file holding the password")
 		}
-		b, err := os.ReadFile(g.conn.PasswordFile)
+		b, err := os.ReadFile(g.Conn.PasswordFile)
 		if err != nil {
-			return checkFail("credentials", fmt.Sprintf("password file %s: %v", g.conn.PasswordFile, errors.Unwrap(err)), "make it readable by the user the harness runs as (and nobody else)")
+			return checkFail("credentials", fmt.Sprintf("password file %s: %v", g.Conn.PasswordFile, errors.Unwrap(err)), "make it readable by the user the harness runs as (and nobody else)")
 		}
 		if len(bytes.TrimSpace(b)) == 0 {
-			return checkFail("credentials", "password file "+g.conn.PasswordFile+" is empty", "write the worker's NATS password into it")
+			return checkFail("credentials", "password file "+g.Conn.PasswordFile+" is empty", "write the worker's NATS password into it")
 		}
 		if st.Mode().Perm()&0o077 != 0 {
-			return checkFail("credentials", fmt.Sprintf("password file %s has mode %04o: others can read the worker's password", g.conn.PasswordFile, st.Mode().Perm()), "chmod 600 "+g.conn.PasswordFile)
+			return checkFail("credentials", fmt.Sprintf("password file %s has mode %04o: others can read the worker's password", g.Conn.PasswordFile, st.Mode().Perm()), "chmod 600 "+g.Conn.PasswordFile)
 		}
-		notes = append(notes, fmt.Sprintf("user %s, password file %s (mode %04o)", g.conn.User, g.conn.PasswordFile, st.Mode().Perm()))
+		notes = append(notes, fmt.Sprintf("user %s, password file %s (mode %04o)", g.Conn.User, g.Conn.PasswordFile, st.Mode().Perm()))
 	}
-	if g.conn.CAFile != "" {
-		b, err := os.ReadFile(g.conn.CAFile)
+	if g.Conn.CAFile != "" {
+		b, err := os.ReadFile(g.Conn.CAFile)
 		if err != nil {
-			return checkFail("credentials", fmt.Sprintf("CA file %s: %v", g.conn.CAFile, errors.Unwrap(err)), "fix nats_ca (the CA certificate of the NATS server, PEM)")
+			return checkFail("credentials", fmt.Sprintf("CA file %s: %v", g.Conn.CAFile, errors.Unwrap(err)), "fix nats_ca (the CA certificate of the NATS server, PEM)")
 		}
 		if !hasCertificate(b) {
-			return checkFail("credentials", "CA file "+g.conn.CAFile+" holds no PEM certificate", "point nats_ca at the NATS server's CA certificate (PEM)")
+			return checkFail("credentials", "CA file "+g.Conn.CAFile+" holds no PEM certificate", "point nats_ca at the NATS server's CA certificate (PEM)")
 		}
-		notes = append(notes, "CA "+g.conn.CAFile)
+		notes = append(notes, "CA "+g.Conn.CAFile)
 	}
 	if len(notes) == 0 {
 		return checkOK("credentials", "none configured (a NATS server without authentication, as in development)")
@@ -400,9 +343,9 @@ func hasCertificate(b []byte) bool {
 }
 
 // connectivity checks NATS, then the issuer behind it.
-func (g *globals) connectivity(ctx context.Context, timeout time.Duration) []doctorCheck {
-	opts := g.conn
-	opts.Name = "worker-agent-doctor:" + g.worker
+func (g *Agent) connectivity(ctx context.Context, timeout time.Duration) []doctorCheck {
+	opts := g.Conn
+	opts.Name = "worker-agent-doctor:" + g.Worker
 	url := opts.URL
 	nc, err := opts.Dial()
 	if err != nil {
@@ -413,7 +356,7 @@ func (g *globals) connectivity(ctx context.Context, timeout time.Duration) []doc
 
 	// A grant request without a lane: the issuer refuses it as
 	// invalid_request before proposing anything, so nothing is recorded.
-	subj := api.WorkerSubject(g.worker, api.OpGrant)
+	subj := api.WorkerSubject(g.Worker, api.OpGrant)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
@@ -424,7 +367,7 @@ func (g *globals) connectivity(ctx context.Context, timeout time.Duration) []doc
 		case err != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)):
 			return append(checks, checkFail("issuer", fmt.Sprintf("no answer on %s within %v", subj, timeout), "check the issuer's health (issuer status) and its logs"))
 		case err != nil && strings.Contains(strings.ToLower(err.Error()), "permission"):
-			return append(checks, checkFail("issuer", fmt.Sprintf("NATS refused this connection the worker's subjects (%v)", err), fmt.Sprintf("the worker id (%s) must be a NATS user the issuer was configured with; fix \"worker\"/\"nats_user\" or the issuer's users", g.worker)))
+			return append(checks, checkFail("issuer", fmt.Sprintf("NATS refused this connection the worker's subjects (%v)", err), fmt.Sprintf("the worker id (%s) must be a NATS user the issuer was configured with; fix \"worker\"/\"nats_user\" or the issuer's users", g.Worker)))
 		case err != nil:
 			return append(checks, checkFail("issuer", fmt.Sprintf("asking on %s: %v", subj, err), "check the issuer and NATS logs"))
 		}
@@ -441,7 +384,7 @@ func (g *globals) connectivity(ctx context.Context, timeout time.Duration) []doc
 				continue
 			}
 		}
-		return append(checks, checkOK("issuer", fmt.Sprintf("answered worker %s on %s", g.worker, subj)))
+		return append(checks, checkOK("issuer", fmt.Sprintf("answered worker %s on %s", g.Worker, subj)))
 	}
 }
 
@@ -454,13 +397,13 @@ func checkFail(name, detail, fix string) doctorCheck {
 }
 
 // reportChecks prints the report and returns exit 1 when a check failed.
-func (g *globals) reportChecks(checks []doctorCheck, asJSON bool) error {
+func (g *Agent) reportChecks(checks []doctorCheck, asJSON bool) error {
 	allOK := true
 	for _, c := range checks {
 		allOK = allOK && c.Status == "ok"
 	}
 	if asJSON {
-		enc := json.NewEncoder(g.stdout)
+		enc := json.NewEncoder(g.Stdout)
 		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(struct {
@@ -479,11 +422,11 @@ func (g *globals) reportChecks(checks []doctorCheck, asJSON bool) error {
 				status = "FAIL"
 				line += " — fix: " + c.Fix
 			}
-			fmt.Fprintf(g.stdout, "%s  %-*s  %s\n", status, width, c.Name, line)
+			fmt.Fprintf(g.Stdout, "%s  %-*s  %s\n", status, width, c.Name, line)
 		}
 	}
 	if !allOK {
-		return &exitError{code: ExitDoctor}
+		return &ExitError{Code: ExitDoctor}
 	}
 	return nil
 }

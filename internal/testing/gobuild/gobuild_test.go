@@ -47,7 +47,7 @@ func TestPathReportsBuildFailure(t *testing.T) {
 		want      []string
 	}{
 		{"no such package", "github.com/writ-dev/writ/cmd/no-such-command", []string{"no-such-command"}},
-		{"compile error", "github.com/writ-dev/writ/internal/gobuild/testdata/broken",
+		{"compile error", "github.com/writ-dev/writ/internal/testing/gobuild/testdata/broken",
 			[]string{"go build", "main.go:6", "cannot use", "as int value"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

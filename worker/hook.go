@@ -1,4 +1,4 @@
-package main
+package worker
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/connect"
@@ -22,102 +22,17 @@ import (
 // the call run, so the hook must give up, and block, first.
 const DefaultHookDeadline = 5 * time.Second
 
-// hardExit ends the process when a hook overruns its deadline however it
-// got stuck. main sets it; in-process tests leave it nil.
-var hardExit func(code int)
-
-func newHookCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "hook claude-code|codex",
-		Short: "Answer an agent harness's tool hook (reads the event on stdin)",
-		Long: `Answer one hook event of an agent harness, read as JSON on stdin.
-
-PreToolUse asks the issuer for a grant for the exact call (tool name and
-canonical tool_input; idempotency key from session_id and tool_use_id, so a
-repeated hook gets the same answer; the session's cwd as the resolution
-context of path targets; and the field traces described below), spends it,
-and answers:
-  permit             exit 0, no output (Claude Code with "replace_prompt":
-                     permissionDecision "allow")
-  deny               exit 0, permissionDecision "deny" with the reason code,
-                     the missing fact and the recovery; for a provenance
-                     refusal also where the value came from and what to do
-  approval_required  exit 0, permissionDecision "deny" naming the review and
-                     the operator command that approves it (never "ask")
-  anything else      exit 2 and one line on stderr: the issuer could not be
-                     reached in time (--deadline), the input is malformed, or
-                     the configuration is incomplete. The call is blocked.
-PostToolUse / PostToolUseFailure report the call's result against the spent
-grant as outcome confirmed / failed, verifier harness:<name> (the harness's
-own account, never a destination-confirmed effect).
-
-Provenance. What enters the session is registered with the issuer as a
-source (channel, scope, digest — never the content), then kept in the
-session's registry of content windows, a file shared by the session's hook
-processes (<state dir>/provenance/<hash of session_id>.reg, locked while it
-changes; bounded by "provenance": {"max_bytes": N} in the worker config,
-default 10 MiB, oldest content evicted first):
-  SessionStart       CLAUDE.md, CLAUDE.local.md, .claude/CLAUDE.md and
-                     AGENTS.md of cwd (up to 1 MiB each): instruction_file
-  UserPromptSubmit   the prompt: user_prompt
-  PostToolUse        the tool's result (up to 1 MiB): web_fetch (WebFetch,
-                     WebSearch), file_read (Read, Grep, Glob, NotebookRead),
-                     peer_message (Task, Agent) or tool_result (the rest);
-                     for Write, Edit, MultiEdit, NotebookEdit and apply_patch
-                     what was written, as derived content tied to the sources
-                     it was copied from
-Before each call, every string and number of tool_input is traced against
-the registry (raw, and base64/hex/percent decoded); the issuer judges each
-field's authority from the sources it matched, and a field that matched
-nothing counts as model-made. A prompt the issuer cannot be asked about
-(unreachable, no answer in time) is let through with a warning to the user
-(systemMessage): unregistered, values copied from it count as model-made,
-which only makes calls stricter, and tool calls stay blocked until the
-issuer answers. Any other failed registration is exit 2 with one line: for
-a prompt the issuer refused, both harnesses drop it; after a tool call, the
-model is told values from that result count as model-made. An
-unreadable registry file never opens anything: PreToolUse asks without
-traces (and says so on stderr), the next registration starts a fresh file.
-Other events: exit 0.
-
-The worker id, the lanes of the main session and of each subagent type, and
-the NATS connection come from the worker config (--config, else
-` + ProjectConfig + ` here, else worker.json in the state dir). The hook uses
-the sidecar (worker-agent run) when its socket answers, else connects
-directly.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			// One line: a misconfigured hook's stderr goes to the model.
-			return usageErr("name the harness: hook claude-code or hook codex")
-		},
-	}
-	cmd.AddCommand(newHarnessHookCmd(g, harness.ClaudeCode), newHarnessHookCmd(g, harness.Codex))
-	return cmd
+// Hook answers one hook event of the harness name read from g.Stdin:
+// the answer on g.Stdout or g.Stderr and its exit code as an *ExitError.
+// flags are the command's, to tell flags given from the config's values.
+func (g *Agent) Hook(ctx context.Context, flags *pflag.FlagSet, name string, af *AdapterFlags, deadline time.Duration) error {
+	return g.answer(g.runHook(ctx, flags, name, af, deadline))
 }
 
-func newHarnessHookCmd(g *globals, name string) *cobra.Command {
-	var (
-		af       adapterFlags
-		deadline time.Duration
-	)
-	cmd := &cobra.Command{
-		Use:     name,
-		Short:   "Answer one " + name + " hook event read from stdin",
-		Example: hookExample(name),
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.answer(g.runHook(cmd, name, &af, deadline))
-		},
-	}
-	af.add(cmd, "lane of the main session (overrides the config's \"lane\"; subagents keep theirs)", true)
-	cmd.Flags().DurationVar(&deadline, "deadline", DefaultHookDeadline, "give up, and block the call, after this long")
-	return cmd
-}
-
-// hookExample is the --help example of a harness's hook: the settings
+// HookExample is the --help example of a harness's hook: the settings
 // entry install writes (its fail-closed wrapper shortened to "...") and a
 // dry run by hand.
-func hookExample(name string) string {
+func HookExample(name string) string {
 	if name == harness.Codex {
 		return `  # ~/.codex/hooks.json or <repo>/.codex/hooks.json ('worker-agent install
   # codex' writes this, and the same entry for PostToolUse, UserPromptSubmit
@@ -145,46 +60,46 @@ func hookExample(name string) string {
 }
 
 // answer carries out a hook's answer.
-func (g *globals) answer(a harness.Answer) error {
+func (g *Agent) answer(a harness.Answer) error {
 	if len(a.Stdout) > 0 {
-		if _, err := g.stdout.Write(a.Stdout); err != nil {
-			fmt.Fprintf(g.stderr, "writ: writing the hook answer: %v — the call is blocked\n", err)
-			return &exitError{code: harness.ExitBlock}
+		if _, err := g.Stdout.Write(a.Stdout); err != nil {
+			fmt.Fprintf(g.Stderr, "writ: writing the hook answer: %v — the call is blocked\n", err)
+			return &ExitError{Code: harness.ExitBlock}
 		}
 	}
 	if a.Stderr != "" {
-		fmt.Fprintln(g.stderr, a.Stderr)
+		fmt.Fprintln(g.Stderr, a.Stderr)
 	}
 	if a.Exit != 0 {
-		return &exitError{code: a.Exit}
+		return &ExitError{Code: a.Exit}
 	}
 	return nil
 }
 
 // runHook decides one hook event. Every failure is exit 2: both harnesses
 // let the call run on any other exit code.
-func (g *globals) runHook(cmd *cobra.Command, name string, af *adapterFlags, deadline time.Duration) harness.Answer {
+func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, af *AdapterFlags, deadline time.Duration) harness.Answer {
 	if deadline <= 0 {
 		return harness.Fail(fmt.Errorf("--deadline must be positive, got %v", deadline))
 	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), deadline)
+	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
-	if hardExit != nil {
+	if g.HardExit != nil {
 		// The deadline bounds every step below; this catches whatever does
 		// not honour it.
 		t := time.AfterFunc(deadline+500*time.Millisecond, func() {
 			fmt.Fprintf(os.Stderr, "writ: the hook overran its %v deadline — the call is blocked\n", deadline)
-			hardExit(harness.ExitBlock)
+			g.HardExit(harness.ExitBlock)
 		})
 		defer t.Stop()
 	}
 
-	in, err := readHookInput(ctx, g.stdin)
+	in, err := readHookInput(ctx, g.Stdin)
 	if err != nil {
 		return harness.Fail(err)
 	}
 	if in.IsSourceEvent() {
-		return g.sourceHook(ctx, cmd, af, in)
+		return g.sourceHook(ctx, flags, af, in)
 	}
 	if !in.IsToolEvent() {
 		return harness.Answer{} // nothing to gate, record or register
@@ -198,7 +113,7 @@ func (g *globals) runHook(cmd *cobra.Command, name string, af *adapterFlags, dea
 	if err != nil {
 		return fail(err)
 	}
-	cfg, err := af.resolve(cmd, g)
+	cfg, err := af.resolve(flags, g)
 	if err != nil {
 		return fail(err)
 	}
@@ -207,7 +122,7 @@ func (g *globals) runHook(cmd *cobra.Command, name string, af *adapterFlags, dea
 		return fail(err)
 	}
 	if dl, ok := ctx.Deadline(); ok {
-		g.conn.Timeout = time.Until(dl)
+		g.Conn.Timeout = time.Until(dl)
 	}
 	auth := g.openAuthority(af.socket)
 	defer auth.Close()
@@ -279,7 +194,7 @@ func (g *globals) runHook(cmd *cobra.Command, name string, af *adapterFlags, dea
 // refused the prompt, a bad config) is exit 2 with one line: both
 // harnesses then drop the prompt and tell the user; for a session start
 // they show the line to the user.
-func (g *globals) sourceHook(ctx context.Context, cmd *cobra.Command, af *adapterFlags, in harness.HookInput) harness.Answer {
+func (g *Agent) sourceHook(ctx context.Context, flags *pflag.FlagSet, af *AdapterFlags, in harness.HookInput) harness.Answer {
 	fail := harness.FailAfter
 	if in.HookEventName == harness.EventUserPromptSubmit {
 		fail = harness.FailPrompt
@@ -302,12 +217,12 @@ func (g *globals) sourceHook(ctx context.Context, cmd *cobra.Command, af *adapte
 	if len(srcs) == 0 {
 		return notesAnswer(notes)
 	}
-	cfg, err := af.resolve(cmd, g)
+	cfg, err := af.resolve(flags, g)
 	if err != nil {
 		return fail(err)
 	}
 	if dl, ok := ctx.Deadline(); ok {
-		g.conn.Timeout = time.Until(dl)
+		g.Conn.Timeout = time.Until(dl)
 	}
 	auth := g.openAuthority(af.socket)
 	defer auth.Close()

@@ -1,4 +1,4 @@
-package main
+package worker
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/grants"
@@ -22,67 +22,34 @@ import (
 // DefaultMCPDeadline bounds the decision on one tools/call.
 const DefaultMCPDeadline = 10 * time.Second
 
-func newMCPCmd(g *globals) *cobra.Command {
-	var (
-		af       adapterFlags
-		server   string
-		deadline time.Duration
-	)
-	cmd := &cobra.Command{
-		Use:   "mcp --lane L [--server NAME] -- COMMAND [ARG...]",
-		Short: "Run an MCP server over stdio behind writ: every tools/call needs a grant",
-		Long: `Start the MCP server COMMAND and proxy its stdio (newline-delimited
-JSON-RPC). Everything passes through unchanged except tools/call requests:
-each is granted as tool mcp__<server>__<name> with params.arguments, spent,
-and only then forwarded. A refused call is answered by the proxy with a
-normal result, isError true and the reason text, so the model sees why; the
-server never sees it. The server's answer is reported as the call's effect
-(confirmed, or failed for an isError result or a JSON-RPC error; verifier
-mcp-server:<server>, the server's own account). Requests are independent:
-one call waiting for its grant holds up nothing else.
-
---server names the server in tool names (default: the command's base
-name); set it when the command is a launcher such as npx or uvx. If the
-issuer cannot be reached within --deadline the call is refused, never
-forwarded. The proxy exits with the server's exit status.`,
-		Example: `  worker-agent mcp --lane specialist --server github -- github-mcp-server stdio`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if cmd.ArgsLenAtDash() != 0 || len(args) == 0 {
-				return usageErr("give the MCP server command after --, e.g. worker-agent mcp --lane L -- my-server --stdio")
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := af.resolve(cmd, g)
-			if err != nil {
-				return usageErr("%v", err)
-			}
-			lane, err := cfg.laneFor("")
-			if err != nil {
-				return usageErr("%v", err)
-			}
-			if deadline <= 0 {
-				return usageErr("--deadline must be positive, got %v", deadline)
-			}
-			if !cmd.Flags().Changed("timeout") {
-				g.conn.Timeout = deadline
-			}
-			if server == "" {
-				server = filepath.Base(args[0])
-			}
-			server = sanitizeServer(server)
-			if server == "" {
-				return usageErr("--server: give the MCP server a name of letters, digits, - and _")
-			}
-			return g.runMCP(cmd.Context(), args, &mcpGate{
-				g: g, lane: lane, server: server, session: api.NewKey(), deadline: deadline,
-			})
-		},
+// MCP runs the MCP server argv behind writ: every tools/call it is sent
+// needs a grant in the config's lane (or af's --lane) within deadline.
+// server names it in tool names; "" for argv[0]'s base name.
+func (g *Agent) MCP(ctx context.Context, flags *pflag.FlagSet, af *AdapterFlags, server string, deadline time.Duration, argv []string) error {
+	cfg, err := af.resolve(flags, g)
+	if err != nil {
+		return Usagef("%v", err)
 	}
-	af.add(cmd, "lane of every call through this proxy (default: the config's \"lane\")", false)
-	cmd.Flags().StringVar(&server, "server", "", "the server's name in tool names mcp__<server>__<tool> (default: the command's base name)")
-	cmd.Flags().DurationVar(&deadline, "deadline", DefaultMCPDeadline, "refuse a tools/call the issuer has not permitted within this long")
-	return cmd
+	lane, err := cfg.laneFor("")
+	if err != nil {
+		return Usagef("%v", err)
+	}
+	if deadline <= 0 {
+		return Usagef("--deadline must be positive, got %v", deadline)
+	}
+	if !flags.Changed("timeout") {
+		g.Conn.Timeout = deadline
+	}
+	if server == "" {
+		server = filepath.Base(argv[0])
+	}
+	server = sanitizeServer(server)
+	if server == "" {
+		return Usagef("--server: give the MCP server a name of letters, digits, - and _")
+	}
+	return g.runMCP(ctx, argv, &mcpGate{
+		g: g, lane: lane, server: server, session: api.NewKey(), deadline: deadline,
+	})
 }
 
 // sanitizeServer keeps letters, digits, - and _ (a server name ends up in
@@ -98,23 +65,23 @@ func sanitizeServer(s string) string {
 }
 
 // runMCP starts the server and proxies until it exits.
-func (g *globals) runMCP(ctx context.Context, argv []string, gate *mcpGate) error {
+func (g *Agent) runMCP(ctx context.Context, argv []string, gate *mcpGate) error {
 	defer gate.close()
 	// The proxy, the gate and the server all write diagnostics.
-	g.stderr = &syncWriter{w: g.stderr}
+	g.Stderr = &syncWriter{w: g.Stderr}
 	up := exec.Command(argv[0], argv[1:]...)
-	up.Stderr = g.stderr
+	up.Stderr = g.Stderr
 	up.WaitDelay = 3 * time.Second // a grandchild holding stderr must not hold us
 	toUp, err := up.StdinPipe()
 	if err != nil {
-		return &exitError{code: ExitUsage, err: err}
+		return &ExitError{Code: ExitUsage, Err: err}
 	}
 	fromUp, err := up.StdoutPipe()
 	if err != nil {
-		return &exitError{code: ExitUsage, err: err}
+		return &ExitError{Code: ExitUsage, Err: err}
 	}
 	if err := up.Start(); err != nil {
-		return &exitError{code: ExitUsage, err: fmt.Errorf("starting the MCP server: %v", err)}
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("starting the MCP server: %v", err)}
 	}
 	// An interrupt goes to the server; the proxy ends when it does.
 	stop := context.AfterFunc(ctx, func() {
@@ -124,24 +91,24 @@ func (g *globals) runMCP(ctx context.Context, argv []string, gate *mcpGate) erro
 	defer stop()
 
 	p := &harness.Proxy{Gate: gate, Logf: func(format string, a ...any) {
-		fmt.Fprintf(g.stderr, "worker-agent mcp: "+format+"\n", a...)
+		fmt.Fprintf(g.Stderr, "worker-agent mcp: "+format+"\n", a...)
 	}}
 	// The Gate's requests outlive an interrupt long enough to record what
 	// the server answered.
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	perr := p.Run(rctx, g.stdin, g.stdout, fromUp, toUp)
+	perr := p.Run(rctx, g.Stdin, g.Stdout, fromUp, toUp)
 
 	werr := up.Wait()
 	if perr != nil {
-		fmt.Fprintf(g.stderr, "worker-agent mcp: %v\n", perr)
+		fmt.Fprintf(g.Stderr, "worker-agent mcp: %v\n", perr)
 	}
 	var ee *exec.ExitError
 	if errors.As(werr, &ee) {
 		if code := ee.ExitCode(); code > 0 {
-			return &exitError{code: code}
+			return &ExitError{Code: code}
 		}
-		return &exitError{code: 1, err: fmt.Errorf("the MCP server ended: %v", werr)}
+		return &ExitError{Code: 1, Err: fmt.Errorf("the MCP server ended: %v", werr)}
 	}
 	return nil
 }
@@ -150,7 +117,7 @@ func (g *globals) runMCP(ctx context.Context, argv []string, gate *mcpGate) erro
 // effects. It holds one NATS connection for the proxy's life, dialled on
 // the first call and kept (the client reconnects by itself).
 type mcpGate struct {
-	g        *globals
+	g        *Agent
 	lane     string
 	server   string
 	session  string // a fresh id per proxy run: the idempotency keys' session
@@ -210,9 +177,9 @@ func (m *mcpGate) Check(ctx context.Context, tc harness.ToolCall) harness.Verdic
 		// approves a held call, or the rule that denied it, only to the
 		// proxy's stderr, which the harness shows to the person.
 		if note := harness.OperatorNote(tool, env); note != "" {
-			fmt.Fprintf(m.g.stderr, "worker-agent mcp: %s\n", note)
+			fmt.Fprintf(m.g.Stderr, "worker-agent mcp: %s\n", note)
 		} else if rule := harness.DecidingRule(env); rule != "" {
-			fmt.Fprintf(m.g.stderr, "worker-agent mcp: denied %s: %s by rule %s\n", harness.OneLine(tool), env.Reason, rule)
+			fmt.Fprintf(m.g.Stderr, "worker-agent mcp: denied %s: %s by rule %s\n", harness.OneLine(tool), env.Reason, rule)
 		}
 		return harness.Verdict{Refusal: harness.RefusalReason(tool, env)}
 	}
@@ -235,7 +202,7 @@ func (m *mcpGate) Done(ctx context.Context, tc harness.ToolCall, ref any, outcom
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(m.g.stderr, "worker-agent mcp: recording the %s result of %s (grant %s): %v\n", outcome, harness.MCPToolName(m.server, tc.Name), grant, err)
+		fmt.Fprintf(m.g.Stderr, "worker-agent mcp: recording the %s result of %s (grant %s): %v\n", outcome, harness.MCPToolName(m.server, tc.Name), grant, err)
 	}
 }
 

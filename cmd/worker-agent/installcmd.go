@@ -1,0 +1,87 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/writ-dev/writ/worker"
+)
+
+const installLong = `install merges writ's hook entries into the harness's settings:
+  claude-code  DIR/.claude/settings.json (or ~/.claude/settings.json with
+               --user): PreToolUse, PostToolUse and PostToolUseFailure with
+               matcher "*", UserPromptSubmit and SessionStart without one
+  codex        DIR/.codex/hooks.json (or ~/.codex/hooks.json): PreToolUse,
+               PostToolUse, UserPromptSubmit and SessionStart, no matcher
+               (every tool, prompt and start)
+Each entry runs "worker-agent hook <harness>" (with --config when given),
+timeout 30s, through a small /bin/sh wrapper written into the command: the
+harnesses block a call only when the hook exits 2, so the wrapper turns a
+missing, moved or crashing worker-agent (exit 127, 126, 1, a signal) into
+exit 2 with a line saying what to do. The call is blocked, never let run.
+
+Before writing, install checks what the hook will need: the binary
+(--binary, default this executable) must exist and be executable, and the
+worker config (--config) must exist, parse and name the worker and the
+main session's lane. Without --config the hook looks for ` + worker.ProjectConfig + `
+in the session's directory, then worker.json in the state dir; install
+warns when neither exists yet.
+
+The prompt and session-start hooks register what enters the session as
+provenance sources (see 'worker-agent hook --help').
+Existing hooks, unknown keys and their order are kept; running install again
+changes nothing. The file is replaced atomically. --project defaults to the
+current directory. 'worker-agent doctor' checks the result.`
+
+const uninstallLong = `uninstall removes the hook entries writ installed from the harness's
+settings (DIR/.claude/settings.json or DIR/.codex/hooks.json; ~/.claude or
+~/.codex with --user), in any form an earlier install wrote them, and the
+groups and lists left empty by that — nothing else.
+
+When writ's entries were the only change since install, the file is put
+back byte for byte as it was (install keeps a copy in the state dir), and a
+settings file that install created is removed, with the directory install
+created for it if that is now empty. Otherwise the rest of the file is kept
+as it is now, re-indented. The file is replaced atomically. --project
+defaults to the current directory.`
+
+func newInstallCmd(g *globals, install bool) *cobra.Command {
+	verb, short, long := "install", "Add writ's hooks to a harness's settings", installLong
+	if !install {
+		verb, short, long = "uninstall", "Remove the hooks writ installed from a harness's settings", uninstallLong
+	}
+	var f worker.InstallFlags
+	example := `  worker-agent install claude-code --project . --config /etc/writ/w1.json
+  worker-agent install codex --user --config /etc/writ/w1.json
+  worker-agent doctor claude-code --project .`
+	if !install {
+		example = `  worker-agent uninstall claude-code --project .
+  worker-agent uninstall codex --user`
+	}
+	cmd := &cobra.Command{
+		Use:     verb + " claude-code|codex [--project DIR | --user]",
+		Short:   short,
+		Long:    long,
+		Example: example,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageErr("name the harness: %s claude-code or %s codex", verb, verb)
+			}
+			if !worker.KnownHarness(args[0]) {
+				return usageErr("unknown harness %q: want claude-code or codex", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.Install(args[0], f, install)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.Project, "project", "", "project directory (default: the current directory)")
+	fl.BoolVar(&f.User, "user", false, "use the user-level settings in the home directory instead")
+	fl.StringVar(&f.StateDir, "state-dir", "", "state directory, where install keeps the settings file's original bytes for uninstall (default $"+worker.EnvStateDir+", $XDG_STATE_HOME/writ or ~/.local/state/writ)")
+	if install {
+		fl.StringVar(&f.Config, "config", "", "worker config the hook should read (checked now; written into the hook command as an absolute path)")
+		fl.StringVar(&f.Binary, "binary", "", "worker-agent binary the hook runs (default: this executable)")
+	}
+	return cmd
+}
