@@ -34,6 +34,8 @@ type Service struct {
 	pub  *natsbus.Publisher
 	log  *slog.Logger
 	sem  chan struct{}
+	// snapSlot holds the one snapshot answer being sent, if any.
+	snapSlot chan struct{}
 
 	mu        sync.Mutex
 	streamSeq uint64 // last receipt known to be in the stream
@@ -56,6 +58,7 @@ func New(cfg Config, node *raftnode.Node, nc *nats.Conn) (*Service, error) {
 	return &Service{
 		cfg: cfg, node: node, nc: nc, js: js, pub: natsbus.NewPublisher(js),
 		log: lg.With("node", node.ID()), sem: make(chan struct{}, cfg.MaxInFlight),
+		snapSlot: make(chan struct{}, 1),
 	}, nil
 }
 
