@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -36,6 +37,8 @@ type Service struct {
 	sem  chan struct{}
 	// snapSlot holds the one snapshot answer being sent, if any.
 	snapSlot chan struct{}
+	// noReply counts API requests dropped for having no reply subject.
+	noReply atomic.Uint64
 
 	mu        sync.Mutex
 	streamSeq uint64 // last receipt known to be in the stream
@@ -238,7 +241,15 @@ const (
 // the bound is reached the request is answered issuer_unavailable at once
 // (the client retries). h is a name rather than a func value, so the
 // goroutine's arguments are its only allocation.
+//
+// A request without a reply subject is dropped before anything reads its
+// body: nobody can receive its answer, and a flood of them must cost no
+// more than counting them (DroppedNoReply).
 func (s *Service) spawn(m *nats.Msg, h handler) {
+	if m.Reply == "" {
+		s.noReply.Add(1)
+		return
+	}
 	select {
 	case s.sem <- struct{}{}:
 		go s.serve(m, h)
@@ -419,7 +430,15 @@ func (s *Service) Status() api.Status {
 	return st
 }
 
+// DroppedNoReply is how many API requests this node dropped, unread, for
+// having no reply subject.
+func (s *Service) DroppedNoReply() uint64 { return s.noReply.Load() }
+
 func (s *Service) handleStatus(m *nats.Msg) {
+	if m.Reply == "" {
+		s.noReply.Add(1)
+		return
+	}
 	data, _ := json.Marshal(s.Status())
 	_ = m.Respond(data)
 }

@@ -78,6 +78,7 @@ func parseSnapshotRequest(data []byte) (SnapshotRequest, grants.Reason, error) {
 // is busy answers issuer_unavailable at once instead of queueing them.
 func (s *Service) handleSnapshot(m *nats.Msg) {
 	if m.Reply == "" {
+		s.noReply.Add(1)
 		return
 	}
 	refuse := func(code grants.Reason, err error) {
