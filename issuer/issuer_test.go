@@ -3,6 +3,7 @@ package issuer_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -145,5 +146,47 @@ func TestMalformedRequestsGetClearErrorsAndChangeNothing(t *testing.T) {
 	after := env.Service.Status()
 	if after.Seq != before.Seq || after.StateDigest != before.StateDigest {
 		t.Fatalf("malformed requests changed state: seq %d -> %d", before.Seq, after.Seq)
+	}
+}
+
+// A stream that really lost its receipts (deleted and created again empty)
+// is reported in status once readings confirm it, and publication stops
+// rather than fill the stream with receipts that do not follow the gap.
+func TestStreamRecreatedEmptyIsReportedLost(t *testing.T) {
+	env := testenv.StartSingle(t, t.TempDir(), nil)
+	nc := dial(t, env.URL)
+	c := api.NewClient(nc, "w1")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	grant := func(key string) {
+		t.Helper()
+		env, err := c.Grant(ctx, api.GrantRequest{Lane: "coordinator", Tool: "Bash", Args: json.RawMessage(`{"command":"ls"}`), IdempotencyKey: key})
+		if err != nil || env.Decision != grants.Permit {
+			t.Fatalf("grant %s: %+v %v", key, env, err)
+		}
+	}
+	for i := range 5 {
+		grant(fmt.Sprintf("before-%d", i))
+	}
+	var confirmed uint64
+	testenv.WaitFor(t, 10*time.Second, "receipts confirmed published", func() bool {
+		st := env.Service.Status()
+		confirmed = st.Published
+		return st.Published == st.Seq && st.StreamLastSeq == st.Seq
+	})
+	js, _ := jetstream.New(nc)
+	if err := js.DeleteStream(ctx, natsbus.StreamName); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := natsbus.EnsureStream(ctx, js, 1); err != nil {
+		t.Fatal(err)
+	}
+	grant("after")
+	testenv.WaitFor(t, 15*time.Second, "the lost receipts reported", func() bool {
+		st := env.Service.Status()
+		return st.StreamLostFrom == 1 && st.StreamLostThrough == confirmed
+	})
+	if info, err := js.Stream(ctx, natsbus.StreamName); err != nil || info.CachedInfo().State.Msgs != 0 {
+		t.Fatalf("the emptied stream got receipts after the gap: %v", err)
 	}
 }

@@ -30,17 +30,43 @@ func (s *Service) publishLoop(ctx context.Context) error {
 		case <-time.After(time.Second):
 		}
 	}
-	last, err := s.pub.LastSeq(ctx)
-	if err != nil {
-		return err
+	var last uint64
+	for {
+		// During a stream leader election there is no answer to trust
+		// (natsbus.ErrStreamNotLed): wait for one.
+		l, err := s.pub.LastSeq(ctx)
+		if err == nil {
+			last = l
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.log.Warn("reading the receipt stream; retrying", "err", err)
+		s.notePublishErr(err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(lossRecheck):
+		}
 	}
 	s.setStreamSeq(last)
 	s.checkStreamLoss(last)
 	var confirmed uint64
 	s.node.View(func(st *fsm.State, _ uint64) { confirmed = st.Published() })
-	lastConfirm := time.Now()
+	lastConfirm, lastRead := time.Now(), time.Now()
 	retry := 50 * time.Millisecond
 	for ctx.Err() == nil {
+		// A short reading is confirmed (or cleared) by reading again, even
+		// when nothing is waiting to be published.
+		if s.lossSuspected() && time.Since(lastRead) >= lossRecheck {
+			if l, lerr := s.pub.LastSeq(ctx); lerr == nil {
+				last = l
+				s.setStreamSeq(l)
+				s.checkStreamLoss(l)
+			}
+			lastRead = time.Now()
+		}
 		applied := s.node.Applied()
 		var batch []natsbus.Message
 		s.node.View(func(st *fsm.State, _ uint64) {
@@ -68,6 +94,7 @@ func (s *Service) publishLoop(ctx context.Context) error {
 					s.setStreamSeq(l)
 					s.checkStreamLoss(l)
 				}
+				lastRead = time.Now()
 				select {
 				case <-ctx.Done():
 				case <-time.After(retry):
@@ -95,6 +122,9 @@ func (s *Service) publishLoop(ctx context.Context) error {
 		wait := s.cfg.ConfirmEvery
 		if last > confirmed {
 			wait = max(s.cfg.ConfirmEvery-time.Since(lastConfirm), time.Millisecond)
+		}
+		if s.lossSuspected() {
+			wait = min(wait, max(lossRecheck-time.Since(lastRead), time.Millisecond))
 		}
 		timer := time.NewTimer(wait)
 		select {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -35,6 +36,10 @@ type Service struct {
 	pub  *natsbus.Publisher
 	log  *slog.Logger
 	sem  chan struct{}
+	// snapSlot holds the one snapshot answer being sent, if any.
+	snapSlot chan struct{}
+	// noReply counts API requests dropped for having no reply subject.
+	noReply atomic.Uint64
 
 	mu        sync.Mutex
 	streamSeq uint64 // last receipt known to be in the stream
@@ -57,6 +62,7 @@ func New(cfg Config, node *raftnode.Node, nc *nats.Conn) (*Service, error) {
 	return &Service{
 		cfg: cfg, node: node, nc: nc, js: js, pub: natsbus.NewPublisher(js),
 		log: lg.With("node", node.ID()), sem: make(chan struct{}, cfg.MaxInFlight),
+		snapSlot: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -236,7 +242,15 @@ const (
 // the bound is reached the request is answered issuer_unavailable at once
 // (the client retries). h is a name rather than a func value, so the
 // goroutine's arguments are its only allocation.
+//
+// A request without a reply subject is dropped before anything reads its
+// body: nobody can receive its answer, and a flood of them must cost no
+// more than counting them (DroppedNoReply).
 func (s *Service) spawn(m *nats.Msg, h handler) {
+	if m.Reply == "" {
+		s.noReply.Add(1)
+		return
+	}
 	select {
 	case s.sem <- struct{}{}:
 		go s.serve(m, h)
@@ -417,7 +431,15 @@ func (s *Service) Status() api.Status {
 	return st
 }
 
+// DroppedNoReply is how many API requests this node dropped, unread, for
+// having no reply subject.
+func (s *Service) DroppedNoReply() uint64 { return s.noReply.Load() }
+
 func (s *Service) handleStatus(m *nats.Msg) {
+	if m.Reply == "" {
+		s.noReply.Add(1)
+		return
+	}
 	data, _ := json.Marshal(s.Status())
 	_ = m.Respond(data)
 }

@@ -38,4 +38,9 @@
 // published again, and a batch that would leave a gap is refused. Several
 // issuer nodes may therefore publish the same events concurrently (for
 // example around a leader change) without duplicating or reordering them.
+//
+// The Publisher reads where the stream ends only from the stream leader's
+// answer: while a replicated stream elects a leader, every replica answers
+// stream-info requests from its own copy, which may be behind or (after a
+// store was wiped) empty. Such answers fail with ErrStreamNotLed.
 package natsbus

@@ -39,4 +39,13 @@ var (
 	// message at a sequence the batch covers. It is never resolved by
 	// retrying.
 	ErrStreamDiverged = errors.New("natsbus: stream diverged from events")
+
+	// ErrStreamNotLed reports a stream-info answer that cannot be taken as
+	// the stream's state: it came from a replica while the stream had no
+	// leader, from a replica that is not the leader, or from a leader
+	// without a quorum of current replicas. Such a replica answers from its
+	// own copy, which may be shorter or empty (a replica whose store was
+	// wiped, one still catching up). Retry: the answer of a leader with a
+	// quorum follows once an election settles.
+	ErrStreamNotLed = errors.New("natsbus: stream-info answer not from a stream leader with a quorum")
 )

@@ -91,12 +91,21 @@ func NewPublisher(js jetstream.JetStream, opts ...PublisherOption) *Publisher {
 	return p
 }
 
-// LastSeq returns the receipt stream's last sequence (0 when empty).
+// LastSeq returns the receipt stream's last sequence (0 when empty), as
+// the stream leader reports it while a quorum of the stream's replicas is
+// current. Any other answer fails with ErrStreamNotLed: during a stream
+// leader election every replica answers stream-info requests from its own
+// copy, and the first answer to arrive may come from one that is behind or
+// whose store was wiped, so it says nothing about what the stream holds.
+//
+// A leader that has not yet learned it was deposed can still answer from a
+// shorter copy; a caller that draws conclusions from a short answer (that
+// the stream lost messages) must see it again over time.
 func (p *Publisher) LastSeq(ctx context.Context) (uint64, error) {
 	if p == nil || p.js == nil {
 		return 0, ErrNilJetStream
 	}
-	_, last, err := p.stream(ctx)
+	_, last, err := p.stream(ctx, true)
 	return last, err
 }
 
@@ -133,7 +142,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []Message) (_ uint64, err 
 	}
 	if !guessed {
 		var err error
-		if st, last, err = p.stream(ctx); err != nil {
+		if st, last, err = p.stream(ctx, false); err != nil {
 			return 0, err
 		}
 	}
@@ -182,7 +191,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []Message) (_ uint64, err 
 				return known, err
 			}
 		}
-		if st, last, err = p.stream(ctx); err != nil {
+		if st, last, err = p.stream(ctx, false); err != nil {
 			return known, err
 		}
 		if last < known {
@@ -292,15 +301,54 @@ func (p *Publisher) remember(st jetstream.Stream, last uint64, err error) {
 	p.cached, p.tail = st, last
 }
 
-// stream reads the receipt stream's info.
-func (p *Publisher) stream(ctx context.Context) (jetstream.Stream, uint64, error) {
+// stream reads the receipt stream's info. An answer that did not come from
+// the stream leader (or, with quorum, from a leader with a quorum of
+// current replicas) fails with ErrStreamNotLed.
+func (p *Publisher) stream(ctx context.Context, quorum bool) (jetstream.Stream, uint64, error) {
 	rctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	st, err := p.js.Stream(rctx, StreamName)
 	if err != nil {
 		return nil, 0, fmt.Errorf("natsbus: read stream %s: %w", StreamName, err)
 	}
-	return st, st.CachedInfo().State.LastSeq, nil
+	info := st.CachedInfo()
+	if err := checkLed(info.Cluster, quorum); err != nil {
+		return nil, 0, fmt.Errorf("%w: stream %s says last seq %d, but %v", ErrStreamNotLed, StreamName, info.State.LastSeq, err)
+	}
+	return st, info.State.LastSeq, nil
+}
+
+// checkLed tells whether a stream-info answer with cluster info ci came
+// from the stream's leader: the server fills ci.Leader with the leader it
+// knows of (none during an election) and lists every replica but itself in
+// ci.Replicas, so an answer from a follower lists the leader there. With
+// quorum it also wants a majority of the replicas, the leader included,
+// current and online as the leader sees them. A server without clustering
+// names itself leader and lists no replicas; a nil ci (no cluster info at
+// all) is taken as such a server.
+func checkLed(ci *jetstream.ClusterInfo, quorum bool) error {
+	if ci == nil {
+		return nil
+	}
+	if ci.Leader == "" {
+		return errors.New("the stream has no leader (a replica answered from its own copy)")
+	}
+	current := 1
+	for _, r := range ci.Replicas {
+		if r == nil {
+			continue
+		}
+		if r.Name == ci.Leader {
+			return fmt.Errorf("a follower answered, not the leader %s", ci.Leader)
+		}
+		if r.Current && !r.Offline {
+			current++
+		}
+	}
+	if need := (len(ci.Replicas)+1)/2 + 1; quorum && current < need {
+		return fmt.Errorf("leader %s has %d of %d replicas current, below a quorum of %d", ci.Leader, current, len(ci.Replicas)+1, need)
+	}
+	return nil
 }
 
 // checkBatch validates sequences and subjects before anything is sent.
