@@ -21,7 +21,7 @@ test-faults: ## the fault suite: partitions, flaky links, crashes, clock jumps, 
 	WRIT_FAULTS=1 $(GO) test -race -count=1 -timeout 15m ./tests/faults/...
 
 soak: ## run the fault suite SOAK_N times (default 20) and print a table of passes, failures and first errors per scenario
-	$(GO) run ./internal/soak -n $(SOAK_N) $(if $(SOAK_RUN),-run '$(SOAK_RUN)')
+	$(GO) run ./internal/testing/soak -n $(SOAK_N) $(if $(SOAK_RUN),-run '$(SOAK_RUN)')
 
 test-short: ## quick tests without the race detector
 	$(GO) test -count=1 -short $(PKGS)

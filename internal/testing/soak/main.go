@@ -4,9 +4,9 @@
 // binary once, with the race detector, so every iteration runs the same
 // code; each iteration is bounded by -timeout.
 //
-//	go run ./internal/soak -n 20            # what `make soak` runs
-//	go run ./internal/soak -n 3 -run Stall  # only the stall scenarios
-//	go run ./internal/soak -json            # the summary as JSON
+//	go run ./internal/testing/soak -n 20            # what `make soak` runs
+//	go run ./internal/testing/soak -n 3 -run Stall  # only the stall scenarios
+//	go run ./internal/testing/soak -json            # the summary as JSON
 //
 // Any failure is a bug to find, not a flake to retry: soak exits 1 when
 // any scenario failed in any iteration, and keeps the failing iterations'
