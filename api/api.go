@@ -1,6 +1,9 @@
 // Package api is writ's request/reply protocol over NATS: subject names,
-// the JSON request bodies workers and operators send, and a client that
-// retries with the same idempotency key until the issuer answers.
+// the JSON request bodies workers and operators send and their encoders
+// and decoders, and the limits and id shapes the issuer checks. It is a
+// wire package only: it imports no transport, so the state machine may
+// build on it. The NATS client that sends these requests is package
+// api/client.
 //
 // Identity is never read from a body. A worker's NATS user may publish only
 // under writ.api.<worker>.>, and the issuer takes the worker id from the

@@ -126,3 +126,13 @@ func FuzzParseWorkerSubject(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkParseWorkerSubject(b *testing.B) {
+	subj := WorkerSubject("worker-0042", OpSpend)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := ParseWorkerSubject(subj); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testenv"
@@ -29,7 +30,7 @@ func dial(t testing.TB, url string) *nats.Conn {
 func TestGrantSpendEffectPublishesChainedReceipts(t *testing.T) {
 	env := testenv.StartSingle(t, t.TempDir(), nil)
 	nc := dial(t, env.URL)
-	c := api.NewClient(nc, "w1")
+	c := client.New(nc, "w1")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 

@@ -174,7 +174,7 @@ func checkText(field, v string, max int, required bool) *requestError {
 
 // grantCommand builds an OpRequest from a worker's body. The worker id comes
 // from the subject; the grant id is chosen here, by the leader. The body is
-// decoded by decodeGrantFast when it has the shape api.Client sends, and
+// decoded by decodeGrantFast when it has the shape client.Client sends, and
 // by decodeStrict otherwise (and for every refusal).
 func grantCommand(worker string, data []byte) (fsm.Command, *requestError) {
 	var r api.GrantRequest

@@ -9,7 +9,7 @@ import (
 )
 
 // Grant, spend and effect bodies are decoded without reflection when they
-// have the shape api.Client sends: one object of known keys, each once,
+// have the shape client.Client sends: one object of known keys, each once,
 // with plain strings, integers, the args value and (for grants) the
 // sources and provenance lists, and "v" equal to api.Version. The fast
 // decoders below are a second implementation of what decodeStrict does

@@ -108,7 +108,7 @@ func compareCommands(t testing.TB, op string, body []byte, c, cs fsm.Command, ca
 	}
 }
 
-// clientBodies are bodies as api.Client encodes them: each must take its
+// clientBodies are bodies as client.Client encodes them: each must take its
 // fast path.
 func clientBodies(t testing.TB) (grantBodies, spendBodies, effectBodies [][]byte) {
 	amount := uint64(1250)
@@ -236,7 +236,7 @@ var fallbackBodies = []string{
 	`{"v":1,"grant_id":"g","args":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `,"idempotency_key":"k"}`,
 }
 
-// fastBodies are bodies outside what api.Client sends that the fast path
+// fastBodies are bodies outside what client.Client sends that the fast path
 // still takes: whitespace, escapes, args as any JSON value, empty lists.
 var fastBodies = []string{
 	" \t\r\n{ \"v\" : 1 , \"grant_id\" : \"g\" , \"args\" : { \"b\" : [ 1 , 2 ] , \"a\" : null } , \"idempotency_key\" : \"k\" } \n",
@@ -277,7 +277,7 @@ func TestFastDecodersMatchStrict(t *testing.T) {
 	} {
 		for _, body := range set.bodies {
 			if !set.want(checkFast(t, body)) {
-				t.Errorf("%s body %s, as api.Client sends it, left the fast path", set.name, body)
+				t.Errorf("%s body %s, as client.Client sends it, left the fast path", set.name, body)
 			}
 			// Every prefix, and the body with a byte changed: whatever
 			// the fast path makes of them, the strict decoder agrees.
@@ -434,7 +434,7 @@ func TestFastDecodersAllocs(t *testing.T) {
 
 // FuzzFastDecoders holds the fast decoders and the command builders to the
 // strict decoder on arbitrary bodies, seeded with real bodies (as
-// api.Client encodes them), bodies the fast path takes, bodies it must
+// client.Client encodes them), bodies the fast path takes, bodies it must
 // leave, and the other fuzz targets' bodies.
 func FuzzFastDecoders(f *testing.F) {
 	grantBodies, spendBodies, effectBodies := clientBodies(f)

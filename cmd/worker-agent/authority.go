@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/grants"
 )
 
@@ -26,9 +27,9 @@ type authority interface {
 	Close()
 }
 
-// direct is an api.Client on its own NATS connection.
+// direct is an client.Client on its own NATS connection.
 type direct struct {
-	*api.Client
+	*client.Client
 	nc *nats.Conn
 }
 
@@ -144,7 +145,7 @@ func (s *viaSocket) do(ctx context.Context, op string, body any) (grants.Envelop
 	resp, err := s.r.ReadBytes('\n')
 	if err != nil {
 		if ctx.Err() != nil {
-			return env, fmt.Errorf("%w: the sidecar did not answer before the deadline", api.ErrUnavailable)
+			return env, fmt.Errorf("%w: the sidecar did not answer before the deadline", client.ErrUnavailable)
 		}
 		return env, fmt.Errorf("%w: %v", errSidecar, err)
 	}
@@ -154,7 +155,7 @@ func (s *viaSocket) do(ctx context.Context, op string, body any) (grants.Envelop
 	}
 	switch {
 	case sr.Code == sidecarUnavailable:
-		return env, fmt.Errorf("%w: %s", api.ErrUnavailable, sr.Error)
+		return env, fmt.Errorf("%w: %s", client.ErrUnavailable, sr.Error)
 	case sr.Code != "" || sr.Envelope == nil:
 		return env, fmt.Errorf("%w: %s: %s", errSidecar, sr.Code, sr.Error)
 	}

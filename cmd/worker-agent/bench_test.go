@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
 	"github.com/writ-dev/writ/internal/testenv"
@@ -45,7 +45,7 @@ func BenchmarkClaudeCodePreToolUse(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer nc.Close()
-		a := direct{Client: api.NewClient(nc, "w1"), nc: nc}
+		a := direct{Client: client.New(nc, "w1"), nc: nc}
 		in, err := harness.Decode(bytes.NewReader(base))
 		if err != nil {
 			b.Fatal(err)

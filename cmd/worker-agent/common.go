@@ -15,12 +15,13 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
 )
 
-// maxAttempt bounds one try of a request; api.Client retries until
+// maxAttempt bounds one try of a request; client.Client retries until
 // --timeout ends.
 const maxAttempt = 2 * time.Second
 
@@ -148,17 +149,17 @@ func newKey(k string) string {
 	if k != "" {
 		return k
 	}
-	return api.NewKey()
+	return client.NewKey()
 }
 
 // client dials NATS within ctx (retrying while NATS is unreachable) and
 // returns a client for the worker. The caller closes the connection.
-func (g *globals) client(ctx context.Context) (*api.Client, *nats.Conn, error) {
+func (g *globals) client(ctx context.Context) (*client.Client, *nats.Conn, error) {
 	return g.dial(ctx, false)
 }
 
 // dial is client, with one connection attempt when once is set.
-func (g *globals) dial(ctx context.Context, once bool) (*api.Client, *nats.Conn, error) {
+func (g *globals) dial(ctx context.Context, once bool) (*client.Client, *nats.Conn, error) {
 	opts := g.conn
 	opts.Name = "worker-agent:" + g.worker
 	opts.ConnectOnce = once
@@ -166,7 +167,7 @@ func (g *globals) dial(ctx context.Context, once bool) (*api.Client, *nats.Conn,
 	if err != nil {
 		return nil, nil, err
 	}
-	c := api.NewClient(nc, g.worker)
+	c := client.New(nc, g.worker)
 	// Several tries fit inside --timeout, each with the same idempotency key.
 	c.Attempt = min(maxAttempt, max(g.conn.Timeout/4, 50*time.Millisecond))
 	return c, nc, nil
@@ -175,7 +176,7 @@ func (g *globals) dial(ctx context.Context, once bool) (*api.Client, *nats.Conn,
 // call runs one request inside the --timeout deadline and reports its
 // answer: the envelope on stdout, a human line on stderr for anything but a
 // clean permit, and the exit code as the returned error.
-func (g *globals) call(ctx context.Context, key string, do func(context.Context, *api.Client) (grants.Envelope, error)) error {
+func (g *globals) call(ctx context.Context, key string, do func(context.Context, *client.Client) (grants.Envelope, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, g.conn.Timeout)
 	defer cancel()
 	c, nc, err := g.client(ctx)
@@ -185,7 +186,7 @@ func (g *globals) call(ctx context.Context, key string, do func(context.Context,
 	defer nc.Close()
 	env, err := do(ctx, c)
 	if err != nil {
-		if errors.Is(err, api.ErrUnavailable) {
+		if errors.Is(err, client.ErrUnavailable) {
 			err = g.conn.NoAnswer(err) // NATS was up: say so
 		}
 		return g.unavailable(err, key)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/harness"
 )
@@ -330,7 +330,7 @@ func (g *globals) sourceHook(ctx context.Context, cmd *cobra.Command, af *adapte
 // isTransport reports whether err says the issuer could not be asked or
 // did not answer in time.
 func isTransport(err error) bool {
-	return err != nil && (errors.Is(err, connect.ErrConnect) || errors.Is(err, api.ErrUnavailable) ||
+	return err != nil && (errors.Is(err, connect.ErrConnect) || errors.Is(err, client.ErrUnavailable) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errSidecar))
 }
 

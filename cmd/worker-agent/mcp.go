@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
 )
@@ -75,7 +76,7 @@ forwarded. The proxy exits with the server's exit status.`,
 				return usageErr("--server: give the MCP server a name of letters, digits, - and _")
 			}
 			return g.runMCP(cmd.Context(), args, &mcpGate{
-				g: g, lane: lane, server: server, session: api.NewKey(), deadline: deadline,
+				g: g, lane: lane, server: server, session: client.NewKey(), deadline: deadline,
 			})
 		},
 	}

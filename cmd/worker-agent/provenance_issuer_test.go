@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
@@ -243,7 +244,7 @@ func TestProvenanceRegistrationRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	if rev, err := api.NewClient(nc, "operator").Revoke(testCtx(t), api.RevokeRequest{Source: p.req.ID}); err != nil || rev.Decision != grants.Permit {
+	if rev, err := client.New(nc, "operator").Revoke(testCtx(t), api.RevokeRequest{Source: p.req.ID}); err != nil || rev.Decision != grants.Permit {
 		t.Fatalf("revoke: %+v %v", rev, err)
 	}
 	// The same prompt again: the same id, now revoked.
@@ -266,7 +267,7 @@ func TestProvenanceRegistrationRefused(t *testing.T) {
 	_ = json.Unmarshal(post, &hin)
 	call, _ := hin.Call(harness.ClaudeCode)
 	res, _, _ := resultSource(testCtx(t), nil, hin, call)
-	if rev, err := api.NewClient(nc, "operator").Revoke(testCtx(t), api.RevokeRequest{Source: res.req.ID}); err != nil || rev.Decision != grants.Permit {
+	if rev, err := client.New(nc, "operator").Revoke(testCtx(t), api.RevokeRequest{Source: res.req.ID}); err != nil || rev.Decision != grants.Permit {
 		t.Fatalf("revoke the result: %+v %v", rev, err)
 	}
 	r = binRun{stdin: post}.run(t, "hook", "claude-code", "--config", cfg, "--state-dir", state)

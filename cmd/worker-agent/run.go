@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/grants"
 )
@@ -63,7 +64,7 @@ func (g *globals) serveSidecar(ctx context.Context, socket string) error {
 		c.Close()
 		return &exitError{code: ExitUsage, err: fmt.Errorf("a sidecar is already serving %s", socket)}
 	}
-	var client *api.Client
+	var client *client.Client
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		c, nc, err := g.client(dctx)
@@ -116,7 +117,7 @@ func (g *globals) serveSidecar(ctx context.Context, socket string) error {
 }
 
 type sidecar struct {
-	client *api.Client
+	client *client.Client
 	worker string
 
 	mu     sync.Mutex

@@ -47,6 +47,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/internal/faultproxy"
 	"github.com/writ-dev/writ/internal/gobuild"
@@ -702,10 +703,10 @@ func (c *Cluster) Conn(i int, opts ...nats.Option) *nats.Conn {
 	return nc
 }
 
-// Client is an api.Client for worker (empty for operator calls) over
+// Client is an client.Client for worker (empty for operator calls) over
 // Conn(i).
-func (c *Cluster) Client(i int, worker string) *api.Client {
-	return api.NewClient(c.Conn(i), worker)
+func (c *Cluster) Client(i int, worker string) *client.Client {
+	return client.New(c.Conn(i), worker)
 }
 
 // TryStatus asks node i for its own status on writ.op.status.<id>, over

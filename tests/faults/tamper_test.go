@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/internal/cluster"
 	"github.com/writ-dev/writ/internal/gobuild"
 	"github.com/writ-dev/writ/internal/testenv"
@@ -87,7 +88,7 @@ func TestTamperedStreamCaughtAtTheBadSeq(t *testing.T) {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	w := api.NewClient(nc, "w1")
+	w := client.New(nc, "w1")
 	for i := range 6 {
 		g := cluster.Mint(t, ctx, w, i, fmt.Sprintf("t-grant-%d", i))
 		if a, err := w.Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: cluster.ArgsFor(i), IdempotencyKey: fmt.Sprintf("t-spend-%d", i)}); err != nil || !cluster.IsAttempt(a) {
