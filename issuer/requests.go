@@ -174,11 +174,12 @@ func checkText(field, v string, max int, required bool) *requestError {
 
 // grantCommand builds an OpRequest from a worker's body. The worker id comes
 // from the subject; the grant id is chosen here, by the leader. The body is
-// decoded by decodeGrantFast when it has the shape client.Client sends, and
-// by decodeStrict otherwise (and for every refusal).
+// decoded by api.DecodeGrantFast when it has the shape api/client sends,
+// and by decodeStrict otherwise (and for every refusal); api's fast
+// decoders accept only bodies decodeStrict accepts, and decode them alike.
 func grantCommand(worker string, data []byte) (fsm.Command, *requestError) {
 	var r api.GrantRequest
-	if !decodeGrantFast(data, &r) {
+	if !api.DecodeGrantFast(data, &r) {
 		// A second variable: &slow escapes to the heap, but only on this
 		// path.
 		var slow api.GrantRequest
@@ -434,7 +435,7 @@ func checkPath(field, v string) *requestError {
 // from the grant it has applied (see bindSpend).
 func spendCommand(worker string, data []byte) (fsm.Command, []byte, *requestError) {
 	var r api.SpendRequest
-	if !decodeSpendFast(data, &r) {
+	if !api.DecodeSpendFast(data, &r) {
 		// A second variable: &slow escapes to the heap, but only on this
 		// path.
 		var slow api.SpendRequest
@@ -494,7 +495,7 @@ func spendRequestCommand(worker string, r *api.SpendRequest) (fsm.Command, []byt
 // did.
 func effectCommand(worker string, data []byte) (fsm.Command, *requestError) {
 	var r api.EffectRequest
-	if !decodeEffectFast(data, &r) {
+	if !api.DecodeEffectFast(data, &r) {
 		// A second variable: &slow escapes to the heap, but only on this
 		// path.
 		var slow api.EffectRequest
