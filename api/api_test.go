@@ -136,3 +136,13 @@ func BenchmarkParseWorkerSubject(b *testing.B) {
 		}
 	}
 }
+
+// IsValidID and ValidID accept the same ids.
+func TestIsValidIDAgrees(t *testing.T) {
+	for _, s := range []string{"", "w1", "a-b_C9", strings.Repeat("a", 64), strings.Repeat("a", 65),
+		"a.b", "a b", "é", "a\x00", "a\xff", "*", ">", "w1\n"} {
+		if got, want := IsValidID(s), ValidID(s) == nil; got != want {
+			t.Errorf("%q: IsValidID %v, ValidID accepts %v", s, got, want)
+		}
+	}
+}

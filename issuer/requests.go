@@ -603,29 +603,19 @@ func LogPolicy(raw []byte) (*policy.Policy, error) {
 	return policy.WithBuiltins(p)
 }
 
-// reviewIDLen is the length of a review id as fsm.ReviewID makes it: "rv-"
-// and 20 lowercase hex digits.
-const reviewIDLen = 3 + 20
-
-// checkReviewID checks a review id's shape (fsm.ReviewID's).
+// checkReviewID checks a review id's shape (api.ValidReviewID).
 func checkReviewID(v string) *requestError {
 	if v == "" {
 		return invalid("review_id", "required (the rv-... id an approval_required answer names)")
 	}
-	hex, ok := strings.CutPrefix(v, "rv-")
-	if !ok || len(v) != reviewIDLen {
+	if !api.ValidReviewID(v) {
 		return invalid("review_id", "want rv- and 20 lowercase hex digits, as approval_required answers name it")
-	}
-	for _, c := range []byte(hex) {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return invalid("review_id", "want rv- and 20 lowercase hex digits, as approval_required answers name it")
-		}
 	}
 	return nil
 }
 
 // approveCommand builds an OpApprove from an operator's approval: a
-// review id of the shape fsm.ReviewID makes, a lifetime within
+// review id of the shape api.ValidReviewID checks, a lifetime within
 // api.MaxApprovalTTLMillis (0: the default, api.DefaultApprovalTTLMillis)
 // and a note of at most api.MaxApprovalNote bytes of valid UTF-8 without
 // control characters other than newlines and tabs.
