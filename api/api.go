@@ -57,6 +57,9 @@ func WorkerSubject(worker, op string) string { return WorkerPrefix + worker + ".
 // WorkerWildcard matches every worker request.
 const WorkerWildcard = WorkerPrefix + "*.*"
 
+// OperatorWildcard matches every operator subject.
+const OperatorWildcard = OperatorPrefix + ">"
+
 // Errors.
 var (
 	// ErrBadSubject: a subject is not writ.api.<worker>.<op> with a valid

@@ -14,7 +14,6 @@ import (
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testenv"
-	"github.com/writ-dev/writ/natsbus"
 )
 
 func dial(t testing.TB, url string) *nats.Conn {
@@ -73,14 +72,14 @@ func TestGrantSpendEffectPublishesChainedReceipts(t *testing.T) {
 	// stream in order, hash-chained, stream seq == event seq.
 	js, _ := jetstream.New(nc)
 	testenv.WaitFor(t, 10*time.Second, "5 receipts in the stream", func() bool {
-		st, err := js.Stream(ctx, natsbus.StreamName)
+		st, err := js.Stream(ctx, events.StreamName)
 		if err != nil {
 			return false
 		}
 		info, err := st.Info(ctx)
 		return err == nil && info.State.LastSeq >= 5
 	})
-	st, _ := js.Stream(ctx, natsbus.StreamName)
+	st, _ := js.Stream(ctx, events.StreamName)
 	var chain events.Chain
 	want := []events.Kind{events.KindEpoch, events.KindPermit, events.KindAttempt, events.KindSpendRefused, events.KindEffect}
 	for i, k := range want {

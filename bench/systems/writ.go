@@ -16,8 +16,8 @@ import (
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/api/client"
+	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
-	"github.com/writ-dev/writ/natsbus"
 )
 
 // Workers is how many worker identities the benchmark's grants are spread
@@ -118,7 +118,7 @@ func (w *Writ) connect(ctx context.Context) error {
 		if err == nil && st.Epoch > 0 {
 			js, _ := jetstream.New(w.admin)
 			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_, serr := js.Stream(sctx, natsbus.StreamName)
+			_, serr := js.Stream(sctx, events.StreamName)
 			cancel()
 			if serr == nil {
 				return nil
@@ -246,7 +246,7 @@ func (w *Writ) WaitPublished(ctx context.Context, limit time.Duration) (uint64, 
 		st, err := w.LeaderStatus()
 		if err == nil {
 			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			s, serr := js.Stream(sctx, natsbus.StreamName)
+			s, serr := js.Stream(sctx, events.StreamName)
 			cancel()
 			if serr == nil && s.CachedInfo().State.LastSeq >= st.Seq {
 				return st.Seq, nil

@@ -51,7 +51,6 @@ import (
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/internal/faultproxy"
 	"github.com/writ-dev/writ/internal/gobuild"
-	"github.com/writ-dev/writ/natsbus"
 )
 
 // Time bounds. Generous: a 2-core machine running the test process under
@@ -929,7 +928,7 @@ func (c *Cluster) WaitPublished() api.Status {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
 		defer cancel()
-		s, err := js.Stream(ctx, natsbus.StreamName)
+		s, err := js.Stream(ctx, events.StreamName)
 		if err != nil {
 			return err
 		}
@@ -979,7 +978,7 @@ func (c *Cluster) Receipts(ctx context.Context, atLeast uint64) (StreamInfo, []R
 	// retries until ctx's deadline, never on a fixed count.
 	var s jetstream.Stream
 	err = retryTransient(ctx, func() (e error) {
-		s, e = js.Stream(ctx, natsbus.StreamName)
+		s, e = js.Stream(ctx, events.StreamName)
 		if e == nil && s.CachedInfo().State.LastSeq < atLeast {
 			e = fmt.Errorf("stream info says last seq %d, but it was seen at %d (a stale answer)", s.CachedInfo().State.LastSeq, atLeast)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/api/client"
+	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/internal/cluster"
 	"github.com/writ-dev/writ/internal/gobuild"
 	"github.com/writ-dev/writ/internal/testenv"
@@ -111,7 +112,7 @@ func TestTamperedStreamCaughtAtTheBadSeq(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := js.Stream(ctx, natsbus.StreamName)
+	src, err := js.Stream(ctx, events.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func TestTamperedStreamCaughtAtTheBadSeq(t *testing.T) {
 	}
 	load := func(ms []msg) {
 		t.Helper()
-		_ = tjs.DeleteStream(ctx, natsbus.StreamName)
+		_ = tjs.DeleteStream(ctx, events.StreamName)
 		// nats-server removes a deleted stream's store asynchronously;
 		// creating the same name at once can fail with "error creating
 		// store for stream", so poll with a deadline.

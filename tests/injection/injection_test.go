@@ -53,7 +53,6 @@ import (
 	"github.com/writ-dev/writ/harness"
 	"github.com/writ-dev/writ/internal/gobuild"
 	"github.com/writ-dev/writ/internal/testenv"
-	"github.com/writ-dev/writ/natsbus"
 	"github.com/writ-dev/writ/policy/policyfile"
 )
 
@@ -256,7 +255,7 @@ func newRunner(t *testing.T, bin string, doc []byte, name string) *runner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := js.Stream(ctx, natsbus.StreamName)
+	st, err := js.Stream(ctx, events.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
