@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
+	authlevel "github.com/writ-dev/writ/authority"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
@@ -478,7 +479,7 @@ func TestSidecarCarriesProvenance(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	p := newSource("side-1", "toolu_side_2", harness.ChannelToolResult, scopeTask, "", "Bash", "x", []byte("hello from bash"))
+	p := newSource("side-1", "toolu_side_2", authlevel.ChannelToolResult, scopeTask, "", "Bash", "x", []byte("hello from bash"))
 	env2, err := s.RegisterSource(ctx, p.req)
 	if err != nil || env2.Decision == "" {
 		t.Fatalf("RegisterSource via the sidecar: %+v %v", env2, err)
