@@ -17,8 +17,10 @@ import (
 
 const module = "github.com/writ-dev/writ"
 
-// roots are the packages whose transitive imports must stay pure.
-var roots = []string{"./fsm", "./events"}
+// roots are the packages whose transitive imports must stay pure: the
+// state machine, the receipt format, and the request wire format (which
+// the state machine is to import).
+var roots = []string{"./fsm", "./events", "./api"}
 
 // pureDirs are the packages (relative to the module root) whose non-test
 // source must never read the wall clock or draw random numbers.
