@@ -1,10 +1,7 @@
 package purity
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"os/exec"
 	"slices"
 	"sort"
 	"strings"
@@ -177,30 +174,12 @@ func checkLayers(g pkgGraph, rules []layerRule) (found []layerViolation, unmatch
 	return found, unmatched
 }
 
-// moduleGraph runs `go list -deps -json ./...` in the module root and
-// returns the import graph of every package of the module and all it
-// imports (non-test files).
+// moduleGraph returns the import graph of every package of the module
+// and all it imports (non-test files), as `go list -deps` gives it.
 func moduleGraph(t *testing.T) pkgGraph {
 	t.Helper()
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("go command not available: %v", err)
-	}
-	cmd := exec.Command(gobin, "list", "-deps", "-json=ImportPath,Imports", "./...")
-	cmd.Dir = moduleRoot(t)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.String())
-	}
 	g := pkgGraph{}
-	dec := json.NewDecoder(bytes.NewReader(out))
-	for dec.More() {
-		var p listedPackage
-		if err := dec.Decode(&p); err != nil {
-			t.Fatalf("go list output: %v", err)
-		}
+	for _, p := range goListDeps(t, "./...") {
 		g[p.ImportPath] = p.Imports
 	}
 	if _, ok := g[module+"/fsm"]; !ok {
