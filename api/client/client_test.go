@@ -289,13 +289,13 @@ func TestClientConcurrentBodies(t *testing.T) {
 	}
 }
 
-// The subject follows Worker: a Client made without NewClient, or whose
-// Worker changed after NewClient, sends under its Worker.
+// The subject follows Worker: a Client made without New, or whose
+// Worker changed after New, sends under its Worker.
 func TestClientSubjectFollowsWorker(t *testing.T) {
 	c := New(nil, "w1")
 	for _, op := range []string{api.OpGrant, api.OpSpend, api.OpEffect, api.OpSource} {
 		if got, want := c.workerSubject(op), api.WorkerSubject("w1", op); got != want {
-			t.Fatalf("NewClient: %s subject %q, want %q", op, got, want)
+			t.Fatalf("New: %s subject %q, want %q", op, got, want)
 		}
 	}
 	c.Worker = "w2"
