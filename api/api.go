@@ -1,6 +1,9 @@
 // Package api is writ's request/reply protocol over NATS: subject names,
-// the JSON request bodies workers and operators send, and a client that
-// retries with the same idempotency key until the issuer answers.
+// the JSON request bodies workers and operators send and their encoders
+// and decoders, and the limits and id shapes the issuer checks. It is a
+// wire package only: it imports no transport, so the state machine may
+// build on it. The NATS client that sends these requests is package
+// api/client.
 //
 // Identity is never read from a body. A worker's NATS user may publish only
 // under writ.api.<worker>.>, and the issuer takes the worker id from the
@@ -54,6 +57,9 @@ func WorkerSubject(worker, op string) string { return WorkerPrefix + worker + ".
 // WorkerWildcard matches every worker request.
 const WorkerWildcard = WorkerPrefix + "*.*"
 
+// OperatorWildcard matches every operator subject.
+const OperatorWildcard = OperatorPrefix + ">"
+
 // Errors.
 var (
 	// ErrBadSubject: a subject is not writ.api.<worker>.<op> with a valid
@@ -83,19 +89,67 @@ func ParseWorkerSubject(subj string) (worker, op string, err error) {
 	return "", "", fmt.Errorf("%w: unknown operation %q", ErrBadSubject, op)
 }
 
+// MaxIDLen bounds a worker, lane, source or session id.
+const MaxIDLen = 64
+
 // ValidID checks a worker, lane, source or session id: 1-64 of
 // [A-Za-z0-9_-]. This keeps ids usable as NATS subject tokens and as
-// revocation counter keys.
+// revocation counter keys. IsValidID is the same check without the
+// message.
 func ValidID(s string) error {
-	if s == "" || len(s) > 64 {
+	if IsValidID(s) {
+		return nil
+	}
+	if s == "" || len(s) > MaxIDLen {
 		return fmt.Errorf("%w: %q must be 1-64 characters", ErrBadToken, s)
 	}
 	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+		if !idRune(r) {
 			return fmt.Errorf("%w: %q contains %q (use letters, digits, - and _)", ErrBadToken, s, r)
 		}
 	}
-	return nil
+	return fmt.Errorf("%w: %q", ErrBadToken, s) // not reached: IsValidID would have held
+}
+
+// IsValidID reports whether s is a valid worker, lane, source or session
+// id (see ValidID). It allocates nothing, for the state machine's checks.
+func IsValidID(s string) bool {
+	if s == "" || len(s) > MaxIDLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !idRune(rune(s[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+func idRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_'
+}
+
+// Review ids: an approval_required answer names its review as
+// ReviewIDPrefix and ReviewIDHexDigits lowercase hex digits (the state
+// machine derives them from the grant id), and an ApproveRequest names
+// the review it approves the same way.
+const (
+	ReviewIDPrefix    = "rv-"
+	ReviewIDHexDigits = 20
+)
+
+// ValidReviewID reports whether s has the shape of a review id.
+func ValidReviewID(s string) bool {
+	h, ok := strings.CutPrefix(s, ReviewIDPrefix)
+	if !ok || len(h) != ReviewIDHexDigits {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // GrantRequest asks for a grant for one exact tool call.

@@ -126,3 +126,23 @@ func FuzzParseWorkerSubject(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkParseWorkerSubject(b *testing.B) {
+	subj := WorkerSubject("worker-0042", OpSpend)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := ParseWorkerSubject(subj); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// IsValidID and ValidID accept the same ids.
+func TestIsValidIDAgrees(t *testing.T) {
+	for _, s := range []string{"", "w1", "a-b_C9", strings.Repeat("a", 64), strings.Repeat("a", 65),
+		"a.b", "a b", "é", "a\x00", "a\xff", "*", ">", "w1\n"} {
+		if got, want := IsValidID(s), ValidID(s) == nil; got != want {
+			t.Errorf("%q: IsValidID %v, ValidID accepts %v", s, got, want)
+		}
+	}
+}

@@ -1,11 +1,5 @@
 package api
 
-import (
-	"context"
-	"encoding/json"
-	"fmt"
-)
-
 // Read-only operator queries: they are answered by the leader from the
 // state it has applied, and never reach the log.
 const (
@@ -89,32 +83,4 @@ type PolicyTestAnswer struct {
 	Target       string   `json:"target,omitempty"`
 	ExpiresInMS  int64    `json:"expires_in_ms,omitempty"`
 	Error        string   `json:"error,omitempty"`
-}
-
-// Reviews asks the leader for the open reviews, or for the one id names.
-func (c *Client) Reviews(ctx context.Context, id string) (Reviews, error) {
-	var r Reviews
-	data, err := c.call(ctx, SubjectReviews, ReviewsRequest{V: Version, ID: id})
-	if err != nil {
-		return r, err
-	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		return r, fmt.Errorf("api: decoding reviews: %w", err)
-	}
-	return r, nil
-}
-
-// PolicyTest asks the leader to judge a request against the policy in
-// force without recording anything.
-func (c *Client) PolicyTest(ctx context.Context, req PolicyTestRequest) (PolicyTestAnswer, error) {
-	var a PolicyTestAnswer
-	req.V = Version
-	data, err := c.call(ctx, SubjectPolicyTest, req)
-	if err != nil {
-		return a, err
-	}
-	if err := json.Unmarshal(data, &a); err != nil {
-		return a, fmt.Errorf("api: decoding policy test: %w", err)
-	}
-	return a, nil
 }

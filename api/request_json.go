@@ -136,10 +136,10 @@ func marshalFallback(dst []byte, v any) ([]byte, error) {
 	return append(dst, b...), nil
 }
 
-// sizeHint is a capacity for a grant body's buffer: the body's length
+// SizeHint is a capacity for a grant body's buffer: the body's length
 // when its strings need no escaping and V has at most hintSlack digits
 // (escapes and provenance may grow it).
-func (r *GrantRequest) sizeHint() int {
+func (r *GrantRequest) SizeHint() int {
 	n := len(`{"v":,"lane":"","tool":"","args":,"idempotency_key":""}`) + hintSlack +
 		len(r.Lane) + len(r.Tool) + len(r.Args) + len(r.IdempotencyKey) +
 		optLen(`,"session":""`, len(r.Session)) + optLen(`,"target_label":""`, len(r.TargetLabel)) +
@@ -165,15 +165,15 @@ func (r *GrantRequest) sizeHint() int {
 	return n + 96*len(r.Provenance)
 }
 
-// sizeHint is a capacity for a spend body's buffer, as for a grant.
-func (r *SpendRequest) sizeHint() int {
+// SizeHint is a capacity for a spend body's buffer, as for a grant.
+func (r *SpendRequest) SizeHint() int {
 	return len(`{"v":,"grant_id":"","idempotency_key":""}`) + hintSlack + len(r.GrantID) + len(r.IdempotencyKey) +
 		optLen(`,"args":`, len(r.Args)) + optLen(`,"digest":""`, len(r.Digest)) +
 		optLen(`,"cwd":""`, len(r.Cwd)) + optLen(`,"resolved_target":""`, len(r.ResolvedTarget))
 }
 
-// sizeHint is a capacity for an effect body's buffer, as for a grant.
-func (r *EffectRequest) sizeHint() int {
+// SizeHint is a capacity for an effect body's buffer, as for a grant.
+func (r *EffectRequest) SizeHint() int {
 	return len(`{"v":,"grant_id":"","outcome":"","verifier":""}`) + hintSlack + len(r.GrantID) + len(r.Outcome) + len(r.Verifier)
 }
 

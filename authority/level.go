@@ -1,7 +1,8 @@
 // Package authority defines the ordered authority levels content carries:
-// evidence < preference < instruction < policy. It is pure (names and
-// order only), so the state machine and the policy engine share it with
-// the worker-side tracer in package provenance.
+// evidence < preference < instruction < policy, and the channels content
+// enters a session by. It is pure (names and order only), so the state
+// machine and the policy engine share it with the worker-side tracer in
+// package provenance and the hook harness.
 package authority
 
 import (

@@ -6,6 +6,10 @@ const SubjectPrefix = "writ.evt."
 // SubjectAll matches every receipt subject.
 const SubjectAll = "writ.evt.>"
 
+// StreamName is the JetStream stream that holds every receipt, on the
+// subjects SubjectAll matches.
+const StreamName = "WRIT_EVENTS"
+
 // Subject returns the JetStream subject an event of kind k is published on.
 // Unknown kinds go to writ.evt.unknown so they are still captured.
 func Subject(k Kind) string {

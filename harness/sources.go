@@ -6,18 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
-)
 
-// Channels under which content that enters a session is registered with
-// the issuer (api.SourceRequest.Channel).
-const (
-	ChannelUserPrompt      = "user_prompt"
-	ChannelInstructionFile = "instruction_file"
-	ChannelFileRead        = "file_read"
-	ChannelToolResult      = "tool_result"
-	ChannelWebFetch        = "web_fetch"
-	ChannelPeerMessage     = "peer_message"
-	ChannelDerived         = "derived"
+	"github.com/writ-dev/writ/authority"
 )
 
 // MaxSourceContent bounds the content of one registered source: a longer
@@ -69,19 +59,19 @@ func oneOf(s string, list []string) bool {
 func ClassifyTool(tool string, input json.RawMessage, cwd string) ToolSource {
 	switch {
 	case oneOf(tool, writeTools):
-		return ToolSource{Channel: ChannelDerived, Write: true}
+		return ToolSource{Channel: authority.ChannelDerived, Write: true}
 	case oneOf(tool, webTools):
-		return ToolSource{Channel: ChannelWebFetch}
+		return ToolSource{Channel: authority.ChannelWebFetch}
 	case oneOf(tool, agentTools):
-		return ToolSource{Channel: ChannelPeerMessage}
+		return ToolSource{Channel: authority.ChannelPeerMessage}
 	case oneOf(tool, readTools):
 		p := inputPath(input, cwd, "file_path", "notebook_path", "path")
 		if p == "" && (tool == "Grep" || tool == "Glob") {
 			p = cwd // they search the working directory by default
 		}
-		return ToolSource{Channel: ChannelFileRead, Path: p}
+		return ToolSource{Channel: authority.ChannelFileRead, Path: p}
 	}
-	return ToolSource{Channel: ChannelToolResult}
+	return ToolSource{Channel: authority.ChannelToolResult}
 }
 
 // inputPath returns the first of keys that holds a string in input, made

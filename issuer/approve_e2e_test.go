@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/testenv"
@@ -33,8 +34,8 @@ func TestApprovalThroughTheAPI(t *testing.T) {
 	nc := dial(t, env.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	w := api.NewClient(nc, "w1")
-	op := api.NewClient(nc, "")
+	w := client.New(nc, "w1")
+	op := client.New(nc, "")
 
 	if env, err := op.SetPolicy(ctx, json.RawMessage(approvalPolicy)); err != nil || env.Decision != grants.Permit {
 		t.Fatalf("set policy: %+v %v", env, err)

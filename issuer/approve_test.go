@@ -17,6 +17,23 @@ func TestApprovalLimitsAgree(t *testing.T) {
 	}
 }
 
+// The state machine makes review ids itself (it does not import api yet):
+// every id it makes must have the shape api checks, or an operator could
+// not approve it.
+func TestReviewIDShapeAgrees(t *testing.T) {
+	for _, g := range []string{"g1", "", "0b5b2a8e-7c1f-4a0e-9f0a-1b2c3d4e5f61", strings.Repeat("x", 300)} {
+		if rv := fsm.ReviewID(g); !api.ValidReviewID(rv) {
+			t.Errorf("fsm.ReviewID(%q) = %q, which api.ValidReviewID refuses", g, rv)
+		}
+	}
+	for _, bad := range []string{"", "rv-", "rv-0123456789ABCDEF0123", "xx-0123456789abcdef0123",
+		"rv-0123456789abcdef012", "rv-0123456789abcdef01234", "rv-0123456789abcdef012g"} {
+		if api.ValidReviewID(bad) {
+			t.Errorf("api.ValidReviewID(%q) holds", bad)
+		}
+	}
+}
+
 func TestApproveCommand(t *testing.T) {
 	rv := fsm.ReviewID("g1")
 	for _, tc := range []struct {

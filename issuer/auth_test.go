@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/testenv"
 	"github.com/writ-dev/writ/natsbus"
@@ -45,13 +46,13 @@ func TestIdentityComesFromTheTransport(t *testing.T) {
 	defer cancel()
 
 	args := json.RawMessage(`{"to":"a@example.com"}`)
-	permit, err := api.NewClient(w1, "w1").Grant(ctx, api.GrantRequest{Lane: "coordinator", Tool: "send_email", Args: args})
+	permit, err := client.New(w1, "w1").Grant(ctx, api.GrantRequest{Lane: "coordinator", Tool: "send_email", Args: args})
 	if err != nil || permit.Decision != grants.Permit {
 		t.Fatalf("w1 grant: %+v %v", permit, err)
 	}
 
 	// w2 through its own subject: the issuer sees w2 and refuses.
-	spend, err := api.NewClient(w2, "w2").Spend(ctx, api.SpendRequest{GrantID: permit.GrantID, Args: args})
+	spend, err := client.New(w2, "w2").Spend(ctx, api.SpendRequest{GrantID: permit.GrantID, Args: args})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +77,7 @@ func TestIdentityComesFromTheTransport(t *testing.T) {
 		}
 	}
 	// The grant is still unspent: w1 can spend it.
-	own, err := api.NewClient(w1, "w1").Spend(ctx, api.SpendRequest{GrantID: permit.GrantID, Args: args})
+	own, err := client.New(w1, "w1").Spend(ctx, api.SpendRequest{GrantID: permit.GrantID, Args: args})
 	if err != nil || own.Decision != grants.Permit {
 		t.Fatalf("w1 spend after the attempts: %+v %v", own, err)
 	}

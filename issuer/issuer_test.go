@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/testenv"
@@ -30,7 +31,7 @@ func dial(t testing.TB, url string) *nats.Conn {
 func TestGrantSpendEffectPublishesChainedReceipts(t *testing.T) {
 	env := testenv.StartSingle(t, t.TempDir(), nil)
 	nc := dial(t, env.URL)
-	c := api.NewClient(nc, "w1")
+	c := client.New(nc, "w1")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -73,14 +74,14 @@ func TestGrantSpendEffectPublishesChainedReceipts(t *testing.T) {
 	// stream in order, hash-chained, stream seq == event seq.
 	js, _ := jetstream.New(nc)
 	testenv.WaitFor(t, 10*time.Second, "5 receipts in the stream", func() bool {
-		st, err := js.Stream(ctx, natsbus.StreamName)
+		st, err := js.Stream(ctx, events.StreamName)
 		if err != nil {
 			return false
 		}
 		info, err := st.Info(ctx)
 		return err == nil && info.State.LastSeq >= 5
 	})
-	st, _ := js.Stream(ctx, natsbus.StreamName)
+	st, _ := js.Stream(ctx, events.StreamName)
 	var chain events.Chain
 	want := []events.Kind{events.KindEpoch, events.KindPermit, events.KindAttempt, events.KindSpendRefused, events.KindEffect}
 	for i, k := range want {
@@ -155,7 +156,7 @@ func TestMalformedRequestsGetClearErrorsAndChangeNothing(t *testing.T) {
 func TestStreamRecreatedEmptyIsReportedLost(t *testing.T) {
 	env := testenv.StartSingle(t, t.TempDir(), nil)
 	nc := dial(t, env.URL)
-	c := api.NewClient(nc, "w1")
+	c := client.New(nc, "w1")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	grant := func(key string) {
@@ -175,7 +176,7 @@ func TestStreamRecreatedEmptyIsReportedLost(t *testing.T) {
 		return st.Published == st.Seq && st.StreamLastSeq == st.Seq
 	})
 	js, _ := jetstream.New(nc)
-	if err := js.DeleteStream(ctx, natsbus.StreamName); err != nil {
+	if err := js.DeleteStream(ctx, events.StreamName); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := natsbus.EnsureStream(ctx, js, 1); err != nil {
@@ -186,7 +187,7 @@ func TestStreamRecreatedEmptyIsReportedLost(t *testing.T) {
 		st := env.Service.Status()
 		return st.StreamLostFrom == 1 && st.StreamLostThrough == confirmed
 	})
-	if info, err := js.Stream(ctx, natsbus.StreamName); err != nil || info.CachedInfo().State.Msgs != 0 {
+	if info, err := js.Stream(ctx, events.StreamName); err != nil || info.CachedInfo().State.Msgs != 0 {
 		t.Fatalf("the emptied stream got receipts after the gap: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/testenv"
 	"github.com/writ-dev/writ/issuer"
@@ -47,7 +48,7 @@ func TestRequestsWithoutReplyAreDroppedUnread(t *testing.T) {
 	})
 	// The same grant with a reply subject is decided now, for the first
 	// time: the one without a reply never reached the state machine.
-	c := api.NewClient(nc, "w1")
+	c := client.New(nc, "w1")
 	got, err := c.Grant(ctx, api.GrantRequest{Lane: "coordinator", Tool: "Bash", Args: json.RawMessage(`{"command":"ls"}`), IdempotencyKey: "no-reply"})
 	if err != nil || got.Decision != grants.Permit {
 		t.Fatalf("grant: %+v %v", got, err)

@@ -13,7 +13,6 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/fsm"
-	"github.com/writ-dev/writ/natsbus"
 )
 
 // errNoEpoch: the requested epoch is not in the receipt stream.
@@ -74,7 +73,7 @@ func (s *Service) respondShow(m *nats.Msg, ps api.PolicyShow) {
 // epochReceipt reads the receipt that applied epoch from the stream's
 // epoch subject, oldest first.
 func (s *Service) epochReceipt(ctx context.Context, epoch uint64) (events.Event, error) {
-	st, err := s.js.Stream(ctx, natsbus.StreamName)
+	st, err := s.js.Stream(ctx, events.StreamName)
 	if err != nil {
 		return events.Event{}, fmt.Errorf("receipt stream: %w", err)
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
-	"github.com/writ-dev/writ/natsbus"
 	"github.com/writ-dev/writ/policy"
 )
 
@@ -63,7 +62,7 @@ func (s *Service) reviews(m *nats.Msg) {
 // receipt reads the receipt at seq from the stream (stream sequence is
 // receipt sequence).
 func (s *Service) receipt(ctx context.Context, seq uint64) (events.Event, error) {
-	st, err := s.js.Stream(ctx, natsbus.StreamName)
+	st, err := s.js.Stream(ctx, events.StreamName)
 	if err != nil {
 		return events.Event{}, err
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/writ-dev/writ/audit"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/internal/testing/testenv"
-	"github.com/writ-dev/writ/natsbus"
 )
 
 // replayToDigest waits until the receipt stream holds every receipt up to
@@ -25,14 +24,14 @@ func replayToDigest(ctx context.Context, t *testing.T, nc *nats.Conn, st api.Sta
 		t.Fatal(err)
 	}
 	testenv.WaitFor(t, 10*time.Second, "every receipt in the stream", func() bool {
-		s, err := js.Stream(ctx, natsbus.StreamName)
+		s, err := js.Stream(ctx, events.StreamName)
 		if err != nil {
 			return false
 		}
 		info, err := s.Info(ctx)
 		return err == nil && info.State.LastSeq >= st.Seq
 	})
-	stream, err := js.Stream(ctx, natsbus.StreamName)
+	stream, err := js.Stream(ctx, events.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}

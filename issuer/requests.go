@@ -175,11 +175,12 @@ func checkText(field, v string, max int, required bool) *requestError {
 
 // grantCommand builds an OpRequest from a worker's body. The worker id comes
 // from the subject; the grant id is chosen here, by the leader. The body is
-// decoded by decodeGrantFast when it has the shape api.Client sends, and
-// by decodeStrict otherwise (and for every refusal).
+// decoded by api.DecodeGrantFast when it has the shape api/client sends,
+// and by decodeStrict otherwise (and for every refusal); api's fast
+// decoders accept only bodies decodeStrict accepts, and decode them alike.
 func grantCommand(worker string, data []byte) (fsm.Command, *requestError) {
 	var r api.GrantRequest
-	if !decodeGrantFast(data, &r) {
+	if !api.DecodeGrantFast(data, &r) {
 		// A second variable: &slow escapes to the heap, but only on this
 		// path.
 		var slow api.GrantRequest
@@ -435,7 +436,7 @@ func checkPath(field, v string) *requestError {
 // from the grant it has applied (see bindSpend).
 func spendCommand(worker string, data []byte) (fsm.Command, []byte, *requestError) {
 	var r api.SpendRequest
-	if !decodeSpendFast(data, &r) {
+	if !api.DecodeSpendFast(data, &r) {
 		// A second variable: &slow escapes to the heap, but only on this
 		// path.
 		var slow api.SpendRequest
@@ -495,7 +496,7 @@ func spendRequestCommand(worker string, r *api.SpendRequest) (fsm.Command, []byt
 // did.
 func effectCommand(worker string, data []byte) (fsm.Command, *requestError) {
 	var r api.EffectRequest
-	if !decodeEffectFast(data, &r) {
+	if !api.DecodeEffectFast(data, &r) {
 		// A second variable: &slow escapes to the heap, but only on this
 		// path.
 		var slow api.EffectRequest
@@ -603,29 +604,19 @@ func LogPolicy(raw []byte) (*policy.Policy, error) {
 	return policy.WithBuiltins(p)
 }
 
-// reviewIDLen is the length of a review id as fsm.ReviewID makes it: "rv-"
-// and 20 lowercase hex digits.
-const reviewIDLen = 3 + 20
-
-// checkReviewID checks a review id's shape (fsm.ReviewID's).
+// checkReviewID checks a review id's shape (api.ValidReviewID).
 func checkReviewID(v string) *requestError {
 	if v == "" {
 		return invalid("review_id", "required (the rv-... id an approval_required answer names)")
 	}
-	hex, ok := strings.CutPrefix(v, "rv-")
-	if !ok || len(v) != reviewIDLen {
+	if !api.ValidReviewID(v) {
 		return invalid("review_id", "want rv- and 20 lowercase hex digits, as approval_required answers name it")
-	}
-	for _, c := range []byte(hex) {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return invalid("review_id", "want rv- and 20 lowercase hex digits, as approval_required answers name it")
-		}
 	}
 	return nil
 }
 
 // approveCommand builds an OpApprove from an operator's approval: a
-// review id of the shape fsm.ReviewID makes, a lifetime within
+// review id of the shape api.ValidReviewID checks, a lifetime within
 // api.MaxApprovalTTLMillis (0: the default, api.DefaultApprovalTTLMillis)
 // and a note of at most api.MaxApprovalNote bytes of valid UTF-8 without
 // control characters other than newlines and tabs.

@@ -1,7 +1,6 @@
 package issuer
 
 import (
-	"encoding"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -11,11 +10,11 @@ import (
 	"github.com/writ-dev/writ/fsm"
 )
 
-// The fast decoders are held to decodeStrict: whenever one succeeds,
-// decodeStrict accepts the body too and decodes the same request, and the
-// command built from it is the same; whenever it declines, grantCommand,
-// spendCommand and effectCommand answer exactly what they answer through
-// decodeStrict alone.
+// api's fast decoders are held there to a reference strict decoding; here
+// they are held to decodeStrict itself: whenever one succeeds,
+// decodeStrict accepts the body too and decodes the same request, and
+// whenever it declines, grantCommand, spendCommand and effectCommand
+// answer exactly what they answer through decodeStrict alone.
 
 // The reference commands: decodeStrict, then the same checks.
 
@@ -53,7 +52,7 @@ func checkFast(t testing.TB, body []byte) fastResult {
 	var res fastResult
 	{
 		var fast, strict api.GrantRequest
-		res.grant = decodeGrantFast(body, &fast)
+		res.grant = api.DecodeGrantFast(body, &fast)
 		compareDecode(t, body, res.grant, &fast, &strict)
 		c, e := grantCommand("w1", body)
 		cs, es := grantCommandStrict("w1", body)
@@ -66,7 +65,7 @@ func checkFast(t testing.TB, body []byte) fastResult {
 	}
 	{
 		var fast, strict api.SpendRequest
-		res.spend = decodeSpendFast(body, &fast)
+		res.spend = api.DecodeSpendFast(body, &fast)
 		compareDecode(t, body, res.spend, &fast, &strict)
 		c, canon, e := spendCommand("w1", body)
 		cs, canons, es := spendCommandStrict("w1", body)
@@ -74,7 +73,7 @@ func checkFast(t testing.TB, body []byte) fastResult {
 	}
 	{
 		var fast, strict api.EffectRequest
-		res.effect = decodeEffectFast(body, &fast)
+		res.effect = api.DecodeEffectFast(body, &fast)
 		compareDecode(t, body, res.effect, &fast, &strict)
 		c, e := effectCommand("w1", body)
 		cs, es := effectCommandStrict("w1", body)
@@ -108,179 +107,53 @@ func compareCommands(t testing.TB, op string, body []byte, c, cs fsm.Command, ca
 	}
 }
 
-// clientBodies are bodies as api.Client encodes them: each must take its
-// fast path.
-func clientBodies(t testing.TB) (grantBodies, spendBodies, effectBodies [][]byte) {
-	amount := uint64(1250)
-	for _, r := range []api.GrantRequest{
-		{Lane: "coordinator", Tool: "Bash", Args: json.RawMessage(`{"command":"ls"}`), IdempotencyKey: "k1"},
-		{Lane: "coordinator", Session: "s-1", Tool: "Bash", Args: json.RawMessage(`{"command":"go test ./...","timeout":120000}`),
-			TTLMillis: 30000, Sources: []string{"web", "u1"}, IdempotencyKey: "0b5b2a8e-7c1f-4a0e-9f0a-1b2c3d4e5f60"},
-		{Lane: "payments", Tool: "pay", Args: json.RawMessage(`{"amount":1250,"iban":"DE89 3704 0044 0532 0130 00","memo":"<inv & co>"}`),
-			IdempotencyKey: "k", TargetLabel: "Café — \"Zürich\"", Amount: &amount, Bytes: 10, Cwd: "/work/w1", ResolvedTarget: "/work/w1/a\tb"},
-		{Lane: "coordinator", Tool: "send_email", Args: json.RawMessage(" {\"to\" : \"a@b.c\"}\n"), IdempotencyKey: "k", Provenance: []api.FieldTrace{
-			{Field: "/to", Covered: true, Matches: []api.TraceMatch{{Source: "u1", Transform: "raw", Whole: true}, {Source: "d1", Transform: "dns_labels+hex", Part: "host"}}},
-			{Field: "/cc"},
-		}},
-		{Lane: "coordinator", Tool: "Read", Args: json.RawMessage(`{"file_path":"/etc/\u00e9\u2028","n":[1,-2.5e3,null,true,{}]}`), IdempotencyKey: "k",
-			Sources: []string{}, Provenance: []api.FieldTrace{}},
-		{Lane: "x", Tool: "y", Args: json.RawMessage(`null`), IdempotencyKey: "k"},
-	} {
-		r.V = api.Version
-		grantBodies = append(grantBodies, mustEncode(t)(r.AppendJSON(nil)))
-	}
-	for _, r := range []api.SpendRequest{
-		{GrantID: "0b5b2a8e-7c1f-4a0e-9f0a-1b2c3d4e5f61", Args: json.RawMessage(`{"command":"ls"}`), IdempotencyKey: "0b5b2a8e-7c1f-4a0e-9f0a-1b2c3d4e5f62"},
-		{GrantID: "g1", Digest: strings.Repeat("ab", 32), IdempotencyKey: "k1"},
-		{GrantID: "g1", Args: json.RawMessage(`{"file_path":"a"}`), IdempotencyKey: "k", Cwd: "/w", ResolvedTarget: "/w/a"},
-		{GrantID: "g1", Args: json.RawMessage(`{"b":1,"a":"<&>"}`), IdempotencyKey: "k"},
-		{GrantID: "g1", IdempotencyKey: "k"},
-	} {
-		r.V = api.Version
-		spendBodies = append(spendBodies, mustEncode(t)(r.AppendJSON(nil)))
-	}
-	for _, r := range []api.EffectRequest{
-		{GrantID: "g1", Outcome: "confirmed", Verifier: "exit-code"},
-		{GrantID: "g1", Outcome: "failed", Verifier: "http status 500 <x>"},
-		{GrantID: "g1", Outcome: "bogus", Verifier: ""},
-	} {
-		r.V = api.Version
-		effectBodies = append(effectBodies, r.AppendJSON(nil))
-	}
-	return grantBodies, spendBodies, effectBodies
-}
-
-// mustEncode returns a function that passes an encoder's bytes through and
-// fails t on its error.
-func mustEncode(t testing.TB) func([]byte, error) []byte {
-	return func(b []byte, err error) []byte {
+// sentBodies are bodies as package api/client encodes them, each of which
+// must take its fast path, with what the fast path must be: grant, spend
+// or effect.
+func sentBodies(t testing.TB) map[string][][]byte {
+	t.Helper()
+	enc := func(b []byte, err error) []byte {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b
 	}
-}
-
-// fallbackBodies must each leave every fast path: the strict decoder
-// decides them (most it refuses).
-var fallbackBodies = []string{
-	// Not one object, or more than one.
-	``, ` `, `null`, `[]`, `"v"`, `1`, `{`, `{}`, `{"v":1`, `{"v":1,}`, `{,"v":1}`, `{"v":1}x`, `{"v":1}{}`, `{"v":1}]`,
-	`{"v":1 "grant_id":"g"}`, `{"v" 1}`, `{v:1}`, "\xef\xbb\xbf{\"v\":1}",
-	// The version: missing, other, null, not a plain integer.
-	`{"grant_id":"g","args":{},"idempotency_key":"k"}`, `{"v":2,"grant_id":"g","args":{},"idempotency_key":"k"}`,
-	`{"v":0,"grant_id":"g"}`, `{"v":-1,"grant_id":"g"}`, `{"v":-0,"grant_id":"g"}`, `{"v":null,"grant_id":"g"}`,
-	`{"v":"1","grant_id":"g"}`, `{"v":1.0,"grant_id":"g"}`, `{"v":1e0,"grant_id":"g"}`, `{"v":01,"grant_id":"g"}`,
-	`{"v":true,"grant_id":"g"}`, `{"v":18446744073709551617,"grant_id":"g"}`, `{"v":9223372036854775808}`,
-	// Duplicate, unknown and case-folded keys.
-	`{"v":1,"v":1,"grant_id":"g","args":{},"idempotency_key":"k"}`,
-	`{"v":1,"grant_id":"g","grant_id":"h","args":{},"idempotency_key":"k"}`,
-	`{"v":1,"grant_id":"g","args":{},"args":{"a":1},"idempotency_key":"k"}`,
-	`{"v":1,"grant_id":"g","args":{},"idempotency_key":"k","caller":"evil"}`,
-	`{"v":1,"grant_id":"g","args":{},"idempotency_key":"k","worker":"w2"}`,
-	`{"V":1,"grant_id":"g","args":{},"idempotency_key":"k"}`, `{"v":1,"Grant_ID":"g","args":{},"idempotency_key":"k"}`,
-	`{"v":1,"GRANT_ID":"g","grant_id":"h"}`, "{\"v\":1,\"grant_id\":\"g\",\"\u212aey\":1}",
-	`{"v":1,"gr\u0061nt_id":"g","args":{},"idempotency_key":"k"}`, "{\"v\":1,\"grant_\xffid\":\"g\"}",
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","provenance":[{"field":"/a","field":"/b"}]}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","provenance":[{"field":"/a","level":"policy"}]}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","provenance":[{"Field":"/a"}]}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","provenance":[{"field":"/a","matches":[{"source":"u1","source":"u2"}]}]}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","provenance":[{"field":"/a","matches":[{"source":"u1","authority":"x"}]}]}`,
-	// Null and wrong types.
-	`{"v":1,"grant_id":null,"args":{},"idempotency_key":"k"}`, `{"v":1,"grant_id":7,"args":{},"idempotency_key":"k"}`,
-	`{"v":1,"grant_id":["g"],"args":{},"idempotency_key":"k"}`, `{"v":1,"grant_id":{"g":1}}`, `{"v":1,"grant_id":true}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","ttl_ms":"5"}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","ttl_ms":null}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","sources":null}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","sources":"web"}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","sources":["web",null]}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","sources":["web",1]}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","amount":null}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","amount":-1}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","bytes":1.5}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","provenance":null}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","provenance":[null]}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","provenance":{}}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","provenance":[{"field":"/a","covered":null}]}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","provenance":[{"field":"/a","covered":"true"}]}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","provenance":[{"field":"/a","matches":null}]}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","provenance":[{"field":"/a","matches":[{"whole":1}]}]}`,
-	`{"v":1,"grant_id":"g","outcome":"confirmed","verifier":null}`,
-	// Huge and odd numbers.
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","ttl_ms":9223372036854775808}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","ttl_ms":-9223372036854775809}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","ttl_ms":1e3}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","ttl_ms":30000.0}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","ttl_ms":007}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","ttl_ms":+5}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","amount":18446744073709551616}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","bytes":99999999999999999999999}`,
-	// Strings encoding/json repairs: invalid UTF-8, lone and paired
-	// surrogates; and strings that are not JSON.
-	"{\"v\":1,\"grant_id\":\"g\xff\",\"args\":{},\"idempotency_key\":\"k\"}",
-	"{\"v\":1,\"grant_id\":\"\xed\xa0\x80\",\"args\":{},\"idempotency_key\":\"k\"}",
-	`{"v":1,"grant_id":"\ud800","args":{},"idempotency_key":"k"}`,
-	`{"v":1,"grant_id":"\ud83d\ude00","args":{},"idempotency_key":"k"}`,
-	`{"v":1,"grant_id":"\x","args":{},"idempotency_key":"k"}`, `{"v":1,"grant_id":"\u12","args":{}}`,
-	"{\"v\":1,\"grant_id\":\"a\tb\",\"args\":{},\"idempotency_key\":\"k\"}",
-	"{\"v\":1,\"grant_id\":\"a\x00b\",\"args\":{},\"idempotency_key\":\"k\"}",
-	`{"v":1,"grant_id":"g,"args":{},"idempotency_key":"k"}`,
-	// Args that are not one JSON value, or nest too deep for the fast path.
-	`{"v":1,"grant_id":"g","args":,"idempotency_key":"k"}`, `{"v":1,"grant_id":"g","args":{"a":},"idempotency_key":"k"}`,
-	`{"v":1,"grant_id":"g","args":{"a":1,},"idempotency_key":"k"}`, `{"v":1,"grant_id":"g","args":[1 2],"idempotency_key":"k"}`,
-	`{"v":1,"grant_id":"g","args":{"a":01},"idempotency_key":"k"}`, `{"v":1,"grant_id":"g","args":{"a":"\q"},"idempotency_key":"k"}`,
-	"{\"v\":1,\"grant_id\":\"g\",\"args\":{\"a\":\"\x01\"},\"idempotency_key\":\"k\"}", `{"v":1,"grant_id":"g","args":tru}`,
-	`{"v":1,"grant_id":"g","args":{"a":1}`, `{"v":1,"grant_id":"g","args":{1:2}}`, `{"v":1,"grant_id":"g","args":NaN}`,
-	`{"v":1,"grant_id":"g","args":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `,"idempotency_key":"k"}`,
-	`{"v":1,"grant_id":"g","args":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `,"idempotency_key":"k"}`,
-}
-
-// fastBodies are bodies outside what api.Client sends that the fast path
-// still takes: whitespace, escapes, args as any JSON value, empty lists.
-var fastBodies = []string{
-	" \t\r\n{ \"v\" : 1 , \"grant_id\" : \"g\" , \"args\" : { \"b\" : [ 1 , 2 ] , \"a\" : null } , \"idempotency_key\" : \"k\" } \n",
-	`{"idempotency_key":"k","args":{"a":1},"grant_id":"g","v":1}`,
-	`{"v":1,"grant_id":"g\"\\\/\b\f\n\r\t\u0041\u00e9\u20ac\uFFFF","args":{},"idempotency_key":"k"}`,
-	"{\"v\":1,\"grant_id\":\"caf\xc3\xa9 \xe6\xbc\xa2 \xf0\x9f\x98\x80 \x7f\",\"args\":{},\"idempotency_key\":\"k\"}",
-	"{\"v\":1,\"grant_id\":\"g\",\"args\":{\"bad\":\"\xff\xfe\",\"sur\":\"\\ud800\"},\"idempotency_key\":\"k\"}",
-	`{"v":1,"grant_id":"g","args":"x","idempotency_key":"k"}`, `{"v":1,"grant_id":"g","args":-0.5E+10,"idempotency_key":"k"}`,
-	`{"v":1,"grant_id":"g","args":null,"idempotency_key":"k"}`, `{"v":1,"grant_id":"g","args":[],"idempotency_key":"k"}`,
-	`{"v":1,"grant_id":"g","args":false}`, `{"v":1}`, `{"v":1,"grant_id":""}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","ttl_ms":-0,"bytes":0,"amount":0}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","ttl_ms":9223372036854775807,"bytes":18446744073709551615}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","ttl_ms":-9223372036854775808}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","sources":[ ],"provenance":[ ]}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","sources":[""],"provenance":[{},{"matches":[{}]}]}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","provenance":[{"covered":false,"matches":[{"whole":false,"part":""}]}]}`,
-	`{"v":1,"grant_id":"g","outcome":"confirmed","verifier":"v"}`, `{"v":1,"outcome":"","verifier":""}`,
-	// Taken by the fast path, then refused by the checks after decoding.
-	`{"v":1,"grant_id":"g","idempotency_key":"k"}`,
-	`{"v":1,"grant_id":"g","args":{},"digest":"` + zeroHash + `","idempotency_key":"k"}`,
-	`{"v":1,"grant_id":"g","args":{"a":1,"a":2},"idempotency_key":"k"}`,
-	`{"v":1,"grant_id":"g","digest":"abc","idempotency_key":"k"}`,
-	`{"v":1,"lane":"a.b","tool":"t","args":{},"idempotency_key":"k"}`,
-	`{"v":1,"lane":"l","tool":"t","args":{},"idempotency_key":"k","ttl_ms":9300000000000}`,
-	`{"v":1,"grant_id":"g","outcome":"CONFIRMED","verifier":"v"}`,
-}
-
-func TestFastDecodersMatchStrict(t *testing.T) {
-	grantBodies, spendBodies, effectBodies := clientBodies(t)
-	for _, set := range []struct {
-		name   string
-		bodies [][]byte
-		want   func(fastResult) bool
-	}{
-		{"grant", grantBodies, func(r fastResult) bool { return r.grant }},
-		{"spend", spendBodies, func(r fastResult) bool { return r.spend }},
-		{"effect", effectBodies, func(r fastResult) bool { return r.effect }},
+	amount := uint64(99)
+	out := map[string][][]byte{}
+	for _, r := range []api.GrantRequest{
+		{Lane: "coordinator", Tool: "Bash", Args: json.RawMessage(`{"command":"ls"}`), IdempotencyKey: "k1"},
+		{Lane: "payments", Session: "s-9", Tool: "pay", Args: json.RawMessage(`{"amount":99,"memo":"<a & b>"}`), TTLMillis: 5000,
+			Sources: []string{"u1"}, IdempotencyKey: "k2", TargetLabel: "Zürich", Amount: &amount, Bytes: 3, Cwd: "/w", ResolvedTarget: "/w/x"},
+		{Lane: "coordinator", Tool: "send_email", Args: json.RawMessage(`{"to":"a@b.c"}`), IdempotencyKey: "k3", Provenance: []api.FieldTrace{
+			{Field: "/to", Covered: true, Matches: []api.TraceMatch{{Source: "u1", Transform: "raw", Whole: true}}}}},
 	} {
-		for _, body := range set.bodies {
-			if !set.want(checkFast(t, body)) {
-				t.Errorf("%s body %s, as api.Client sends it, left the fast path", set.name, body)
+		r.V = api.Version
+		out["grant"] = append(out["grant"], enc(r.AppendJSON(nil)))
+	}
+	for _, r := range []api.SpendRequest{
+		{GrantID: "g1", Args: json.RawMessage(`{"command":"ls"}`), IdempotencyKey: "k4"},
+		{GrantID: "g1", Digest: strings.Repeat("cd", 32), IdempotencyKey: "k5"},
+	} {
+		r.V = api.Version
+		out["spend"] = append(out["spend"], enc(r.AppendJSON(nil)))
+	}
+	effect := api.EffectRequest{V: api.Version, GrantID: "g1", Outcome: "confirmed", Verifier: "exit-code"}
+	out["effect"] = [][]byte{effect.AppendJSON(nil)}
+	return out
+}
+
+// TestFastCommandsMatchStrict: on bodies as the client sends them, every
+// prefix of them and every one-byte change, and the bodies every decoder
+// refuses, the commands built through the fast decoders are those built
+// through decodeStrict alone.
+func TestFastCommandsMatchStrict(t *testing.T) {
+	for op, bodies := range sentBodies(t) {
+		for _, body := range bodies {
+			r := checkFast(t, body)
+			if took := map[string]bool{"grant": r.grant, "spend": r.spend, "effect": r.effect}[op]; !took {
+				t.Errorf("%s body %s, as the client sends it, left the fast path", op, body)
 			}
-			// Every prefix, and the body with a byte changed: whatever
-			// the fast path makes of them, the strict decoder agrees.
 			for i := range body {
 				checkFast(t, body[:i])
 				for _, c := range []byte{'"', '\\', '{', ',', ' ', 0, 0xff} {
@@ -291,164 +164,27 @@ func TestFastDecodersMatchStrict(t *testing.T) {
 			}
 		}
 	}
-	for _, body := range fallbackBodies {
-		if r := checkFast(t, []byte(body)); r != (fastResult{}) {
-			t.Errorf("body %q took a fast path (%+v); want the strict decoder", body, r)
-		}
-	}
-	for _, body := range fastBodies {
-		if r := checkFast(t, []byte(body)); r == (fastResult{}) {
-			t.Errorf("body %q left every fast path", body)
-		}
-	}
 	for _, body := range commonBad {
-		checkFast(t, []byte(body))
+		if r := checkFast(t, []byte(body)); r != (fastResult{}) {
+			t.Errorf("body %q took a fast path (%+v); every decoder refuses it", body, r)
+		}
 	}
-	// An oversize body is refused by size, as the strict path does.
 	big := []byte(`{"v":1,"grant_id":"` + strings.Repeat("g", api.MaxBodyBytes) + `"}`)
 	if r := checkFast(t, big); r != (fastResult{}) {
 		t.Fatalf("oversize body took a fast path: %+v", r)
 	}
 }
 
-// TestFastDecodersCoverFields sets each field of the request types alone
-// (and each field of the provenance types inside a grant), encodes the
-// request with json.Marshal and requires the fast path to decode it to the
-// same request: a field added to a request type but not to its fast
-// decoder fails here.
-func TestFastDecodersCoverFields(t *testing.T) {
-	value := func(t *testing.T, f reflect.Value) {
-		switch f.Kind() {
-		case reflect.String:
-			f.SetString("x<é>")
-		case reflect.Int, reflect.Int64:
-			f.SetInt(7)
-		case reflect.Uint64:
-			f.SetUint(1 << 63)
-		case reflect.Bool:
-			f.SetBool(true)
-		case reflect.Pointer:
-			f.Set(reflect.New(f.Type().Elem()))
-		case reflect.Slice:
-			switch f.Type() {
-			case reflect.TypeFor[json.RawMessage]():
-				f.SetBytes([]byte(`{"k":[1,"v"]}`))
-			case reflect.TypeFor[[]string]():
-				f.Set(reflect.ValueOf([]string{"a", "b"}))
-			case reflect.TypeFor[[]api.FieldTrace]():
-				f.Set(reflect.ValueOf([]api.FieldTrace{{Field: "/a"}}))
-			case reflect.TypeFor[[]api.TraceMatch]():
-				f.Set(reflect.ValueOf([]api.TraceMatch{{Source: "u1"}}))
-			default:
-				t.Fatalf("no test value for %v", f.Type())
-			}
-		default:
-			t.Fatalf("no test value for %v", f.Type())
-		}
-	}
-	check := func(t *testing.T, name string, req any) {
-		body, err := json.Marshal(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := checkFast(t, body)
-		var ok bool
-		switch req.(type) {
-		case *api.GrantRequest:
-			ok = r.grant
-		case *api.SpendRequest:
-			ok = r.spend
-		case *api.EffectRequest:
-			ok = r.effect
-		}
-		if !ok {
-			t.Errorf("%s: %s left the fast path", name, body)
-		}
-	}
-	for _, mk := range []func() any{
-		func() any { return &api.GrantRequest{V: api.Version} },
-		func() any { return &api.SpendRequest{V: api.Version} },
-		func() any { return &api.EffectRequest{V: api.Version} },
-	} {
-		typ := reflect.TypeOf(mk()).Elem()
-		for i := range typ.NumField() {
-			req := mk()
-			if typ.Field(i).Name != "V" {
-				value(t, reflect.ValueOf(req).Elem().Field(i))
-			}
-			check(t, typ.String()+"."+typ.Field(i).Name, req)
-		}
-	}
-	for _, typ := range []reflect.Type{reflect.TypeFor[api.FieldTrace](), reflect.TypeFor[api.TraceMatch]()} {
-		for i := range typ.NumField() {
-			req := &api.GrantRequest{V: api.Version, Provenance: []api.FieldTrace{{}}}
-			v := reflect.ValueOf(&req.Provenance[0]).Elem()
-			if typ == reflect.TypeFor[api.TraceMatch]() {
-				req.Provenance[0].Matches = []api.TraceMatch{{}}
-				v = reflect.ValueOf(&req.Provenance[0].Matches[0]).Elem()
-			}
-			value(t, v.Field(i))
-			check(t, typ.String()+"."+typ.Field(i).Name, req)
-		}
-	}
-}
-
-// TestFastDecoderAssumptions: the fast decoders read every type as a plain
-// struct, string, number or bool, and json.RawMessage as its raw bytes. An
-// unmarshaler added to any of them must be mirrored.
-func TestFastDecoderAssumptions(t *testing.T) {
-	ju, tu := reflect.TypeFor[json.Unmarshaler](), reflect.TypeFor[encoding.TextUnmarshaler]()
-	for _, typ := range []reflect.Type{
-		reflect.TypeFor[api.GrantRequest](), reflect.TypeFor[api.SpendRequest](), reflect.TypeFor[api.EffectRequest](),
-		reflect.TypeFor[api.FieldTrace](), reflect.TypeFor[api.TraceMatch](),
-	} {
-		p := reflect.PointerTo(typ)
-		if p.Implements(ju) || p.Implements(tu) {
-			t.Errorf("%v has an unmarshaler: mirror it in the fast decoders", typ)
-		}
-	}
-}
-
-func TestFastDecodersAllocs(t *testing.T) {
-	spend := []byte(strings.Replace(benchSpendBody, "ARGS", benchArgs["canonical"], 1))
-	grant := []byte(strings.Replace(benchGrantBody, "ARGS", benchArgs["canonical"], 1))
-	effect := []byte(benchEffectBody)
-	// One buffer for all the strings; for the grant, the sources slice too.
-	for _, c := range []struct {
-		name string
-		max  float64
-		f    func() bool
-	}{
-		{"spend", 1, func() bool { var r api.SpendRequest; return decodeSpendFast(spend, &r) }},
-		{"grant", 2, func() bool { var r api.GrantRequest; return decodeGrantFast(grant, &r) }},
-		{"effect", 1, func() bool { var r api.EffectRequest; return decodeEffectFast(effect, &r) }},
-	} {
-		if !c.f() {
-			t.Fatalf("%s: the benchmark body left the fast path", c.name)
-		}
-		if n := testing.AllocsPerRun(100, func() { c.f() }); n > c.max {
-			t.Errorf("%s: the fast decoder allocates %v times, want at most %v", c.name, n, c.max)
-		}
-	}
-}
-
-// FuzzFastDecoders holds the fast decoders and the command builders to the
-// strict decoder on arbitrary bodies, seeded with real bodies (as
-// api.Client encodes them), bodies the fast path takes, bodies it must
-// leave, and the other fuzz targets' bodies.
-func FuzzFastDecoders(f *testing.F) {
-	grantBodies, spendBodies, effectBodies := clientBodies(f)
-	for _, set := range [][][]byte{grantBodies, spendBodies, effectBodies} {
-		for _, b := range set {
+// FuzzFastCommands holds the commands built through the fast decoders to
+// those built through decodeStrict on arbitrary bodies.
+func FuzzFastCommands(f *testing.F) {
+	for _, bodies := range sentBodies(f) {
+		for _, b := range bodies {
 			f.Add(b)
 		}
 	}
-	for _, set := range [][]string{fallbackBodies, fastBodies, commonBad} {
-		for _, b := range set {
-			if len(b) < 4096 {
-				f.Add([]byte(b))
-			}
-		}
+	for _, b := range commonBad {
+		f.Add([]byte(b))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		checkFast(t, body)
@@ -468,13 +204,13 @@ func BenchmarkDecodeRequest(b *testing.B) {
 	}{
 		{"grant",
 			func() bool { var r api.GrantRequest; return decodeStrict(grant, &r) == nil },
-			func() bool { var r api.GrantRequest; return decodeGrantFast(grant, &r) }},
+			func() bool { var r api.GrantRequest; return api.DecodeGrantFast(grant, &r) }},
 		{"spend",
 			func() bool { var r api.SpendRequest; return decodeStrict(spend, &r) == nil },
-			func() bool { var r api.SpendRequest; return decodeSpendFast(spend, &r) }},
+			func() bool { var r api.SpendRequest; return api.DecodeSpendFast(spend, &r) }},
 		{"effect",
 			func() bool { var r api.EffectRequest; return decodeStrict(effect, &r) == nil },
-			func() bool { var r api.EffectRequest; return decodeEffectFast(effect, &r) }},
+			func() bool { var r api.EffectRequest; return api.DecodeEffectFast(effect, &r) }},
 	}
 	for _, c := range cases {
 		for _, m := range []struct {

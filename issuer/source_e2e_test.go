@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/testenv"
@@ -24,8 +25,8 @@ func TestSourceRevocationThroughTheAPI(t *testing.T) {
 	nc := dial(t, env.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	w := api.NewClient(nc, "w1")
-	op := api.NewClient(nc, "")
+	w := client.New(nc, "w1")
+	op := client.New(nc, "")
 
 	prompt := api.SourceRequest{ID: "u1", Channel: "user_prompt", Session: "s1", ContentDigest: events.Sum([]byte("run the report")).String()}
 	u1, err := w.RegisterSource(ctx, prompt)

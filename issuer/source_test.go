@@ -5,10 +5,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/authority"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/fsm"
+	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/policy"
 )
 
 // The state machine keeps its own copy of the provenance limits (it
@@ -136,5 +140,54 @@ func TestGrantCommandTraces(t *testing.T) {
 			}
 			checkRefusal(t, []byte(tc.prov), e)
 		})
+	}
+}
+
+// The state machine keeps its own list of the channels a source may name
+// (it does not import authority's yet): it must accept every channel of
+// authority.Channels, and nothing else.
+func TestSourceChannelsAgree(t *testing.T) {
+	s := fsm.New()
+	fsm.Apply(s, 1, fsm.Batch{Time: int64(time.Second), Node: "n1", Commands: []fsm.Command{
+		{Op: fsm.OpSetPolicy, Caller: "operator:root", Policy: policy.Recommended().Canonical()}}})
+	digest := events.Sum([]byte("content")).String()
+	index := uint64(2)
+	// register answers a registration as the issuer and the state machine
+	// do: the issuer's refusal (it checks a source against the state
+	// machine's rules before proposing it), or the state machine's answer.
+	register := func(id, channel string, origins ...string) grants.Envelope {
+		t.Helper()
+		body, err := json.Marshal(api.SourceRequest{V: api.Version, ID: id, Channel: channel, ContentDigest: digest, Origins: origins})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, rerr := sourceCommand("w1", body)
+		if rerr != nil {
+			return rerr.envelope()
+		}
+		index++
+		return fsm.Apply(s, index, fsm.Batch{Time: int64(index) * int64(time.Second), Node: "n1", Commands: []fsm.Command{c}})[0]
+	}
+	for i, ch := range authority.Channels() {
+		var origins []string
+		if ch == authority.ChannelDerived {
+			origins = []string{"s0"}
+		}
+		if env := register("s"+strconv.Itoa(i), ch, origins...); env.Decision != grants.Permit {
+			t.Errorf("channel %q: the state machine refused it: %+v", ch, env)
+		}
+	}
+	for i, ch := range []string{"secrets", "Model_Output", "model-output", "web"} {
+		if authority.KnownChannel(ch) {
+			t.Errorf("authority.KnownChannel(%q) holds", ch)
+		}
+		if env := register("x"+strconv.Itoa(i), ch); env.Decision == grants.Permit {
+			t.Errorf("channel %q: the state machine accepted it", ch)
+		}
+	}
+	for _, ch := range authority.Channels() {
+		if !authority.KnownChannel(ch) {
+			t.Errorf("authority.KnownChannel(%q) does not hold", ch)
+		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/writ-dev/writ/events"
 )
 
 const pw = "s3cret"
@@ -165,7 +167,7 @@ func TestAuditorReadsButCannotPublish(t *testing.T) {
 
 	errOpt, errs := asyncErrors()
 	aud, ajs := connect(t, url, append(ClientOptions("aud", pw), errOpt)...)
-	live, err := aud.SubscribeSync(EventSubjects)
+	live, err := aud.SubscribeSync(events.SubjectAll)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +176,7 @@ func TestAuditorReadsButCannotPublish(t *testing.T) {
 	}
 
 	p := NewPublisher(ijs)
-	if _, err := p.Publish(ctx, events(1, 20)); err != nil {
+	if _, err := p.Publish(ctx, eventMsgs(1, 20)); err != nil {
 		t.Fatal(err)
 	}
 	if m, err := live.NextMsg(2 * time.Second); err != nil || string(m.Data) != "event-1" {
@@ -182,7 +184,7 @@ func TestAuditorReadsButCannotPublish(t *testing.T) {
 	}
 
 	// Ordered consumer over the whole stream.
-	st, err := ajs.Stream(ctx, StreamName)
+	st, err := ajs.Stream(ctx, events.StreamName)
 	if err != nil {
 		t.Fatalf("auditor stream info: %v", err)
 	}
@@ -233,8 +235,8 @@ func TestAuditorReadsButCannotPublish(t *testing.T) {
 // deletes the consumer it replaces, else it lingers until its inactivity
 // threshold) and STREAM.INFO (jetstream.JetStream.Stream).
 func TestAuditorMinimalSubjects(t *testing.T) {
-	create := "$JS.API.CONSUMER.CREATE." + StreamName + ".>"
-	next := "$JS.API.CONSUMER.MSG.NEXT." + StreamName + ".>"
+	create := "$JS.API.CONSUMER.CREATE." + events.StreamName + ".>"
+	next := "$JS.API.CONSUMER.MSG.NEXT." + events.StreamName + ".>"
 	cfg := testConfig(t, "minimal")
 	cfg.Users = []User{
 		IssuerUser("issuer", pw),
@@ -248,13 +250,13 @@ func TestAuditorMinimalSubjects(t *testing.T) {
 	if _, err := EnsureStream(ctx, ijs, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewPublisher(ijs).Publish(ctx, events(1, 20)); err != nil {
+	if _, err := NewPublisher(ijs).Publish(ctx, eventMsgs(1, 20)); err != nil {
 		t.Fatal(err)
 	}
 	read := func(user string) (int, error) {
 		quiet := nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})
 		_, js := connect(t, ClientURL(s), append(ClientOptions(user, pw), quiet)...)
-		cons, err := js.OrderedConsumer(testCtx(t, time.Second), StreamName, jetstream.OrderedConsumerConfig{})
+		cons, err := js.OrderedConsumer(testCtx(t, time.Second), events.StreamName, jetstream.OrderedConsumerConfig{})
 		if err != nil {
 			return 0, err
 		}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/writ-dev/writ/events"
 )
 
 // clusterConfigs returns n configs of one loopback cluster, each routing to
@@ -38,7 +40,7 @@ func localLastSeq(s *server.Server) uint64 {
 	}
 	for _, acc := range info.AccountDetails {
 		for _, sd := range acc.Streams {
-			if sd.Name == StreamName {
+			if sd.Name == events.StreamName {
 				return sd.State.LastSeq
 			}
 		}
@@ -108,7 +110,7 @@ func TestClusterR3(t *testing.T) {
 	// Publish through each node in turn.
 	for i := range js {
 		from := uint64(i*50 + 1)
-		if got := publishEventually(t, ctx, NewPublisher(js[i]), events(from, from+49)); got != from+49 {
+		if got := publishEventually(t, ctx, NewPublisher(js[i]), eventMsgs(from, from+49)); got != from+49 {
 			t.Fatalf("Publish via n%d returned %d", i, got)
 		}
 	}
@@ -118,7 +120,7 @@ func TestClusterR3(t *testing.T) {
 
 	step("published 1..150")
 	// Stop the stream leader.
-	st, err := js[0].Stream(ctx, StreamName)
+	st, err := js[0].Stream(ctx, events.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +140,7 @@ func TestClusterR3(t *testing.T) {
 	servers[down] = nil
 	step(fmt.Sprintf("stopped leader n%d", down))
 	up := (down + 1) % len(servers)
-	if got := publishEventually(t, ctx, NewPublisher(js[up], WithRequestTimeout(time.Second)), events(100, 200)); got != 200 {
+	if got := publishEventually(t, ctx, NewPublisher(js[up], WithRequestTimeout(time.Second)), eventMsgs(100, 200)); got != 200 {
 		t.Fatalf("Publish with n%d down returned %d", down, got)
 	}
 
@@ -157,7 +159,7 @@ func TestClusterR3(t *testing.T) {
 	}
 	step("restarted node caught up")
 	_, jsDown := connect(t, ClientURL(s))
-	if got := publishEventually(t, ctx, NewPublisher(jsDown), events(190, 210)); got != 210 {
+	if got := publishEventually(t, ctx, NewPublisher(jsDown), eventMsgs(190, 210)); got != 210 {
 		t.Fatalf("Publish via restarted n%d returned %d", down, got)
 	}
 	if msgs, last := streamMsgs(t, ctx, jsDown); msgs != 210 || last != 210 {

@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
+
+	"github.com/writ-dev/writ/events"
 )
 
 func TestMain(m *testing.M) {
@@ -77,8 +79,8 @@ func testCtx(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// events returns messages from..to (inclusive) with deterministic bodies.
-func events(from, to uint64) []Message {
+// eventMsgs returns messages from..to (inclusive) with deterministic bodies.
+func eventMsgs(from, to uint64) []Message {
 	var msgs []Message
 	for seq := from; seq <= to; seq++ {
 		msgs = append(msgs, event(seq))
@@ -93,7 +95,7 @@ func event(seq uint64) Message {
 // streamMsgs returns the number of messages the stream holds.
 func streamMsgs(t *testing.T, ctx context.Context, js jetstream.JetStream) (msgs, last uint64) {
 	t.Helper()
-	st, err := js.Stream(ctx, StreamName)
+	st, err := js.Stream(ctx, events.StreamName)
 	if err != nil {
 		t.Fatalf("stream info: %v", err)
 	}

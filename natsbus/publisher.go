@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/writ-dev/writ/events"
 )
 
 // Publisher defaults.
@@ -307,13 +309,13 @@ func (p *Publisher) remember(st jetstream.Stream, last uint64, err error) {
 func (p *Publisher) stream(ctx context.Context, quorum bool) (jetstream.Stream, uint64, error) {
 	rctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	st, err := p.js.Stream(rctx, StreamName)
+	st, err := p.js.Stream(rctx, events.StreamName)
 	if err != nil {
-		return nil, 0, fmt.Errorf("natsbus: read stream %s: %w", StreamName, err)
+		return nil, 0, fmt.Errorf("natsbus: read stream %s: %w", events.StreamName, err)
 	}
 	info := st.CachedInfo()
 	if err := checkLed(info.Cluster, quorum); err != nil {
-		return nil, 0, fmt.Errorf("%w: stream %s says last seq %d, but %v", ErrStreamNotLed, StreamName, info.State.LastSeq, err)
+		return nil, 0, fmt.Errorf("%w: stream %s says last seq %d, but %v", ErrStreamNotLed, events.StreamName, info.State.LastSeq, err)
 	}
 	return st, info.State.LastSeq, nil
 }
@@ -359,8 +361,8 @@ func checkBatch(msgs []Message) error {
 			return fmt.Errorf("%w: msgs[%d]: seq 0 (sequences start at 1)", ErrInvalidMessage, i)
 		case i > 0 && m.Seq != msgs[i-1].Seq+1:
 			return fmt.Errorf("%w: msgs[%d]: seq %d does not follow seq %d", ErrInvalidMessage, i, m.Seq, msgs[i-1].Seq)
-		case !strings.HasPrefix(m.Subject, EventSubjectPrefix):
-			return fmt.Errorf("%w: msgs[%d] (seq %d): subject %q is not under %s", ErrInvalidMessage, i, m.Seq, m.Subject, EventSubjectPrefix)
+		case !strings.HasPrefix(m.Subject, events.SubjectPrefix):
+			return fmt.Errorf("%w: msgs[%d] (seq %d): subject %q is not under %s", ErrInvalidMessage, i, m.Seq, m.Subject, events.SubjectPrefix)
 		}
 		if err := checkSubject(m.Subject, false); err != nil {
 			return fmt.Errorf("%w: msgs[%d] (seq %d): %v", ErrInvalidMessage, i, m.Seq, err)

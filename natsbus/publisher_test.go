@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/writ-dev/writ/events"
 )
 
 // singleServer starts a server, connects and ensures the stream.
@@ -70,7 +72,7 @@ func TestPublisherOrderedIdempotent(t *testing.T) {
 	if last, err := p.LastSeq(ctx); err != nil || last != 0 {
 		t.Fatalf("LastSeq on empty stream = %d, %v", last, err)
 	}
-	got, err := p.Publish(ctx, events(1, 100))
+	got, err := p.Publish(ctx, eventMsgs(1, 100))
 	if err != nil || got != 100 {
 		t.Fatalf("Publish 1..100 = %d, %v", got, err)
 	}
@@ -78,14 +80,14 @@ func TestPublisherOrderedIdempotent(t *testing.T) {
 		t.Fatalf("LastSeq = %d, %v; want 100", last, err)
 	}
 
-	got, err = p.Publish(ctx, events(50, 120))
+	got, err = p.Publish(ctx, eventMsgs(50, 120))
 	if err != nil || got != 120 {
 		t.Fatalf("Publish 50..120 = %d, %v", got, err)
 	}
 	if msgs, last := streamMsgs(t, ctx, js); msgs != 120 || last != 120 {
 		t.Fatalf("stream holds %d messages up to %d, want 120 up to 120", msgs, last)
 	}
-	st, err := js.Stream(ctx, StreamName)
+	st, err := js.Stream(ctx, events.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +103,7 @@ func TestPublisherOrderedIdempotent(t *testing.T) {
 	}
 
 	// Fully published batch: nothing to do.
-	if got, err = p.Publish(ctx, events(1, 10)); err != nil || got != 120 {
+	if got, err = p.Publish(ctx, eventMsgs(1, 10)); err != nil || got != 120 {
 		t.Fatalf("Publish 1..10 again = %d, %v", got, err)
 	}
 	// Empty batch reports the stream's end.
@@ -109,20 +111,20 @@ func TestPublisherOrderedIdempotent(t *testing.T) {
 		t.Fatalf("Publish(nil) = %d, %v", got, err)
 	}
 
-	got, err = p.Publish(ctx, events(130, 140))
+	got, err = p.Publish(ctx, eventMsgs(130, 140))
 	if !errors.Is(err, ErrStreamGap) || got != 120 {
 		t.Fatalf("Publish 130..140 = %d, %v; want 120, ErrStreamGap", got, err)
 	}
 
-	bad := events(59, 61)
+	bad := eventMsgs(59, 61)
 	bad[1].Data = []byte("forged")
 	got, err = p.Publish(ctx, bad)
 	if !errors.Is(err, ErrStreamDiverged) || !strings.Contains(err.Error(), "seq 60") || got != 120 {
 		t.Fatalf("Publish with different data at 60 = %d, %v; want ErrStreamDiverged naming seq 60", got, err)
 	}
-	bad = events(121, 121)
+	bad = eventMsgs(121, 121)
 	bad[0].Subject = "writ.evt.revoke"
-	if _, err := p.Publish(ctx, events(120, 121)); err != nil {
+	if _, err := p.Publish(ctx, eventMsgs(120, 121)); err != nil {
 		t.Fatalf("Publish 120..121: %v", err)
 	}
 	if _, err := p.Publish(ctx, bad); !errors.Is(err, ErrStreamDiverged) {
@@ -154,7 +156,7 @@ func TestPublisherRejectsBadBatch(t *testing.T) {
 		t.Fatalf("bad batches reached the stream: last seq %d", last)
 	}
 	var nilP *Publisher
-	if _, err := nilP.Publish(ctx, events(1, 1)); !errors.Is(err, ErrNilJetStream) {
+	if _, err := nilP.Publish(ctx, eventMsgs(1, 1)); !errors.Is(err, ErrNilJetStream) {
 		t.Fatalf("nil Publisher: %v", err)
 	}
 	if _, err := NewPublisher(nil).LastSeq(ctx); !errors.Is(err, ErrNilJetStream) {
@@ -180,7 +182,7 @@ func TestPublisherConcurrentPublishers(t *testing.T) {
 			p := NewPublisher(js, WithWindow(8))
 			// Publish in overlapping chunks so the two interleave.
 			for from := uint64(1); from <= n; from += 25 {
-				if _, err := p.Publish(ctx, events(from, min(from+40, n))); err != nil {
+				if _, err := p.Publish(ctx, eventMsgs(from, min(from+40, n))); err != nil {
 					errs <- err
 					return
 				}
@@ -203,7 +205,7 @@ func TestPublisherConcurrentPublishers(t *testing.T) {
 func TestStreamIsAppendOnly(t *testing.T) {
 	js, st := singleServer(t)
 	ctx := testCtx(t, 10*time.Second)
-	if _, err := NewPublisher(js).Publish(ctx, events(1, 10)); err != nil {
+	if _, err := NewPublisher(js).Publish(ctx, eventMsgs(1, 10)); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.DeleteMsg(ctx, 5); err == nil {
@@ -235,7 +237,7 @@ func TestPublisherHonoursContext(t *testing.T) {
 	js, _ := singleServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := NewPublisher(js).Publish(ctx, events(1, 5)); !errors.Is(err, context.Canceled) {
+	if _, err := NewPublisher(js).Publish(ctx, eventMsgs(1, 5)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Publish with cancelled ctx = %v", err)
 	}
 }
@@ -260,7 +262,7 @@ func TestEnsureStreamRepairsExisting(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := js.DeleteStream(ctx, StreamName); err != nil {
+	if err := js.DeleteStream(ctx, events.StreamName); err != nil {
 		t.Fatal(err)
 	}
 	mem := StreamConfig(1)
@@ -289,7 +291,7 @@ func TestPublisherRemembersPosition(t *testing.T) {
 	}
 	var mu sync.Mutex
 	n := 0
-	sub, err := nc.Subscribe("$JS.API.STREAM.INFO."+StreamName, func(*nats.Msg) { mu.Lock(); n++; mu.Unlock() })
+	sub, err := nc.Subscribe("$JS.API.STREAM.INFO."+events.StreamName, func(*nats.Msg) { mu.Lock(); n++; mu.Unlock() })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +308,7 @@ func TestPublisherRemembersPosition(t *testing.T) {
 
 	p1, p2 := NewPublisher(js1, WithWindow(4)), NewPublisher(js2, WithWindow(4))
 	for from := uint64(1); from <= 30; from += 10 {
-		if got, err := p1.Publish(ctx, events(from, from+9)); err != nil || got != from+9 {
+		if got, err := p1.Publish(ctx, eventMsgs(from, from+9)); err != nil || got != from+9 {
 			t.Fatalf("Publish %d..%d = %d, %v", from, from+9, got, err)
 		}
 	}
@@ -316,20 +318,20 @@ func TestPublisherRemembersPosition(t *testing.T) {
 
 	// Another publisher appends 31..35; p1 still believes the stream ends
 	// at 30 and must find out, verify 31..35 and go on.
-	if _, err := p2.Publish(ctx, events(31, 35)); err != nil {
+	if _, err := p2.Publish(ctx, eventMsgs(31, 35)); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := p1.Publish(ctx, events(31, 40)); err != nil || got != 40 {
+	if got, err := p1.Publish(ctx, eventMsgs(31, 40)); err != nil || got != 40 {
 		t.Fatalf("Publish 31..40 after another publisher wrote 31..35 = %d, %v", got, err)
 	}
 	// A different message at 41 written by someone else is found, not
 	// skipped over, even though p1 remembers the stream ending at 40.
-	forged := events(41, 41)
+	forged := eventMsgs(41, 41)
 	forged[0].Data = []byte("forged")
 	if _, err := p2.Publish(ctx, forged); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p1.Publish(ctx, events(41, 45)); !errors.Is(err, ErrStreamDiverged) {
+	if _, err := p1.Publish(ctx, eventMsgs(41, 45)); !errors.Is(err, ErrStreamDiverged) {
 		t.Fatalf("Publish 41..45 over a forged 41 = %v; want ErrStreamDiverged", err)
 	}
 	if msgs, last := streamMsgs(t, ctx, js1); msgs != 41 || last != 41 {

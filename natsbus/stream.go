@@ -9,12 +9,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/writ-dev/writ/events"
 )
 
 // Receipt stream parameters.
 const (
-	// StreamName is the JetStream stream holding every event.
-	StreamName = "WRIT_EVENTS"
 	// DuplicateWindow is how long the stream remembers message ids
 	// (Nats-Msg-Id) to drop re-sent messages.
 	DuplicateWindow = 2 * time.Minute
@@ -28,9 +28,9 @@ const (
 // than old ones dropped when a server limit is reached.
 func StreamConfig(replicas int) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:        StreamName,
+		Name:        events.StreamName,
 		Description: "writ receipts: append-only event log",
-		Subjects:    []string{EventSubjects},
+		Subjects:    []string{events.SubjectAll},
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardNew,
 		Storage:     jetstream.FileStorage,
@@ -70,13 +70,13 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, replicas int) (je
 			return st, nil
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("natsbus: ensure stream %s: %w (last attempt: %v)", StreamName, ctx.Err(), err)
+			return nil, fmt.Errorf("natsbus: ensure stream %s: %w (last attempt: %v)", events.StreamName, ctx.Err(), err)
 		}
 		if !transientStreamErr(err) {
-			return nil, fmt.Errorf("natsbus: ensure stream %s: %w", StreamName, err)
+			return nil, fmt.Errorf("natsbus: ensure stream %s: %w", events.StreamName, err)
 		}
 		if sleepErr := sleepCtx(ctx, backoff); sleepErr != nil {
-			return nil, fmt.Errorf("natsbus: ensure stream %s: %w (last attempt: %v)", StreamName, sleepErr, err)
+			return nil, fmt.Errorf("natsbus: ensure stream %s: %w (last attempt: %v)", events.StreamName, sleepErr, err)
 		}
 		backoff = min(2*backoff, time.Second)
 	}
@@ -110,7 +110,7 @@ func checkStreamConfig(c jetstream.StreamConfig, replicas int) error {
 		return fmt.Errorf("%w: %s is %v", ErrStreamConfig, field, got)
 	}
 	switch {
-	case !slices.Equal(c.Subjects, []string{EventSubjects}):
+	case !slices.Equal(c.Subjects, []string{events.SubjectAll}):
 		return bad("Subjects", c.Subjects)
 	case c.Storage != jetstream.FileStorage:
 		return bad("Storage", c.Storage)

@@ -45,7 +45,7 @@ func peer(name string, current, offline bool) *jetstream.PeerInfo {
 func TestLastSeqRefusesAnswersNotFromALedStream(t *testing.T) {
 	js, _ := singleServer(t)
 	ctx := testCtx(t, 20*time.Second)
-	if got, err := NewPublisher(js).Publish(ctx, events(1, 10)); err != nil || got != 10 {
+	if got, err := NewPublisher(js).Publish(ctx, eventMsgs(1, 10)); err != nil || got != 10 {
 		t.Fatalf("Publish 1..10 = %d, %v", got, err)
 	}
 	empty := func(ci *jetstream.ClusterInfo) func(*jetstream.StreamInfo) {
@@ -73,7 +73,7 @@ func TestLastSeqRefusesAnswersNotFromALedStream(t *testing.T) {
 		// Publish cannot know where the stream ends either: it fails
 		// without claiming a gap.
 		if tc.name != "a leader with no current replica" {
-			if _, err := p.Publish(ctx, events(11, 12)); !errors.Is(err, ErrStreamNotLed) {
+			if _, err := p.Publish(ctx, eventMsgs(11, 12)); !errors.Is(err, ErrStreamNotLed) {
 				t.Errorf("%s: Publish 11..12 = %v; want ErrStreamNotLed", tc.name, err)
 			}
 		}

@@ -4,18 +4,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-)
 
-// Subjects of writ's roles.
-const (
-	// EventSubjects are the subjects of the receipt stream.
-	EventSubjects = "writ.evt.>"
-	// EventSubjectPrefix starts every event subject.
-	EventSubjectPrefix = "writ.evt."
-	// APISubjectPrefix starts worker requests: writ.api.<worker>.<verb>.
-	APISubjectPrefix = "writ.api."
-	// OperatorSubjects are the subjects of operator commands.
-	OperatorSubjects = "writ.op.>"
+	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/events"
 )
 
 // User is one client account of the embedded server. Publish and Subscribe
@@ -45,7 +36,7 @@ func WorkerUser(name, password string) User {
 	return User{
 		Name:      name,
 		Password:  password,
-		Publish:   []string{APISubjectPrefix + name + ".>"},
+		Publish:   []string{api.WorkerPrefix + name + ".>"},
 		Subscribe: []string{inboxSubjects(name)},
 	}
 }
@@ -56,7 +47,7 @@ func OperatorUser(name, password string) User {
 	return User{
 		Name:      name,
 		Password:  password,
-		Publish:   []string{OperatorSubjects},
+		Publish:   []string{api.OperatorWildcard},
 		Subscribe: []string{inboxSubjects(name)},
 	}
 }
@@ -67,10 +58,10 @@ func OperatorUser(name, password string) User {
 // after a reset, and the stream info that jetstream.JetStream.Stream reads.
 func AuditorPublishSubjects() []string {
 	return []string{
-		"$JS.API.CONSUMER.CREATE." + StreamName + ".>",
-		"$JS.API.CONSUMER.MSG.NEXT." + StreamName + ".>",
-		"$JS.API.CONSUMER.DELETE." + StreamName + ".>",
-		"$JS.API.STREAM.INFO." + StreamName,
+		"$JS.API.CONSUMER.CREATE." + events.StreamName + ".>",
+		"$JS.API.CONSUMER.MSG.NEXT." + events.StreamName + ".>",
+		"$JS.API.CONSUMER.DELETE." + events.StreamName + ".>",
+		"$JS.API.STREAM.INFO." + events.StreamName,
 	}
 }
 
@@ -82,7 +73,7 @@ func AuditorUser(name, password string) User {
 		Name:      name,
 		Password:  password,
 		Publish:   AuditorPublishSubjects(),
-		Subscribe: []string{EventSubjects, inboxSubjects(name)},
+		Subscribe: []string{events.SubjectAll, inboxSubjects(name)},
 	}
 }
 

@@ -39,24 +39,10 @@ type SourceFact struct {
 	Whole bool
 }
 
-// Provenance channels. Derived content is computed from registered
-// sources; it takes the lowest level of its origins (the state machine
-// computes that) and the policy gives it no level of its own.
-const (
-	ChannelUserPrompt      = "user_prompt"
-	ChannelInstructionFile = "instruction_file"
-	ChannelFileRead        = "file_read"
-	ChannelToolResult      = "tool_result"
-	ChannelWebFetch        = "web_fetch"
-	ChannelPeerMessage     = "peer_message"
-	ChannelModelOutput     = "model_output"
-	ChannelDerived         = "derived"
-)
-
 // provChannels are the channels a document may give a level or protect.
 var provChannels = []string{
-	ChannelUserPrompt, ChannelInstructionFile, ChannelFileRead, ChannelToolResult,
-	ChannelWebFetch, ChannelPeerMessage, ChannelModelOutput,
+	authority.ChannelUserPrompt, authority.ChannelInstructionFile, authority.ChannelFileRead, authority.ChannelToolResult,
+	authority.ChannelWebFetch, authority.ChannelPeerMessage, authority.ChannelModelOutput,
 }
 
 // defaultChannelLevel is a channel's level when the document does not list
@@ -65,7 +51,7 @@ var provChannels = []string{
 // the model's own words) is evidence.
 func defaultChannelLevel(channel string) authority.Level {
 	switch channel {
-	case ChannelUserPrompt, ChannelInstructionFile:
+	case authority.ChannelUserPrompt, authority.ChannelInstructionFile:
 		return authority.Instruction
 	}
 	return authority.Evidence
@@ -156,7 +142,7 @@ func (p *Policy) compiledOrNil() *compiled {
 }
 
 func (pv *cProvenance) channelLevel(channel string) authority.Level {
-	if channel == ChannelDerived {
+	if channel == authority.ChannelDerived {
 		return authority.Evidence
 	}
 	if l, ok := pv.channels[channel]; ok {
@@ -168,7 +154,7 @@ func (pv *cProvenance) channelLevel(channel string) authority.Level {
 func (pv *cProvenance) sourceAuthority(channel, p, tool string) authority.Level {
 	level := pv.channelLevel(channel)
 	switch channel {
-	case ChannelFileRead, ChannelInstructionFile:
+	case authority.ChannelFileRead, authority.ChannelInstructionFile:
 		if cp, ok := cleanSourcePath(p); ok {
 			for _, r := range pv.paths {
 				if r.level > level && r.g.Match(cp) {
@@ -176,7 +162,7 @@ func (pv *cProvenance) sourceAuthority(channel, p, tool string) authority.Level 
 				}
 			}
 		}
-	case ChannelToolResult:
+	case authority.ChannelToolResult:
 		if tool != "" {
 			for _, r := range pv.tools {
 				if r.level > level && r.g.Match(tool) {
@@ -237,7 +223,7 @@ func parseLevel(s string) (authority.Level, error) {
 // knownChannel checks a channel name a document gives a level or
 // protects.
 func knownChannel(ch string) error {
-	if ch == ChannelDerived {
+	if ch == authority.ChannelDerived {
 		return fmt.Errorf("derived content takes the lowest level of its origins and its origins' protection; it cannot be listed")
 	}
 	if !contains(provChannels, ch) {

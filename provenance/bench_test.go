@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/writ-dev/writ/authority"
 )
 
 var (
@@ -33,7 +35,7 @@ func benchRegistry(b testing.TB) *Registry {
 				}
 				sb.WriteByte(' ')
 			}
-			mustRegister(b, r, fmt.Sprintf("bulk-%03d", i), ChannelToolResult, Evidence, sb.String())
+			mustRegister(b, r, fmt.Sprintf("bulk-%03d", i), authority.ChannelToolResult, Evidence, sb.String())
 		}
 		benchReg = r
 	})
@@ -167,7 +169,7 @@ func BenchmarkHookCycleRegister(b *testing.B) {
 			b.Fatal(err)
 		}
 		i++
-		d, c := src(fmt.Sprintf("result-%d", i%50), ChannelToolResult, Evidence, hookResult)
+		d, c := src(fmt.Sprintf("result-%d", i%50), authority.ChannelToolResult, Evidence, hookResult)
 		if err := r.Register(d, c); err != nil {
 			b.Fatal(err)
 		}
@@ -193,7 +195,7 @@ func BenchmarkRegister(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		d, c := src(fmt.Sprintf("result-%d", i%50), ChannelToolResult, Evidence, hookResult)
+		d, c := src(fmt.Sprintf("result-%d", i%50), authority.ChannelToolResult, Evidence, hookResult)
 		if err := r.Register(d, c); err != nil {
 			b.Fatal(err)
 		}

@@ -5,22 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/writ-dev/writ/authority"
 )
 
-// Channel names how content entered the session.
+// Channel names how content entered the session: one of
+// authority.Channels.
 type Channel string
-
-// Well-known channels.
-const (
-	ChannelToolResult      Channel = "tool_result"
-	ChannelWebFetch        Channel = "web_fetch"
-	ChannelFileRead        Channel = "file_read"
-	ChannelUserPrompt      Channel = "user_prompt"
-	ChannelInstructionFile Channel = "instruction_file"
-	ChannelPeerMessage     Channel = "peer_message"
-	ChannelModelOutput     Channel = "model_output"
-	ChannelDerived         Channel = "derived"
-)
 
 // Scope is the lifetime of content. Task is narrower than Session.
 type Scope uint8
@@ -84,7 +75,7 @@ func NewSource(id string, ch Channel, owner string, scope Scope, auth Level, cou
 // lower (older) counter is kept, so the result is invalidated no later than
 // its oldest input. Deriving never raises authority.
 func Derive(id, deriver string, inputs ...Descriptor) Descriptor {
-	d := Descriptor{ID: id, Channel: ChannelDerived, Owner: deriver, Scope: ScopeSession, Authority: Evidence}
+	d := Descriptor{ID: id, Channel: authority.ChannelDerived, Owner: deriver, Scope: ScopeSession, Authority: Evidence}
 	if len(inputs) == 0 {
 		d.Scope = ScopeTask
 		return d

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/writ-dev/writ/authority"
 )
 
 func TestLevelOrderAndText(t *testing.T) {
@@ -45,10 +47,10 @@ func TestLevelOrderAndText(t *testing.T) {
 }
 
 func TestDeriveLattice(t *testing.T) {
-	user := NewSource("u1", ChannelUserPrompt, "alice", ScopeSession, Instruction, 3, []byte("pay bob"))
-	pol := NewSource("p1", ChannelInstructionFile, "alice", ScopeSession, Policy, 1, []byte("policy"))
-	web := NewSource("w1", ChannelWebFetch, "agent", ScopeTask, Evidence, 7, []byte("page"))
-	pref := NewSource("f1", ChannelUserPrompt, "alice", ScopeSession, Preference, 0, []byte("likes"))
+	user := NewSource("u1", authority.ChannelUserPrompt, "alice", ScopeSession, Instruction, 3, []byte("pay bob"))
+	pol := NewSource("p1", authority.ChannelInstructionFile, "alice", ScopeSession, Policy, 1, []byte("policy"))
+	web := NewSource("w1", authority.ChannelWebFetch, "agent", ScopeTask, Evidence, 7, []byte("page"))
+	pref := NewSource("f1", authority.ChannelUserPrompt, "alice", ScopeSession, Preference, 0, []byte("likes"))
 	mid := Derive("d0", "agent", user, pol)
 	stale := user
 	stale.OriginCounters = []OriginCounter{{Source: "u1", Counter: 2}}
@@ -72,7 +74,7 @@ func TestDeriveLattice(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			d := Derive("out", "agent", tc.inputs...)
-			if d.Authority != tc.wantAuth || d.Scope != tc.wantScope || d.Owner != "agent" || d.Channel != ChannelDerived {
+			if d.Authority != tc.wantAuth || d.Scope != tc.wantScope || d.Owner != "agent" || d.Channel != authority.ChannelDerived {
 				t.Fatalf("got auth=%v scope=%v owner=%q ch=%q", d.Authority, d.Scope, d.Owner, d.Channel)
 			}
 			if len(d.Origins) != 0 || len(tc.wantOrigin) != 0 {
@@ -95,7 +97,7 @@ func TestDeriveLattice(t *testing.T) {
 }
 
 func TestRaiseOnlyByOwner(t *testing.T) {
-	web := NewSource("w1", ChannelWebFetch, "alice", ScopeSession, Evidence, 0, []byte("x"))
+	web := NewSource("w1", authority.ChannelWebFetch, "alice", ScopeSession, Evidence, 0, []byte("x"))
 	derived := Derive("d1", "agent", web)
 	tests := []struct {
 		name    string
@@ -136,8 +138,8 @@ func TestRaiseOnlyByOwner(t *testing.T) {
 
 func TestStale(t *testing.T) {
 	d := Derive("d", "agent",
-		NewSource("a", ChannelFileRead, "o", ScopeSession, Evidence, 1, nil),
-		NewSource("b", ChannelFileRead, "o", ScopeSession, Evidence, 5, nil))
+		NewSource("a", authority.ChannelFileRead, "o", ScopeSession, Evidence, 1, nil),
+		NewSource("b", authority.ChannelFileRead, "o", ScopeSession, Evidence, 5, nil))
 	cur := map[string]uint64{"a": 1, "b": 6}
 	got := d.Stale(func(s string) (uint64, bool) { c, ok := cur[s]; return c, ok })
 	if !reflect.DeepEqual(got, []string{"b"}) {

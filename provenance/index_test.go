@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/writ-dev/writ/authority"
 )
 
 // refShort is the reference for short values: every live window scanned
@@ -259,7 +261,7 @@ func TestShortValuesMatchReference(t *testing.T) {
 					sb.WriteString(alpha[rng.Intn(len(alpha))])
 				}
 				id := fmt.Sprintf("s%02d", rng.Intn(12))
-				mustRegister(t, r, id, ChannelToolResult, Evidence, sb.String())
+				mustRegister(t, r, id, authority.ChannelToolResult, Evidence, sb.String())
 				contents[id] = append(contents[id], Normalize([]byte(sb.String())))
 			}
 			checkInvariants(t, r)
@@ -331,7 +333,7 @@ func TestTokenAtWindowCut(t *testing.T) {
 	if i, j := strings.Index(content, "ab"), strings.Index(content, "cdzz"); i != step || j+2 != opt.WindowSize {
 		t.Fatalf("ab at %d, cdzz at %d", i, j)
 	}
-	mustRegister(t, r, "s", ChannelToolResult, Evidence, content)
+	mustRegister(t, r, "s", authority.ChannelToolResult, Evidence, content)
 	if !strings.HasPrefix(string(r.sources["s"].windows[1].data), "ab ") {
 		t.Fatalf("second window %q", r.sources["s"].windows[1].data)
 	}
@@ -354,7 +356,7 @@ func TestTokenAtWindowCut(t *testing.T) {
 	}
 	// At the content's edges a short word is a token.
 	r2 := NewRegistry(opt)
-	mustRegister(t, r2, "edge", ChannelToolResult, Evidence, "ls"+strings.Repeat(" filler", 30)+" rm")
+	mustRegister(t, r2, "edge", authority.ChannelToolResult, Evidence, "ls"+strings.Repeat(" filler", 30)+" rm")
 	for _, v := range []string{"ls", "rm"} {
 		if tr := r2.Trace("f", v); len(tr.Matches) != 1 || tr.Matches[0].Mode != ModeToken {
 			t.Errorf("%q: %+v", v, tr.Matches)
@@ -367,7 +369,7 @@ func TestTokenAtWindowCut(t *testing.T) {
 func TestShortValueLengths(t *testing.T) {
 	r := NewRegistry(Options{})
 	content := "id = abcdefghijklmnopq ;" // a word of 17 letters
-	mustRegister(t, r, "s", ChannelToolResult, Evidence, content)
+	mustRegister(t, r, "s", authority.ChannelToolResult, Evidence, content)
 	word := "abcdefghijklmnopq"
 	for l := 1; l < FragmentMin; l++ {
 		inner := word[1 : 1+l] // inside the word: never a token
@@ -417,7 +419,7 @@ func TestFragmentsMatchReference(t *testing.T) {
 					}
 					sb.WriteByte(" \n-"[rng.Intn(3)])
 				}
-				mustRegister(t, r, fmt.Sprintf("s%03d", rng.Intn(30)), ChannelToolResult, Evidence, sb.String())
+				mustRegister(t, r, fmt.Sprintf("s%03d", rng.Intn(30)), authority.ChannelToolResult, Evidence, sb.String())
 				all = append(all, sb.String())
 				if i%40 == 39 {
 					checkInvariants(t, r)
@@ -479,10 +481,10 @@ func TestFragmentsMatchReference(t *testing.T) {
 func TestStopGramAcrossSegments(t *testing.T) {
 	r := NewRegistry(Options{})
 	prompt := "transfer to " + iban
-	mustRegister(t, r, "user", ChannelUserPrompt, Instruction, prompt)
+	mustRegister(t, r, "user", authority.ChannelUserPrompt, Instruction, prompt)
 	for i := 0; i < 3; i++ {
 		// 40 aligned copies of the IBAN's grams per registration.
-		mustRegister(t, r, fmt.Sprintf("page%d", i), ChannelWebFetch, Evidence, strings.Repeat(iban+"..", 40))
+		mustRegister(t, r, fmt.Sprintf("page%d", i), authority.ChannelWebFetch, Evidence, strings.Repeat(iban+"..", 40))
 	}
 	if len(r.segs) < 2 {
 		t.Fatalf("%d segments", len(r.segs))
@@ -508,7 +510,7 @@ func TestChurnAndRoundTrip(t *testing.T) {
 		}
 		id := fmt.Sprintf("src-%d", rng.Intn(25))
 		auth := Level(rng.Intn(3))
-		mustRegister(t, r, id, ChannelToolResult, auth, sb.String())
+		mustRegister(t, r, id, authority.ChannelToolResult, auth, sb.String())
 		f := strings.Fields(sb.String())
 		probes = append(probes, f[rng.Intn(len(f))], strings.Join(f[:min(len(f), 6)], " "))
 		if i%50 == 0 {
@@ -536,7 +538,7 @@ func TestChurnAndRoundTrip(t *testing.T) {
 	}
 	// The decoded registry keeps working: more churn, same invariants.
 	for i := 0; i < 50; i++ {
-		mustRegister(t, got, fmt.Sprintf("src-%d", i%7), ChannelToolResult, Evidence, strings.Repeat(fmt.Sprintf("more %d ", i), 500))
+		mustRegister(t, got, fmt.Sprintf("src-%d", i%7), authority.ChannelToolResult, Evidence, strings.Repeat(fmt.Sprintf("more %d ", i), 500))
 	}
 	checkInvariants(t, got)
 }
@@ -548,7 +550,7 @@ func TestStopGramThreshold(t *testing.T) {
 	for _, n := range []int{maxPostingsScan, maxPostingsScan + 1} {
 		r := NewRegistry(Options{})
 		// One window; every aligned gram of it is gram.
-		mustRegister(t, r, "s", ChannelToolResult, Evidence, strings.Repeat(gram, n))
+		mustRegister(t, r, "s", authority.ChannelToolResult, Evidence, strings.Repeat(gram, n))
 		tr := r.Trace("f", gram+gram)
 		if stop := n > maxPostingsScan; (tr.StopGrams > 0) != stop || (len(tr.Matches) > 0) == stop || tr.Complete == stop {
 			t.Fatalf("%d postings: %+v", n, tr)

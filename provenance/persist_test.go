@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/writ-dev/writ/authority"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/registry-v2.bin")
@@ -18,12 +20,12 @@ var goldenOptions = Options{MaxBytes: 8192, WindowSize: 512, Overlap: 64}
 // goldenScript registers the content of the golden files. The version 1
 // file was written by the version 1 code from the same registrations.
 func goldenScript(t testing.TB, r *Registry) {
-	mustRegister(t, r, "prompt", ChannelUserPrompt, Instruction, "Please pay my rent to "+iban+" today; ls -la is fine.")
+	mustRegister(t, r, "prompt", authority.ChannelUserPrompt, Instruction, "Please pay my rent to "+iban+" today; ls -la is fine.")
 	// 448 = WindowSize-Overlap: the second window starts at "ab", inside the word "qqab".
 	long := strings.Repeat("x", 440) + " 4711 qqab rest of the line, invoice 2026-03-04 amount 1200.00 EUR"
 	long += strings.Repeat(" filler text", 60)
-	mustRegister(t, r, "long", ChannelWebFetch, Evidence, long)
-	mustRegister(t, r, "unicode", ChannelFileRead, Preference, "Grüße an ÄRGER über straße, \u212Aelvin 42")
+	mustRegister(t, r, "long", authority.ChannelWebFetch, Evidence, long)
+	mustRegister(t, r, "unicode", authority.ChannelFileRead, Preference, "Grüße an ÄRGER über straße, \u212Aelvin 42")
 	var flood strings.Builder
 	for i := 0; flood.Len() < 12000; i++ {
 		flood.WriteString("flood line filler ")
@@ -31,7 +33,7 @@ func goldenScript(t testing.TB, r *Registry) {
 		flood.WriteString("\n")
 	}
 	flood.WriteString("tail-marker-0042")
-	mustRegister(t, r, "flood", ChannelToolResult, Evidence, flood.String())
+	mustRegister(t, r, "flood", authority.ChannelToolResult, Evidence, flood.String())
 }
 
 // goldenTraces are the traces both golden files must give. Version 1
@@ -68,7 +70,7 @@ func checkGolden(t *testing.T, r *Registry) {
 	if p := r.Pressure(); len(p) != 1 || p["flood"] != 7168 {
 		t.Fatalf("pressure %v", p)
 	}
-	if d, ok := r.Source("unicode"); !ok || d.Authority != Preference || d.Channel != ChannelFileRead || d.Owner != "alice" {
+	if d, ok := r.Source("unicode"); !ok || d.Authority != Preference || d.Channel != authority.ChannelFileRead || d.Owner != "alice" {
 		t.Fatalf("source %+v", d)
 	}
 	for _, g := range goldenTraces {
@@ -97,7 +99,7 @@ func TestGoldenV1(t *testing.T) {
 	}
 	checkGolden(t, r2)
 	// Registering into a version 1 registry works as into any.
-	mustRegister(t, r, "late", ChannelToolResult, Evidence, "a late result with token zq81")
+	mustRegister(t, r, "late", authority.ChannelToolResult, Evidence, "a late result with token zq81")
 	if tr := r.Trace("f", "zq81"); !reflect.DeepEqual(tr.Sources, []string{"late"}) {
 		t.Fatalf("%+v", tr)
 	}
@@ -150,7 +152,7 @@ func TestDecodeDoesNotAliasInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 20; i++ {
-		mustRegister(t, r, "more", ChannelToolResult, Evidence, strings.Repeat("new words here ", 20))
+		mustRegister(t, r, "more", authority.ChannelToolResult, Evidence, strings.Repeat("new words here ", 20))
 	}
 	if !bytes.Equal(in, golden) {
 		t.Fatal("UnmarshalBinary's input was modified")
@@ -218,7 +220,7 @@ func exercise(t *testing.T, r *Registry) {
 			t.Fatalf("%q: %+v", v, tr)
 		}
 	}
-	d, c := src("fuzz-new", ChannelToolResult, Evidence, strings.Repeat("fresh content 77 ", 40))
+	d, c := src("fuzz-new", authority.ChannelToolResult, Evidence, strings.Repeat("fresh content 77 ", 40))
 	if err := r.Register(d, c); err != nil {
 		t.Fatal(err)
 	}
@@ -256,9 +258,9 @@ func FuzzUnmarshalBinary(f *testing.F) {
 	// checked by TestGoldenV1 and TestGoldenV2.
 	opt := Options{MaxBytes: 1024, WindowSize: 64, Overlap: 16}.withDefaults()
 	r := newRegistry(opt, 1)
-	d, c := src("s", ChannelToolResult, Evidence, "hello world "+iban+" ls -la; "+strings.Repeat("abcdefgh", 10))
+	d, c := src("s", authority.ChannelToolResult, Evidence, "hello world "+iban+" ls -la; "+strings.Repeat("abcdefgh", 10))
 	_ = r.Register(d, c)
-	d, c = src("t", ChannelUserPrompt, Instruction, "pay 1200.00 to "+iban)
+	d, c = src("t", authority.ChannelUserPrompt, Instruction, "pay 1200.00 to "+iban)
 	_ = r.Register(d, c)
 	good, _ := r.MarshalBinary()
 	f.Add(good)

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/grants"
 )
 
@@ -26,9 +27,9 @@ type authority interface {
 	Close()
 }
 
-// direct is an api.Client on its own NATS connection.
+// direct is an client.Client on its own NATS connection.
 type direct struct {
-	*api.Client
+	*client.Client
 	nc *nats.Conn
 }
 
@@ -144,7 +145,7 @@ func (s *viaSocket) do(ctx context.Context, op string, body any) (grants.Envelop
 	resp, err := s.r.ReadBytes('\n')
 	if err != nil {
 		if ctx.Err() != nil {
-			return env, fmt.Errorf("%w: the sidecar did not answer before the deadline", api.ErrUnavailable)
+			return env, fmt.Errorf("%w: the sidecar did not answer before the deadline", client.ErrUnavailable)
 		}
 		return env, fmt.Errorf("%w: %v", errSidecar, err)
 	}
@@ -154,7 +155,7 @@ func (s *viaSocket) do(ctx context.Context, op string, body any) (grants.Envelop
 	}
 	switch {
 	case sr.Code == sidecarUnavailable:
-		return env, fmt.Errorf("%w: %s", api.ErrUnavailable, sr.Error)
+		return env, fmt.Errorf("%w: %s", client.ErrUnavailable, sr.Error)
 	case sr.Code != "" || sr.Envelope == nil:
 		return env, fmt.Errorf("%w: %s: %s", errSidecar, sr.Code, sr.Error)
 	}
@@ -271,18 +272,18 @@ func (f *fallback) Close() {
 	}
 }
 
-// maxAttempt bounds one try of a request; api.Client retries until
+// maxAttempt bounds one try of a request; client.Client retries until
 // --timeout ends.
 const maxAttempt = 2 * time.Second
 
 // Client dials NATS within ctx (retrying while NATS is unreachable) and
 // returns a client for the worker. The caller closes the connection.
-func (g *Agent) Client(ctx context.Context) (*api.Client, *nats.Conn, error) {
+func (g *Agent) Client(ctx context.Context) (*client.Client, *nats.Conn, error) {
 	return g.dial(ctx, false)
 }
 
 // dial is Client, with one connection attempt when once is set.
-func (g *Agent) dial(ctx context.Context, once bool) (*api.Client, *nats.Conn, error) {
+func (g *Agent) dial(ctx context.Context, once bool) (*client.Client, *nats.Conn, error) {
 	opts := g.Conn
 	opts.Name = "worker-agent:" + g.Worker
 	opts.ConnectOnce = once
@@ -290,7 +291,7 @@ func (g *Agent) dial(ctx context.Context, once bool) (*api.Client, *nats.Conn, e
 	if err != nil {
 		return nil, nil, err
 	}
-	c := api.NewClient(nc, g.Worker)
+	c := client.New(nc, g.Worker)
 	// Several tries fit inside --timeout, each with the same idempotency key.
 	c.Attempt = min(maxAttempt, max(g.Conn.Timeout/4, 50*time.Millisecond))
 	return c, nc, nil

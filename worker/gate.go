@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
@@ -109,7 +110,7 @@ func unreachable(err error) error {
 	switch {
 	case errors.Is(err, connect.ErrConnect):
 		return fmt.Errorf("cannot reach the writ issuer: %v", err)
-	case errors.Is(err, api.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, client.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("the writ issuer did not answer in time: %v", err)
 	}
 	return err

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/harness"
 )
@@ -245,7 +245,7 @@ func (g *Agent) sourceHook(ctx context.Context, flags *pflag.FlagSet, af *Adapte
 // isTransport reports whether err says the issuer could not be asked or
 // did not answer in time.
 func isTransport(err error) bool {
-	return err != nil && (errors.Is(err, connect.ErrConnect) || errors.Is(err, api.ErrUnavailable) ||
+	return err != nil && (errors.Is(err, connect.ErrConnect) || errors.Is(err, client.ErrUnavailable) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errSidecar))
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
 )
@@ -48,7 +49,7 @@ func (g *Agent) MCP(ctx context.Context, flags *pflag.FlagSet, af *AdapterFlags,
 		return Usagef("--server: give the MCP server a name of letters, digits, - and _")
 	}
 	return g.runMCP(ctx, argv, &mcpGate{
-		g: g, lane: lane, server: server, session: api.NewKey(), deadline: deadline,
+		g: g, lane: lane, server: server, session: client.NewKey(), deadline: deadline,
 	})
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/grants"
 )
@@ -43,7 +44,7 @@ func (g *Agent) serveSidecar(ctx context.Context, socket string) error {
 		c.Close()
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("a sidecar is already serving %s", socket)}
 	}
-	var client *api.Client
+	var client *client.Client
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		c, nc, err := g.Client(dctx)
@@ -96,7 +97,7 @@ func (g *Agent) serveSidecar(ctx context.Context, socket string) error {
 }
 
 type sidecar struct {
-	client *api.Client
+	client *client.Client
 	worker string
 
 	mu     sync.Mutex

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	authlevel "github.com/writ-dev/writ/authority"
 	"github.com/writ-dev/writ/connect"
-	"github.com/writ-dev/writ/harness"
 	"github.com/writ-dev/writ/internal/testing/testenv"
 	"github.com/writ-dev/writ/policy"
 )
@@ -40,7 +40,7 @@ func TestSidecarRegistersSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	p := newSource("side-1", "toolu_side_2", harness.ChannelToolResult, scopeTask, "", "Bash", "x", []byte("hello from bash"))
+	p := newSource("side-1", "toolu_side_2", authlevel.ChannelToolResult, scopeTask, "", "Bash", "x", []byte("hello from bash"))
 	env2, err := s.RegisterSource(rctx, p.req)
 	if err != nil || env2.Decision == "" {
 		t.Fatalf("RegisterSource via the sidecar: %+v %v", env2, err)

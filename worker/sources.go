@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/writ-dev/writ/api"
+	authlevel "github.com/writ-dev/writ/authority"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
 	"github.com/writ-dev/writ/provenance"
@@ -133,11 +134,11 @@ func derivedSource(reg *provenance.Registry, session, call, path, tool, what str
 	}
 	sort.Strings(origins)
 	digest := sha256.Sum256(content)
-	id := sourceID(session, call, harness.ChannelDerived, path, digest, strings.Join(origins, ","), strconv.FormatBool(modelMade))
+	id := sourceID(session, call, authlevel.ChannelDerived, path, digest, strings.Join(origins, ","), strconv.FormatBool(modelMade))
 	scope := provenance.Derive(id, "", inputs...).Scope.String()
 	return pendingSource{
 		req: api.SourceRequest{
-			ID: id, Session: session, Channel: harness.ChannelDerived, Scope: scope,
+			ID: id, Session: session, Channel: authlevel.ChannelDerived, Scope: scope,
 			ContentDigest: hex.EncodeToString(digest[:]), Path: path, Tool: tool, Origins: origins, ModelMade: modelMade,
 		},
 		content: content,
@@ -156,7 +157,7 @@ func (p pendingSource) descriptor(env grants.Envelope) provenance.Descriptor {
 		lvl = provenance.Evidence
 	}
 	var d provenance.Descriptor
-	if p.req.Channel == harness.ChannelDerived {
+	if p.req.Channel == authlevel.ChannelDerived {
 		d = provenance.Derive(p.req.ID, "", p.inputs...)
 		lvl = provenance.Lowest(lvl, d.Authority)
 		if p.req.ModelMade {
@@ -272,7 +273,7 @@ func instructionSources(session, dir string) (srcs []pendingSource, notes []stri
 		case len(content) == 0:
 			continue
 		}
-		srcs = append(srcs, newSource(session, harness.EventSessionStart, harness.ChannelInstructionFile, scopeSession, path, "", name, content))
+		srcs = append(srcs, newSource(session, harness.EventSessionStart, authlevel.ChannelInstructionFile, scopeSession, path, "", name, content))
 	}
 	return srcs, notes
 }
@@ -314,7 +315,7 @@ func promptSource(in harness.HookInput) (pendingSource, bool) {
 	if len(p) > harness.MaxSourceContent {
 		p = []byte(strings.ToValidUTF8(string(p[:harness.MaxSourceContent]), ""))
 	}
-	return newSource(in.SessionID, harness.EventUserPromptSubmit, harness.ChannelUserPrompt, scopeSession, "", "", "this prompt", p), true
+	return newSource(in.SessionID, harness.EventUserPromptSubmit, authlevel.ChannelUserPrompt, scopeSession, "", "", "this prompt", p), true
 }
 
 // resultSource is what a PostToolUse event brings into the session: the

@@ -15,8 +15,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
+	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
-	"github.com/writ-dev/writ/natsbus"
 )
 
 // Workers is how many worker identities the benchmark's grants are spread
@@ -44,7 +45,7 @@ type Node struct {
 func (n *Node) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.NATSPort) }
 
 // Writ is a 3-node issuer cluster (processes or in-process nodes) and two
-// worker connections that drive it exactly as worker-agent does: api.Client
+// worker connections that drive it exactly as worker-agent does: client.Client
 // requests over NATS, retried with the same idempotency key.
 type Writ struct {
 	Nodes   []*Node
@@ -52,7 +53,7 @@ type Writ struct {
 	payload int
 	admin   *nats.Conn
 	conns   [2]*nats.Conn
-	clients [2][Workers]*api.Client
+	clients [2][Workers]*client.Client
 	stop    func() error
 	pids    []int
 
@@ -106,7 +107,7 @@ func (w *Writ) connect(ctx context.Context) error {
 			return err
 		}
 		for k := range Workers {
-			cl := api.NewClient(w.conns[c], fmt.Sprintf("w%d", k))
+			cl := client.New(w.conns[c], fmt.Sprintf("w%d", k))
 			w.clients[c][k] = cl
 		}
 	}
@@ -117,7 +118,7 @@ func (w *Writ) connect(ctx context.Context) error {
 		if err == nil && st.Epoch > 0 {
 			js, _ := jetstream.New(w.admin)
 			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_, serr := js.Stream(sctx, natsbus.StreamName)
+			_, serr := js.Stream(sctx, events.StreamName)
 			cancel()
 			if serr == nil {
 				return nil
@@ -168,7 +169,7 @@ func (w *Writ) refused(op string, env grants.Envelope) {
 	w.mu.Unlock()
 }
 
-func (w *Writ) client(conn, i int) *api.Client { return w.clients[conn][i%Workers] }
+func (w *Writ) client(conn, i int) *client.Client { return w.clients[conn][i%Workers] }
 
 // Mint is a grant request: request -> permit, answered after the permit is
 // committed and applied on the raft group.
@@ -245,7 +246,7 @@ func (w *Writ) WaitPublished(ctx context.Context, limit time.Duration) (uint64, 
 		st, err := w.LeaderStatus()
 		if err == nil {
 			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			s, serr := js.Stream(sctx, natsbus.StreamName)
+			s, serr := js.Stream(sctx, events.StreamName)
 			cancel()
 			if serr == nil && s.CachedInfo().State.LastSeq >= st.Seq {
 				return st.Seq, nil

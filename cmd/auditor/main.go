@@ -35,6 +35,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/writ-dev/writ/connect"
+	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/internal/version"
 )
 
@@ -108,7 +109,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root := &cobra.Command{
 		Use:   "auditor",
 		Short: "Check writ's receipt stream: hash chain, grant invariants, projection digest",
-		Long: `auditor reads writ's receipt stream, the JetStream stream ` + streamName + `
+		Long: `auditor reads writ's receipt stream, the JetStream stream ` + events.StreamName + `
 (subjects writ.evt.>), where the issuer publishes one hash-chained event for
 every permit, refusal, attempt (spend), effect, revocation and policy epoch.
 

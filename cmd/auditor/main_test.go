@@ -76,7 +76,7 @@ func newBus(t *testing.T, url string) *bus {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err = js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: streamName, Subjects: []string{events.SubjectAll}, Storage: jetstream.FileStorage,
+		Name: events.StreamName, Subjects: []string{events.SubjectAll}, Storage: jetstream.FileStorage,
 		Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardNew, DenyDelete: true, DenyPurge: true,
 		Duplicates: 2 * time.Minute,
 	})
@@ -98,7 +98,7 @@ func (b *bus) publish(raw ...[]byte) {
 		if err != nil {
 			// A tampered message: take its place in the stream from
 			// the stream itself.
-			info, ierr := b.js.Stream(ctx, streamName)
+			info, ierr := b.js.Stream(ctx, events.StreamName)
 			if ierr != nil {
 				b.t.Fatal(ierr)
 			}
@@ -529,10 +529,10 @@ func TestLeastPrivilege(t *testing.T) {
 	cleanEnv(t)
 	auditor := &server.User{Username: "aud", Password: "apw", Permissions: &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: []string{
-			"$JS.API.CONSUMER.CREATE." + streamName + ".>",
-			"$JS.API.CONSUMER.MSG.NEXT." + streamName + ".>",
-			"$JS.API.CONSUMER.DELETE." + streamName + ".>",
-			"$JS.API.STREAM.INFO." + streamName,
+			"$JS.API.CONSUMER.CREATE." + events.StreamName + ".>",
+			"$JS.API.CONSUMER.MSG.NEXT." + events.StreamName + ".>",
+			"$JS.API.CONSUMER.DELETE." + events.StreamName + ".>",
+			"$JS.API.STREAM.INFO." + events.StreamName,
 		}},
 		Subscribe: &server.SubjectPermission{Allow: []string{events.SubjectAll, "_INBOX.aud.>"}},
 	}}
@@ -578,7 +578,7 @@ func TestLeastPrivilege(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := js.Stream(ctx, streamName)
+	st, err := js.Stream(ctx, events.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,12 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/writ-dev/writ/connect"
+	"github.com/writ-dev/writ/events"
 )
-
-// streamName is the receipt stream (natsbus.StreamName). It is written out
-// rather than imported so that the auditor does not link the embedded
-// NATS server that package natsbus carries.
-const streamName = "WRIT_EVENTS"
 
 // pullBatch is how many messages one pull request asks for.
 var pullBatch = 2048
@@ -57,7 +53,7 @@ func openReceipts(ctx context.Context, o connect.Options) (*receipts, error) {
 	ictx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	url := nc.ConnectedUrlRedacted()
-	st, err := js.Stream(ictx, streamName)
+	st, err := js.Stream(ictx, events.StreamName)
 	if err != nil {
 		nc.Close()
 		return nil, unavailableErr(streamError(err, url))
@@ -68,15 +64,15 @@ func openReceipts(ctx context.Context, o connect.Options) (*receipts, error) {
 func streamError(err error, url string) error {
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		return fmt.Errorf("no receipt stream %s at %s: has an issuer with JetStream started there? (issuer serve --dev creates it)", streamName, url)
+		return fmt.Errorf("no receipt stream %s at %s: has an issuer with JetStream started there? (issuer serve --dev creates it)", events.StreamName, url)
 	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
 		return fmt.Errorf("JetStream is not enabled at %s: point --nats-url (%s) at the issuer's NATS server", url, connect.EnvURL)
 	case errors.Is(err, nats.ErrPermissionViolation), errors.Is(err, nats.ErrAuthorization):
-		return fmt.Errorf("%v at %s: the auditor's NATS user needs the auditor permissions (subscribe writ.evt.>, JetStream info and ordered consumer on %s)", err, url, streamName)
+		return fmt.Errorf("%v at %s: the auditor's NATS user needs the auditor permissions (subscribe writ.evt.>, JetStream info and ordered consumer on %s)", err, url, events.StreamName)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, nats.ErrNoResponders):
-		return fmt.Errorf("no JetStream answer from %s about stream %s within --timeout: is JetStream enabled there and is the auditor allowed to read %s?", url, streamName, streamName)
+		return fmt.Errorf("no JetStream answer from %s about stream %s within --timeout: is JetStream enabled there and is the auditor allowed to read %s?", url, events.StreamName, events.StreamName)
 	}
-	return fmt.Errorf("looking up stream %s at %s: %v", streamName, url, err)
+	return fmt.Errorf("looking up stream %s at %s: %v", events.StreamName, url, err)
 }
 
 func (r *receipts) Close() { r.nc.Close() }
@@ -109,12 +105,12 @@ func (r *receipts) read(ctx context.Context, from, until uint64, fn func(message
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return unavailableErr(fmt.Errorf("creating an ordered consumer on %s at %s: %v", streamName, r.url, err))
+		return unavailableErr(fmt.Errorf("creating an ordered consumer on %s at %s: %v", events.StreamName, r.url, err))
 	}
 	defer r.deleteConsumer(cons)
 	it, err := cons.Messages(jetstream.PullMaxMessages(pullBatch))
 	if err != nil {
-		return unavailableErr(fmt.Errorf("reading %s at %s: %v", streamName, r.url, err))
+		return unavailableErr(fmt.Errorf("reading %s at %s: %v", events.StreamName, r.url, err))
 	}
 	defer it.Stop()
 
@@ -160,11 +156,11 @@ func (r *receipts) read(ctx context.Context, from, until uint64, fn func(message
 			case ctx.Err() != nil:
 				return ctx.Err()
 			}
-			return unavailableErr(fmt.Errorf("reading %s at %s after seq %d: %v", streamName, r.url, seen.Load(), err))
+			return unavailableErr(fmt.Errorf("reading %s at %s after seq %d: %v", events.StreamName, r.url, seen.Load(), err))
 		}
 		md, err := m.Metadata()
 		if err != nil {
-			return unavailableErr(fmt.Errorf("reading %s: %v", streamName, err))
+			return unavailableErr(fmt.Errorf("reading %s: %v", events.StreamName, err))
 		}
 		seq := md.Sequence.Stream
 		seen.Store(seq)
@@ -190,5 +186,5 @@ func (r *receipts) deleteConsumer(cons jetstream.Consumer) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_ = r.js.DeleteConsumer(ctx, streamName, info.Name)
+	_ = r.js.DeleteConsumer(ctx, events.StreamName, info.Name)
 }

@@ -24,7 +24,7 @@ func newTailCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tail [--from N] [--follow] [--json]",
 		Short: "Print receipts from the stream, one per line",
-		Long: `tail prints the receipts of ` + streamName + ` from sequence --from (default 1)
+		Long: `tail prints the receipts of ` + events.StreamName + ` from sequence --from (default 1)
 up to the stream's last sequence when tail started, or, with --follow, keeps
 printing new receipts as the issuer publishes them until interrupted.
 

@@ -30,7 +30,7 @@ func newVerifyCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "verify [--from 1] [--json] [--expect-digest HEX]",
 		Short: "Check the chain and grant invariants of the whole stream",
-		Long: `verify reads ` + streamName + ` from sequence 1 to its last sequence at the
+		Long: `verify reads ` + events.StreamName + ` from sequence 1 to its last sequence at the
 time verify starts, checks every receipt, and prints a summary: events,
 last sequence, head hash, projection digest, counts per kind, grants
 permitted, spent, cancelled and closed by outcome (confirmed, failed,
@@ -165,7 +165,7 @@ func verify(ctx context.Context, g *globals, o verifyOpts) error {
 		}
 	}
 	rep := verifyReport{
-		Stream: streamName, URL: r.url, From: o.from, StreamLastSeq: last,
+		Stream: events.StreamName, URL: r.url, From: o.from, StreamLastSeq: last,
 		OK: viol == nil, Summary: v.Summary(), Violation: viol,
 		Seconds: time.Since(start).Seconds(),
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -44,7 +43,7 @@ Exit codes: 0 approved, 1 refused (unknown_review, invalid_request),
   issuer approve rv-58f1175eb5b79f789947 --ttl 2m`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !validReviewID(args[0]) {
+			if !api.ValidReviewID(args[0]) {
 				return usageError{fmt.Errorf("review id %q: want rv- and 20 lowercase hex digits, as approval_required answers name it", args[0])}
 			}
 			if ttl < 0 || (ttl > 0 && ttl < time.Millisecond) || ttl > time.Duration(api.MaxApprovalTTLMillis)*time.Millisecond {
@@ -70,14 +69,4 @@ Exit codes: 0 approved, 1 refused (unknown_review, invalid_request),
 	cmd.Flags().StringVar(&note, "note", "", "why the call is approved; recorded in the approval receipt")
 	addConnFlags(cmd, &o)
 	return cmd
-}
-
-// validReviewID reports whether id has the shape fsm.ReviewID gives: rv-
-// and 20 lowercase hex digits.
-func validReviewID(id string) bool {
-	h, ok := strings.CutPrefix(id, "rv-")
-	if !ok || len(h) != 20 {
-		return false
-	}
-	return strings.Trim(h, "0123456789abcdef") == ""
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/testenv"
@@ -27,7 +28,7 @@ const reviewPolicy = `{"version":2,"default_ttl":"1m",
 // again is refused unknown_review (exit 1).
 func TestApproveAgainstIssuer(t *testing.T) {
 	env, nc, ctx := issuerUnder(t, json.RawMessage(reviewPolicy), 30*time.Second)
-	w := api.NewClient(nc, "w1")
+	w := client.New(nc, "w1")
 	req := api.GrantRequest{Lane: "coordinator", Tool: "vault_read", Args: json.RawMessage(`{"name":"db"}`)}
 	held, err := w.Grant(ctx, req)
 	if err != nil || held.Decision != grants.ApprovalRequired || held.ReviewID == "" {
@@ -70,7 +71,7 @@ func issuerUnder(t *testing.T, doc json.RawMessage, limit time.Duration) (*teste
 	t.Cleanup(nc.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	t.Cleanup(cancel)
-	if e, err := api.NewClient(nc, "").SetPolicy(ctx, doc); err != nil || e.Decision != grants.Permit {
+	if e, err := client.New(nc, "").SetPolicy(ctx, doc); err != nil || e.Decision != grants.Permit {
 		t.Fatalf("set policy: %+v %v", e, err)
 	}
 	return env, nc, ctx

@@ -20,7 +20,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/internal/version"
 )
@@ -121,7 +121,7 @@ Exit codes: 0 ok, 1 refused, 2 usage, 3 unavailable.`,
 // but no issuer answered, so that it is not mistaken for NATS being
 // unreachable and says what to check.
 func explainNoAnswer(cmd *cobra.Command, err error) error {
-	if !errors.Is(err, api.ErrUnavailable) || cmd == nil {
+	if !errors.Is(err, client.ErrUnavailable) || cmd == nil {
 		return err
 	}
 	var o connect.Options

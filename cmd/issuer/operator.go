@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/grants"
 )
@@ -16,7 +16,7 @@ import (
 // operatorClient dials NATS with the shared flags and returns a client and
 // a context bounded by --timeout, which connecting (retried while NATS is
 // unreachable) shares with the requests.
-func operatorClient(ctx context.Context, o *connect.Options) (*api.Client, context.Context, func(), error) {
+func operatorClient(ctx context.Context, o *connect.Options) (*client.Client, context.Context, func(), error) {
 	o.Name = "writ-operator"
 	cctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	nc, err := o.DialContext(cctx)
@@ -24,7 +24,7 @@ func operatorClient(ctx context.Context, o *connect.Options) (*api.Client, conte
 		cancel()
 		return nil, nil, nil, err
 	}
-	return api.NewClient(nc, ""), cctx, func() { cancel(); nc.Close() }, nil
+	return client.New(nc, ""), cctx, func() { cancel(); nc.Close() }, nil
 }
 
 // printEnvelope writes env as JSON and turns a refusal into refusedError.

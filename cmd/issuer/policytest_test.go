@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/policy/policyfile"
 )
@@ -52,7 +53,7 @@ func TestPolicyTestAgreesWithIssuer(t *testing.T) {
 		{"vault preauthorization used up", "w1", "coordinator", "vault_read", `{"name":"db2"}`, grants.ApprovalRequired, true},
 	}
 	seqBefore, _ := statusJSON(t, env.URL)
-	w := map[string]*api.Client{}
+	w := map[string]*client.Client{}
 	for i, tc := range cases {
 		args := []string{"--worker", tc.worker, "--lane", tc.lane, "--tool", tc.tool, "--args", tc.args, "--json"}
 		judge := func(extra ...string) api.PolicyTestAnswer {
@@ -73,7 +74,7 @@ func TestPolicyTestAgreesWithIssuer(t *testing.T) {
 			}
 		}
 		if w[tc.worker] == nil {
-			w[tc.worker] = api.NewClient(nc, tc.worker)
+			w[tc.worker] = client.New(nc, tc.worker)
 		}
 		real, err := w[tc.worker].Grant(ctx, api.GrantRequest{Lane: tc.lane, Tool: tc.tool, Args: json.RawMessage(tc.args)})
 		if err != nil {

@@ -72,7 +72,7 @@ A read-only query: nothing is written to the log.`,
 		Short: "print one review whole",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !validReviewID(args[0]) {
+			if !api.ValidReviewID(args[0]) {
 				return usageError{fmt.Errorf("review id %q: want rv- and 20 lowercase hex digits, as 'issuer reviews' lists them", args[0])}
 			}
 			rs, err := fetchReviews(cmd, &o, args[0])

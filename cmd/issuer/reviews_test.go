@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/testenv"
 )
@@ -34,7 +35,7 @@ func TestReviewsAgainstIssuer(t *testing.T) {
 		t.Fatalf("reviews, none open: %s", r)
 	}
 
-	w := api.NewClient(nc, "w1")
+	w := client.New(nc, "w1")
 	req := api.GrantRequest{Lane: "coordinator", Tool: "vault_read", Args: json.RawMessage(`{"name":"db"}`)}
 	held, err := w.Grant(ctx, req)
 	if err != nil || held.Decision != grants.ApprovalRequired || held.ReviewID == "" {

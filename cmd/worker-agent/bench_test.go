@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
 	"github.com/writ-dev/writ/internal/testing/testenv"
@@ -45,7 +46,7 @@ func BenchmarkClaudeCodePreToolUse(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer nc.Close()
-		c := api.NewClient(nc, "w1")
+		c := client.New(nc, "w1")
 		in, err := harness.Decode(bytes.NewReader(base))
 		if err != nil {
 			b.Fatal(err)

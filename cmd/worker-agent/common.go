@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/grants"
@@ -143,13 +144,13 @@ func newKey(k string) string {
 	if k != "" {
 		return k
 	}
-	return api.NewKey()
+	return client.NewKey()
 }
 
 // call runs one request inside the --timeout deadline and reports its
 // answer: the envelope on stdout, a human line on stderr for anything but a
 // clean permit, and the exit code as the returned error.
-func (g *globals) call(ctx context.Context, key string, do func(context.Context, *api.Client) (grants.Envelope, error)) error {
+func (g *globals) call(ctx context.Context, key string, do func(context.Context, *client.Client) (grants.Envelope, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, g.Conn.Timeout)
 	defer cancel()
 	c, nc, err := g.Client(ctx)
@@ -159,7 +160,7 @@ func (g *globals) call(ctx context.Context, key string, do func(context.Context,
 	defer nc.Close()
 	env, err := do(ctx, c)
 	if err != nil {
-		if errors.Is(err, api.ErrUnavailable) {
+		if errors.Is(err, client.ErrUnavailable) {
 			err = g.Conn.NoAnswer(err) // NATS was up: say so
 		}
 		return g.unavailable(err, key)

@@ -21,7 +21,6 @@ import (
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/internal/testing/gobuild"
 	"github.com/writ-dev/writ/internal/testing/testenv"
-	"github.com/writ-dev/writ/natsbus"
 )
 
 // The end-to-end tests run the worker-agent binary itself, built once per
@@ -185,7 +184,7 @@ func receipts(t testing.TB, env *testenv.Single) []events.Event {
 	defer cancel()
 	var last uint64
 	testenv.WaitFor(t, 10*time.Second, "the receipt stream to catch up", func() bool {
-		st, err := js.Stream(ctx, natsbus.StreamName)
+		st, err := js.Stream(ctx, events.StreamName)
 		if err != nil {
 			return false
 		}
@@ -197,7 +196,7 @@ func receipts(t testing.TB, env *testenv.Single) []events.Event {
 		}
 		return err == nil && last >= want
 	})
-	st, err := js.Stream(ctx, natsbus.StreamName)
+	st, err := js.Stream(ctx, events.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}

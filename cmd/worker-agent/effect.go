@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/grants"
 )
 
@@ -49,7 +50,7 @@ contested (exit 0, with a note on stderr).
 				return err
 			}
 			req := api.EffectRequest{GrantID: grant, Outcome: outcome, Verifier: verifier}
-			return g.call(cmd.Context(), "", func(ctx context.Context, c *api.Client) (grants.Envelope, error) {
+			return g.call(cmd.Context(), "", func(ctx context.Context, c *client.Client) (grants.Envelope, error) {
 				return c.Effect(ctx, req)
 			})
 		},

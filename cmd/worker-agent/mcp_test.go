@@ -15,7 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/testenv"
@@ -113,7 +113,7 @@ func applyPolicy(t *testing.T, url string, doc string) {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	env, err := api.NewClient(nc, "").SetPolicy(ctx, json.RawMessage(doc))
+	env, err := client.New(nc, "").SetPolicy(ctx, json.RawMessage(doc))
 	if err != nil || env.Decision != grants.Permit {
 		t.Fatalf("policy: %+v %v", env, err)
 	}

@@ -21,6 +21,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
+	"github.com/writ-dev/writ/authority"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
@@ -234,7 +236,7 @@ func TestProvenanceRegistrationRefused(t *testing.T) {
 	if r := (binRun{stdin: in}).run(t, "hook", "claude-code", "--config", cfg, "--state-dir", state); r.code != 0 || r.stderr != "" {
 		t.Fatalf("first prompt: %+v", r)
 	}
-	prompts := sourceEvents(receipts(t, env), session)[harness.ChannelUserPrompt]
+	prompts := sourceEvents(receipts(t, env), session)[authority.ChannelUserPrompt]
 	if len(prompts) != 1 || len(prompts[0].Sources) != 1 {
 		t.Fatalf("prompt source receipts: %+v", prompts)
 	}
@@ -243,7 +245,7 @@ func TestProvenanceRegistrationRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	if rev, err := api.NewClient(nc, "operator").Revoke(testCtx(t), api.RevokeRequest{Source: prompts[0].Sources[0]}); err != nil || rev.Decision != grants.Permit {
+	if rev, err := client.New(nc, "operator").Revoke(testCtx(t), api.RevokeRequest{Source: prompts[0].Sources[0]}); err != nil || rev.Decision != grants.Permit {
 		t.Fatalf("revoke: %+v %v", rev, err)
 	}
 	// The same prompt again: the same id, now revoked.
@@ -273,7 +275,7 @@ func TestProvenanceRegistrationRefused(t *testing.T) {
 	if len(results) != 1 || len(results[0].Sources) != 1 {
 		t.Fatalf("result source receipts: %+v", results)
 	}
-	if rev, err := api.NewClient(nc, "operator").Revoke(testCtx(t), api.RevokeRequest{Source: results[0].Sources[0]}); err != nil || rev.Decision != grants.Permit {
+	if rev, err := client.New(nc, "operator").Revoke(testCtx(t), api.RevokeRequest{Source: results[0].Sources[0]}); err != nil || rev.Decision != grants.Permit {
 		t.Fatalf("revoke the result: %+v %v", rev, err)
 	}
 	r = binRun{stdin: post}.run(t, "hook", "claude-code", "--config", cfg, "--state-dir", state)

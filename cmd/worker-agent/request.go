@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/grants"
 )
 
@@ -85,7 +86,7 @@ envelope with the grant_id to spend when the call starts.
 				Lane: lane, Session: session, Tool: tool, Args: raw,
 				TTLMillis: ttl.Milliseconds(), Sources: srcs, IdempotencyKey: newKey(key),
 			}
-			return g.call(cmd.Context(), req.IdempotencyKey, func(ctx context.Context, c *api.Client) (grants.Envelope, error) {
+			return g.call(cmd.Context(), req.IdempotencyKey, func(ctx context.Context, c *client.Client) (grants.Envelope, error) {
 				return c.Grant(ctx, req)
 			})
 		},

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
 	"github.com/writ-dev/writ/internal/testing/testenv"
@@ -114,7 +115,7 @@ func TestModelCannotApproveItsOwnHeldCall(t *testing.T) {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if e, err := api.NewClient(nc, "").Approve(ctx, api.ApproveRequest{ReviewID: rv}); err != nil || e.Decision != grants.Permit {
+	if e, err := client.New(nc, "").Approve(ctx, api.ApproveRequest{ReviewID: rv}); err != nil || e.Decision != grants.Permit {
 		t.Fatalf("the operator's approval: %+v %v", e, err)
 	}
 	if r := bash(harness.ClaudeCode, "toolu_held_3", held); r.code != 0 || r.stdout != "" {

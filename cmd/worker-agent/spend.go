@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 )
@@ -68,7 +69,7 @@ second spend is refused as already_spent.
 				}
 				req.Args = raw
 			}
-			return g.call(cmd.Context(), req.IdempotencyKey, func(ctx context.Context, c *api.Client) (grants.Envelope, error) {
+			return g.call(cmd.Context(), req.IdempotencyKey, func(ctx context.Context, c *client.Client) (grants.Envelope, error) {
 				return c.Spend(ctx, req)
 			})
 		},

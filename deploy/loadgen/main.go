@@ -48,6 +48,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/natsbus"
 )
@@ -137,7 +138,7 @@ func (o *out) line(format string, args ...any) {
 // side is one of a worker's two independent clients.
 type side struct {
 	name string // A or B
-	cl   *api.Client
+	cl   *client.Client
 }
 
 // dial connects worker w with the servers in the given order. PingInterval
@@ -200,7 +201,7 @@ func load(ctx context.Context, c config, stdout, stderr io.Writer) (bool, error)
 				return false, err
 			}
 			conns = append(conns, nc)
-			pair[j] = side{name: name, cl: api.NewClient(nc, w)}
+			pair[j] = side{name: name, cl: client.New(nc, w)}
 		}
 		sides[w] = pair
 	}

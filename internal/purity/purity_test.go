@@ -17,8 +17,10 @@ import (
 
 const module = "github.com/writ-dev/writ"
 
-// roots are the packages whose transitive imports must stay pure.
-var roots = []string{"./fsm", "./events"}
+// roots are the packages whose transitive imports must stay pure: the
+// state machine, the receipt format, and the request wire format (which
+// the state machine is to import).
+var roots = []string{"./fsm", "./events", "./api"}
 
 // pureDirs are the packages (relative to the module root) whose non-test
 // source must never read the wall clock or draw random numbers.
@@ -93,11 +95,23 @@ func TestImportClosure(t *testing.T) {
 // closure lists the roots and everything they import, non-test files only.
 func closure(t *testing.T) []listedPackage {
 	t.Helper()
+	pkgs := goListDeps(t, roots...)
+	if len(pkgs) < len(roots) {
+		t.Fatalf("go list returned %d packages", len(pkgs))
+	}
+	return pkgs
+}
+
+// goListDeps runs `go list -deps -json` on patterns in the module root
+// and returns the packages it lists: those named and everything they
+// import, non-test files only.
+func goListDeps(t *testing.T, patterns ...string) []listedPackage {
+	t.Helper()
 	gobin, err := exec.LookPath("go") // go test puts GOROOT/bin on PATH
 	if err != nil {
 		t.Skipf("go command not available: %v", err)
 	}
-	cmd := exec.Command(gobin, append([]string{"list", "-deps", "-json"}, roots...)...)
+	cmd := exec.Command(gobin, append([]string{"list", "-deps", "-json"}, patterns...)...)
 	cmd.Dir = moduleRoot(t)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -113,9 +127,6 @@ func closure(t *testing.T) []listedPackage {
 			t.Fatalf("go list output: %v", err)
 		}
 		pkgs = append(pkgs, p)
-	}
-	if len(pkgs) < len(roots) {
-		t.Fatalf("go list returned %d packages", len(pkgs))
 	}
 	return pkgs
 }

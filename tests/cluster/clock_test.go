@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/cluster"
@@ -40,12 +41,12 @@ func TestExpiryIsDecidedByTheControlPlaneClock(t *testing.T) {
 	_, nc := single(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	op := api.NewClient(nc, "")
+	op := client.New(nc, "")
 	pol, err := op.SetPolicy(ctx, json.RawMessage(shortTTLPolicy))
 	if err != nil || pol.Decision != grants.Permit || pol.Kind != events.KindEpoch {
 		t.Fatalf("applying the short-ttl policy: %+v (%v)", pol, err)
 	}
-	w := api.NewClient(nc, worker)
+	w := client.New(nc, worker)
 	g := cluster.Mint(t, ctx, w, 1, "expiry-grant")
 	if g.Epoch != pol.Epoch || g.ExpiresAt-g.IssuedAt != int64(time.Second) {
 		t.Fatalf("grant under the new policy: epoch %d (policy %d), lifetime %dns", g.Epoch, pol.Epoch, g.ExpiresAt-g.IssuedAt)
@@ -53,7 +54,7 @@ func TestExpiryIsDecidedByTheControlPlaneClock(t *testing.T) {
 
 	// Move the control-plane clock with another worker's requests until the
 	// issuer itself says its clock is past the grant's expiry.
-	ticker := api.NewClient(nc, "ticker")
+	ticker := client.New(nc, "ticker")
 	for i := 0; ; i++ {
 		st, err := op.Status(ctx)
 		if err != nil {

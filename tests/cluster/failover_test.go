@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/cluster"
@@ -27,7 +28,7 @@ type op struct {
 // TestLeaderKilledMidSpend checks that SIGKILLing the leader while grants
 // and spends are in flight neither loses nor doubles anything. Workers mint
 // grants and race two spenders (different keys) on each, every request
-// retried by api.Client with its idempotency key until answered (30s).
+// retried by client.Client with its idempotency key until answered (30s).
 // Invariants, once a new leader serves:
 //   - every request was eventually answered;
 //   - no grant has two attempts (answers and stream), each has exactly one;
@@ -83,7 +84,7 @@ func failover(t *testing.T, how string, down func(c *cluster.Cluster, i int)) {
 		// through the other two, so some clients are connected to the
 		// victim's NATS server and must fail over.
 		minter := c.Client(w%3, worker)
-		spenders := []*api.Client{c.Client((w+1)%3, worker), c.Client((w+2)%3, worker)}
+		spenders := []*client.Client{c.Client((w+1)%3, worker), c.Client((w+2)%3, worker)}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

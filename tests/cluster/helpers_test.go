@@ -10,7 +10,6 @@ import (
 
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/internal/testing/cluster"
-	"github.com/writ-dev/writ/natsbus"
 )
 
 const (
@@ -40,7 +39,7 @@ func receiptAt(t testing.TB, nc *nats.Conn, seq uint64) events.Event {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for {
-		s, err := js.Stream(ctx, natsbus.StreamName)
+		s, err := js.Stream(ctx, events.StreamName)
 		if err == nil && s.CachedInfo().State.LastSeq >= seq {
 			// A read can meet a stream leader change (503): poll again.
 			var m *jetstream.RawStreamMsg

@@ -12,6 +12,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/cluster"
@@ -124,7 +125,7 @@ func TestDoubleSpendRaceIsLinearizable(t *testing.T) {
 		return
 	}
 
-	var clients []*api.Client
+	var clients []*client.Client
 	for i := range c.Nodes {
 		clients = append(clients, c.Client(i, worker))
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/cluster"
@@ -31,11 +32,11 @@ func TestAuthorityChangesBetweenPermitAndSpend(t *testing.T) {
 	_, nc := single(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	op := api.NewClient(nc, "")
-	w1 := api.NewClient(nc, worker)
-	w2 := api.NewClient(nc, "w2")
+	op := client.New(nc, "")
+	w1 := client.New(nc, worker)
+	w2 := client.New(nc, "w2")
 	n := 0
-	grant := func(c *api.Client, sources ...string) (grants.Envelope, int) {
+	grant := func(c *client.Client, sources ...string) (grants.Envelope, int) {
 		t.Helper()
 		n++
 		env, err := c.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: cluster.ArgsFor(n), Sources: sources})
@@ -44,7 +45,7 @@ func TestAuthorityChangesBetweenPermitAndSpend(t *testing.T) {
 		}
 		return env, n
 	}
-	spend := func(c *api.Client, g grants.Envelope, i int) grants.Envelope {
+	spend := func(c *client.Client, g grants.Envelope, i int) grants.Envelope {
 		t.Helper()
 		env, err := c.Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: cluster.ArgsFor(i)})
 		if err != nil {

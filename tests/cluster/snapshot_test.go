@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/internal/testing/cluster"
 	"github.com/writ-dev/writ/internal/testing/testenv"
 )
@@ -27,7 +28,7 @@ func TestRestartFromSnapshotKeepsStateAndStatus(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	w := api.NewClient(nc, worker)
+	w := client.New(nc, worker)
 	g := cluster.Mint(t, ctx, w, 1, "snap-grant")
 	a, err := w.Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: cluster.ArgsFor(1), IdempotencyKey: "snap-spend"})
 	if err != nil || !cluster.IsAttempt(a) {
@@ -58,7 +59,7 @@ func TestRestartFromSnapshotKeepsStateAndStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc2.Close()
-	w = api.NewClient(nc2, worker)
+	w = client.New(nc2, worker)
 	if again, err := w.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: cluster.ArgsFor(1), IdempotencyKey: "snap-grant"}); err != nil || again.GrantID != g.GrantID {
 		t.Errorf("invariant idempotent grant retry after snapshot restore: %+v (%v)", again, err)
 	}

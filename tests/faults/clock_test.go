@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/cluster"
@@ -97,12 +98,12 @@ func TestClockJumpsAndSkew(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	n := 0
-	mintVia := func(cl *api.Client) grants.Envelope {
+	mintVia := func(cl *client.Client) grants.Envelope {
 		t.Helper()
 		n++
 		return cluster.Mint(t, ctx, cl, n, fmt.Sprintf("clock-grant-%d", n))
 	}
-	spendOf := func(cl *api.Client, g grants.Envelope, i int) grants.Envelope {
+	spendOf := func(cl *client.Client, g grants.Envelope, i int) grants.Envelope {
 		t.Helper()
 		env, err := cl.Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: cluster.ArgsFor(i), IdempotencyKey: fmt.Sprintf("clock-spend-%d", i)})
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/cluster"
 )
@@ -55,7 +56,7 @@ func TestCrashRightAfterAnswer(t *testing.T) {
 	for w := range 4 {
 		worker := fmt.Sprintf("w%d", w+1)
 		minter := c.Client(w%3, worker)
-		spenders := []*api.Client{c.Client((w+1)%3, worker), c.Client((w+2)%3, worker)}
+		spenders := []*client.Client{c.Client((w+1)%3, worker), c.Client((w+2)%3, worker)}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -127,8 +128,8 @@ func TestCrashRightAfterAnswer(t *testing.T) {
 	// Every acknowledged answer survives: retry each with its key.
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	clients := map[string]*api.Client{}
-	client := func(w string) *api.Client {
+	clients := map[string]*client.Client{}
+	client := func(w string) *client.Client {
 		if clients[w] == nil {
 			clients[w] = c.Client(c.Leader(), w)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/cluster"
 	"github.com/writ-dev/writ/internal/testing/faultproxy"
@@ -49,7 +50,7 @@ func TestFlakyLinks(t *testing.T) {
 	opTimeout := 4 * time.Second
 	workers := []string{"w1", "w2", "w3"}
 	for wi, worker := range workers {
-		var cls []*api.Client
+		var cls []*client.Client
 		for i := range c.Nodes {
 			cl := c.PinnedClient(i, worker)
 			cl.Attempt = time.Second

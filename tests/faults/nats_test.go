@@ -11,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/cluster"
-	"github.com/writ-dev/writ/natsbus"
 )
 
 // streamLeader returns the index of the node whose JetStream leads the
@@ -26,7 +26,7 @@ func streamLeader(t *testing.T, c *cluster.Cluster, nc *nats.Conn) int {
 	}
 	for end := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		s, err := js.Stream(ctx, natsbus.StreamName)
+		s, err := js.Stream(ctx, events.StreamName)
 		cancel()
 		var ci *jetstream.ClusterInfo
 		if err == nil {

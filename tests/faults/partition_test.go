@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/cluster"
@@ -103,16 +104,16 @@ func partitionScenario(t *testing.T, p partitionPlan) {
 
 	// Clients pinned to one server each: through the old leader, or
 	// through one of the majority.
-	pinned := map[string]map[int]*api.Client{}
+	pinned := map[string]map[int]*client.Client{}
 	for w := range p.workers {
 		worker := fmt.Sprintf("w%d", w+1)
-		pinned[worker] = map[int]*api.Client{}
+		pinned[worker] = map[int]*client.Client{}
 		for i := range c.Nodes {
 			pinned[worker][i] = c.PinnedClient(i, worker)
 		}
 	}
 	opOld, opMaj := c.PinnedClient(old, ""), c.PinnedClient(majority[0], "")
-	for _, cl := range []*api.Client{opOld, opMaj} {
+	for _, cl := range []*client.Client{opOld, opMaj} {
 		cl.Attempt = 500 * time.Millisecond
 	}
 	for _, m := range pinned {
@@ -153,7 +154,7 @@ func partitionScenario(t *testing.T, p partitionPlan) {
 			run(time.Duration(rng.Int63n(int64(p.window))), func() { spend(g, fmt.Sprintf("g%d-maj2", g), other) })
 		}
 	}
-	operator := func(at time.Duration, kind opKind, worker string, via int, cl *api.Client) {
+	operator := func(at time.Duration, kind opKind, worker string, via int, cl *client.Client) {
 		run(at, func() {
 			h.do(record{Kind: kind, Worker: worker, Via: via}, func() (grants.Envelope, error) {
 				octx, ocancel := context.WithTimeout(context.Background(), p.opTimeout)

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/internal/testing/cluster"
 	"github.com/writ-dev/writ/internal/testing/testpki"
 	"github.com/writ-dev/writ/natsbus"
@@ -121,7 +122,7 @@ func TestSecureClusterRefusesStrangers(t *testing.T) {
 		t.Fatalf("w1 cannot connect: %v", err)
 	}
 	defer w1.Close()
-	g := cluster.Mint(t, ctx, api.NewClient(w1, "w1"), 1, "sec-grant-1")
+	g := cluster.Mint(t, ctx, client.New(w1, "w1"), 1, "sec-grant-1")
 	before := c.WaitConverged()
 
 	// A worker speaking in another worker's name.
@@ -131,7 +132,7 @@ func TestSecureClusterRefusesStrangers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w1b.Close()
-	as2 := api.NewClient(w1b, "w2")
+	as2 := client.New(w1b, "w2")
 	actx, acancel := context.WithTimeout(ctx, 3*time.Second)
 	env, err := as2.Spend(actx, api.SpendRequest{GrantID: g.GrantID, Args: cluster.ArgsFor(1), IdempotencyKey: "impersonation"})
 	acancel()
@@ -232,7 +233,7 @@ func TestSecureClusterRefusesStrangers(t *testing.T) {
 			t.Errorf("invariant attacks change nothing: digest %.12s -> %.12s", before.StateDigest, after.StateDigest)
 		}
 	}
-	if a, err := api.NewClient(w1, "w1").Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: cluster.ArgsFor(1), IdempotencyKey: "sec-spend-1"}); err != nil || !cluster.IsAttempt(a) {
+	if a, err := client.New(w1, "w1").Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: cluster.ArgsFor(1), IdempotencyKey: "sec-spend-1"}); err != nil || !cluster.IsAttempt(a) {
 		t.Errorf("the legitimate worker's spend after the attacks: %+v %v", a, err)
 	}
 	checkDigests(t, c)

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/cluster"
@@ -79,7 +80,7 @@ func stallScenario(t *testing.T, stall time.Duration, follower bool) {
 	for w := range workers {
 		worker := fmt.Sprintf("w%d", w%3+1)
 		via := pinned[w%len(pinned)]
-		cl := api.NewClient(c.Conn(via, nats.PingInterval(connect.PingInterval), nats.MaxPingsOutstanding(connect.MaxPingsOut)), worker)
+		cl := client.New(c.Conn(via, nats.PingInterval(connect.PingInterval), nats.MaxPingsOutstanding(connect.MaxPingsOut)), worker)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

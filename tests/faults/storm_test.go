@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/cluster"
@@ -28,7 +29,7 @@ func TestRetryStormAcrossLeaderChange(t *testing.T) {
 	}
 	c := cluster.Start(t, 3)
 	worker := "storm"
-	var clients []*api.Client
+	var clients []*client.Client
 	for i := range c.Nodes {
 		for range 4 {
 			clients = append(clients, c.Client(i, worker))
@@ -36,7 +37,7 @@ func TestRetryStormAcrossLeaderChange(t *testing.T) {
 	}
 	const grantKey, spendKey = "storm-grant", "storm-spend"
 
-	storm := func(what string, down func(), f func(ctx context.Context, cl *api.Client) (grants.Envelope, error)) []grants.Envelope {
+	storm := func(what string, down func(), f func(ctx context.Context, cl *client.Client) (grants.Envelope, error)) []grants.Envelope {
 		out := make([]grants.Envelope, n)
 		errs := make([]error, n)
 		var wg sync.WaitGroup
@@ -74,7 +75,7 @@ func TestRetryStormAcrossLeaderChange(t *testing.T) {
 	}
 
 	l1 := c.Leader()
-	grantsOut := storm("grant", func() { c.Kill(l1) }, func(ctx context.Context, cl *api.Client) (grants.Envelope, error) {
+	grantsOut := storm("grant", func() { c.Kill(l1) }, func(ctx context.Context, cl *client.Client) (grants.Envelope, error) {
 		return cl.Grant(ctx, api.GrantRequest{Lane: lane, Tool: tool, Args: cluster.ArgsFor(1), IdempotencyKey: grantKey})
 	})
 	first := grantsOut[0]
@@ -85,7 +86,7 @@ func TestRetryStormAcrossLeaderChange(t *testing.T) {
 	}
 	c.Restart(l1)
 	l2 := c.Leader()
-	spendsOut := storm("spend", func() { c.Stop(l2) }, func(ctx context.Context, cl *api.Client) (grants.Envelope, error) {
+	spendsOut := storm("spend", func() { c.Stop(l2) }, func(ctx context.Context, cl *client.Client) (grants.Envelope, error) {
 		return cl.Spend(ctx, api.SpendRequest{GrantID: first.GrantID, Args: cluster.ArgsFor(1), IdempotencyKey: spendKey})
 	})
 	for i, env := range spendsOut {

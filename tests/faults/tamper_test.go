@@ -16,6 +16,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
+	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/internal/testing/cluster"
 	"github.com/writ-dev/writ/internal/testing/gobuild"
 	"github.com/writ-dev/writ/internal/testing/testenv"
@@ -87,7 +89,7 @@ func TestTamperedStreamCaughtAtTheBadSeq(t *testing.T) {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	w := api.NewClient(nc, "w1")
+	w := client.New(nc, "w1")
 	for i := range 6 {
 		g := cluster.Mint(t, ctx, w, i, fmt.Sprintf("t-grant-%d", i))
 		if a, err := w.Spend(ctx, api.SpendRequest{GrantID: g.GrantID, Args: cluster.ArgsFor(i), IdempotencyKey: fmt.Sprintf("t-spend-%d", i)}); err != nil || !cluster.IsAttempt(a) {
@@ -110,7 +112,7 @@ func TestTamperedStreamCaughtAtTheBadSeq(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := js.Stream(ctx, natsbus.StreamName)
+	src, err := js.Stream(ctx, events.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +146,7 @@ func TestTamperedStreamCaughtAtTheBadSeq(t *testing.T) {
 	}
 	load := func(ms []msg) {
 		t.Helper()
-		_ = tjs.DeleteStream(ctx, natsbus.StreamName)
+		_ = tjs.DeleteStream(ctx, events.StreamName)
 		// nats-server removes a deleted stream's store asynchronously;
 		// creating the same name at once can fail with "error creating
 		// store for stream", so poll with a deadline.

@@ -47,12 +47,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
 	"github.com/writ-dev/writ/internal/testing/gobuild"
 	"github.com/writ-dev/writ/internal/testing/testenv"
-	"github.com/writ-dev/writ/natsbus"
 	"github.com/writ-dev/writ/policy/policyfile"
 )
 
@@ -239,7 +239,7 @@ func newRunner(t *testing.T, bin string, doc []byte, name string) *runner {
 	t.Cleanup(nc.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 	defer cancel()
-	op := api.NewClient(nc, "operator")
+	op := client.New(nc, "operator")
 	if doc != nil {
 		// The policy's workspace is this run's temporary home.
 		pol, err := policyfile.ToJSON(bytes.ReplaceAll(doc, []byte("{home}"), []byte(home)))
@@ -255,7 +255,7 @@ func newRunner(t *testing.T, bin string, doc []byte, name string) *runner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := js.Stream(ctx, natsbus.StreamName)
+	st, err := js.Stream(ctx, events.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,7 +501,7 @@ func (r *runner) revokeSource(t *testing.T, s step) {
 	if id == "" {
 		t.Fatalf("%s: no %s source was registered in session %s", r.where(s), s.a, r.session)
 	}
-	env, err := api.NewClient(r.nc, "operator").Revoke(ctx, api.RevokeRequest{Source: id})
+	env, err := client.New(r.nc, "operator").Revoke(ctx, api.RevokeRequest{Source: id})
 	if err != nil || env.Decision != grants.Permit {
 		t.Fatalf("%s: revoking source %s: %v %+v", r.where(s), id, err, env)
 	}

@@ -47,10 +47,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/internal/testing/faultproxy"
 	"github.com/writ-dev/writ/internal/testing/gobuild"
-	"github.com/writ-dev/writ/natsbus"
 )
 
 // Time bounds. Generous: a 2-core machine running the test process under
@@ -725,10 +725,10 @@ func (c *Cluster) Conn(i int, opts ...nats.Option) *nats.Conn {
 	return nc
 }
 
-// Client is an api.Client for worker (empty for operator calls) over
+// Client is an client.Client for worker (empty for operator calls) over
 // Conn(i).
-func (c *Cluster) Client(i int, worker string) *api.Client {
-	return api.NewClient(c.Conn(i), worker)
+func (c *Cluster) Client(i int, worker string) *client.Client {
+	return client.New(c.Conn(i), worker)
 }
 
 // TryStatus asks node i for its own status on writ.op.status.<id>, over
@@ -951,7 +951,7 @@ func (c *Cluster) WaitPublished() api.Status {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
 		defer cancel()
-		s, err := js.Stream(ctx, natsbus.StreamName)
+		s, err := js.Stream(ctx, events.StreamName)
 		if err != nil {
 			return err
 		}
@@ -1001,7 +1001,7 @@ func (c *Cluster) Receipts(ctx context.Context, atLeast uint64) (StreamInfo, []R
 	// retries until ctx's deadline, never on a fixed count.
 	var s jetstream.Stream
 	err = retryTransient(ctx, func() (e error) {
-		s, e = js.Stream(ctx, natsbus.StreamName)
+		s, e = js.Stream(ctx, events.StreamName)
 		if e == nil && s.CachedInfo().State.LastSeq < atLeast {
 			e = fmt.Errorf("stream info says last seq %d, but it was seen at %d (a stale answer)", s.CachedInfo().State.LastSeq, atLeast)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/audit"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
@@ -42,7 +43,7 @@ func IsRefusal(env grants.Envelope, r grants.Reason) bool {
 
 // Mint asks c for grant i (Lane, Tool, ArgsFor(i)) with idempotency key
 // key and fails the test unless it is permitted.
-func Mint(t testing.TB, ctx context.Context, c *api.Client, i int, key string) grants.Envelope {
+func Mint(t testing.TB, ctx context.Context, c *client.Client, i int, key string) grants.Envelope {
 	t.Helper()
 	env, err := c.Grant(ctx, api.GrantRequest{Lane: Lane, Tool: Tool, Args: ArgsFor(i), IdempotencyKey: key})
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/internal/testing/faultproxy"
 )
 
@@ -243,9 +243,9 @@ func (c *Cluster) PinnedConn(i int) *nats.Conn {
 	return nc
 }
 
-// PinnedClient is an api.Client over PinnedConn(i).
-func (c *Cluster) PinnedClient(i int, worker string) *api.Client {
-	return api.NewClient(c.PinnedConn(i), worker)
+// PinnedClient is an client.Client over PinnedConn(i).
+func (c *Cluster) PinnedClient(i int, worker string) *client.Client {
+	return client.New(c.PinnedConn(i), worker)
 }
 
 // JetStreamDir is node i's JetStream store directory.

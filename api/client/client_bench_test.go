@@ -1,4 +1,4 @@
-package api
+package client
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/benchcpu"
@@ -36,7 +37,7 @@ func BenchmarkClientCall(b *testing.B) {
 	s := startNATS(b)
 	issuer := dial(b, s)
 	grantAns, spendAns := benchAnswers()
-	for subj, ans := range map[string][]byte{WorkerSubject("w1", OpGrant): grantAns, WorkerSubject("w1", OpSpend): spendAns} {
+	for subj, ans := range map[string][]byte{api.WorkerSubject("w1", api.OpGrant): grantAns, api.WorkerSubject("w1", api.OpSpend): spendAns} {
 		sub, err := issuer.Subscribe(subj, func(m *nats.Msg) { _ = m.Respond(ans) })
 		if err != nil {
 			b.Fatal(err)
@@ -46,14 +47,14 @@ func BenchmarkClientCall(b *testing.B) {
 	if err := issuer.Flush(); err != nil {
 		b.Fatal(err)
 	}
-	c := NewClient(dial(b, s), "w1")
+	c := New(dial(b, s), "w1")
 	args := json.RawMessage(`{"command":"go test -run TestX ./...","description":"run the tests","timeout":120000}`)
 	calls := map[string]func(ctx context.Context) (grants.Envelope, error){
 		"grant": func(ctx context.Context) (grants.Envelope, error) {
-			return c.Grant(ctx, GrantRequest{Lane: "coordinator", Session: "s-1", Tool: "Bash", Args: args, Sources: []string{"web"}})
+			return c.Grant(ctx, api.GrantRequest{Lane: "coordinator", Session: "s-1", Tool: "Bash", Args: args, Sources: []string{"web"}})
 		},
 		"spend": func(ctx context.Context) (grants.Envelope, error) {
-			return c.Spend(ctx, SpendRequest{GrantID: "0b5b2a8e-7c1f-4a0e-9f0a-1b2c3d4e5f61", Args: args})
+			return c.Spend(ctx, api.SpendRequest{GrantID: "0b5b2a8e-7c1f-4a0e-9f0a-1b2c3d4e5f61", Args: args})
 		},
 	}
 	for _, name := range []string{"grant", "spend"} {
@@ -71,15 +72,5 @@ func BenchmarkClientCall(b *testing.B) {
 			}
 			cpu.Report(b)
 		})
-	}
-}
-
-func BenchmarkParseWorkerSubject(b *testing.B) {
-	subj := WorkerSubject("worker-0042", OpSpend)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, _, err := ParseWorkerSubject(subj); err != nil {
-			b.Fatal(err)
-		}
 	}
 }

@@ -1,4 +1,8 @@
-package api
+// Package client is writ's NATS client for the request/reply protocol of
+// package api: it encodes requests, sends them on their subjects and
+// retries with the same idempotency key until the issuer answers. Package
+// api holds the wire format alone and imports no transport.
+package client
 
 import (
 	"context"
@@ -12,12 +16,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/grants"
 )
 
 // ErrUnavailable is returned when no issuer answered before the context
 // ended. The caller may retry with the same idempotency key.
-var ErrUnavailable = errors.New("api: issuer unavailable")
+var ErrUnavailable = errors.New("client: issuer unavailable")
 
 // Client sends requests to the issuer and retries them, with the same
 // idempotency key, until an answer arrives or ctx ends. Answers come only
@@ -32,13 +37,13 @@ type Client struct {
 	Attempt time.Duration
 }
 
-// NewClient returns a client for worker (empty for operators).
-func NewClient(nc *nats.Conn, worker string) *Client {
+// New returns a client for worker (empty for operators).
+func New(nc *nats.Conn, worker string) *Client {
 	return &Client{NC: nc, Worker: worker, Attempt: 2 * time.Second}
 }
 
 // workerSubject is the subject of op for the client's worker, as it is now.
-func (c *Client) workerSubject(op string) string { return WorkerSubject(c.Worker, op) }
+func (c *Client) workerSubject(op string) string { return api.WorkerSubject(c.Worker, op) }
 
 // bodies recycles the buffers grant, spend and effect bodies are encoded
 // into, one pool for every client (a body buffer fits any client's body).
@@ -72,45 +77,45 @@ func putBody(bp *[]byte, body []byte) {
 func NewKey() string { return uuid.NewString() }
 
 // Grant asks for a grant. An empty IdempotencyKey is filled in.
-func (c *Client) Grant(ctx context.Context, r GrantRequest) (grants.Envelope, error) {
-	r.V = Version
+func (c *Client) Grant(ctx context.Context, r api.GrantRequest) (grants.Envelope, error) {
+	r.V = api.Version
 	if r.IdempotencyKey == "" {
 		r.IdempotencyKey = NewKey()
 	}
-	bp := getBody(r.sizeHint())
+	bp := getBody(r.SizeHint())
 	payload, err := r.AppendJSON(*bp)
 	if err != nil {
 		putBody(bp, payload)
 		return grants.Envelope{}, encodeError(err)
 	}
-	env, err := c.envelopeFor(ctx, c.workerSubject(OpGrant), payload)
+	env, err := c.envelopeFor(ctx, c.workerSubject(api.OpGrant), payload)
 	putBody(bp, payload)
 	return env, err
 }
 
 // Spend spends a grant. An empty IdempotencyKey is filled in.
-func (c *Client) Spend(ctx context.Context, r SpendRequest) (grants.Envelope, error) {
-	r.V = Version
+func (c *Client) Spend(ctx context.Context, r api.SpendRequest) (grants.Envelope, error) {
+	r.V = api.Version
 	if r.IdempotencyKey == "" {
 		r.IdempotencyKey = NewKey()
 	}
-	bp := getBody(r.sizeHint())
+	bp := getBody(r.SizeHint())
 	payload, err := r.AppendJSON(*bp)
 	if err != nil {
 		putBody(bp, payload)
 		return grants.Envelope{}, encodeError(err)
 	}
-	env, err := c.envelopeFor(ctx, c.workerSubject(OpSpend), payload)
+	env, err := c.envelopeFor(ctx, c.workerSubject(api.OpSpend), payload)
 	putBody(bp, payload)
 	return env, err
 }
 
 // Effect reports an outcome.
-func (c *Client) Effect(ctx context.Context, r EffectRequest) (grants.Envelope, error) {
-	r.V = Version
-	bp := getBody(r.sizeHint())
+func (c *Client) Effect(ctx context.Context, r api.EffectRequest) (grants.Envelope, error) {
+	r.V = api.Version
+	bp := getBody(r.SizeHint())
 	payload := r.AppendJSON(*bp)
-	env, err := c.envelopeFor(ctx, c.workerSubject(OpEffect), payload)
+	env, err := c.envelopeFor(ctx, c.workerSubject(api.OpEffect), payload)
 	putBody(bp, payload)
 	return env, err
 }
@@ -119,57 +124,57 @@ func (c *Client) Effect(ctx context.Context, r EffectRequest) (grants.Envelope, 
 // a permit envelope naming the authority the issuer assigned (Authority)
 // and the origin counters it recorded (Counters), or a refusal. A retry
 // of the same registration gets the same answer.
-func (c *Client) RegisterSource(ctx context.Context, r SourceRequest) (grants.Envelope, error) {
-	r.V = Version
-	return c.envelope(ctx, c.workerSubject(OpSource), r)
+func (c *Client) RegisterSource(ctx context.Context, r api.SourceRequest) (grants.Envelope, error) {
+	r.V = api.Version
+	return c.envelope(ctx, c.workerSubject(api.OpSource), r)
 }
 
 // Approve approves an open review.
-func (c *Client) Approve(ctx context.Context, r ApproveRequest) (grants.Envelope, error) {
-	r.V = Version
-	return c.envelope(ctx, SubjectApprove, r)
+func (c *Client) Approve(ctx context.Context, r api.ApproveRequest) (grants.Envelope, error) {
+	r.V = api.Version
+	return c.envelope(ctx, api.SubjectApprove, r)
 }
 
 // Revoke bumps a revocation counter.
-func (c *Client) Revoke(ctx context.Context, r RevokeRequest) (grants.Envelope, error) {
-	r.V = Version
-	return c.envelope(ctx, SubjectRevoke, r)
+func (c *Client) Revoke(ctx context.Context, r api.RevokeRequest) (grants.Envelope, error) {
+	r.V = api.Version
+	return c.envelope(ctx, api.SubjectRevoke, r)
 }
 
 // Reinstate lifts a worker's bar.
-func (c *Client) Reinstate(ctx context.Context, r ReinstateRequest) (grants.Envelope, error) {
-	r.V = Version
-	return c.envelope(ctx, SubjectReinstate, r)
+func (c *Client) Reinstate(ctx context.Context, r api.ReinstateRequest) (grants.Envelope, error) {
+	r.V = api.Version
+	return c.envelope(ctx, api.SubjectReinstate, r)
 }
 
 // SetPolicy applies a policy document.
 func (c *Client) SetPolicy(ctx context.Context, doc json.RawMessage) (grants.Envelope, error) {
-	return c.envelope(ctx, SubjectPolicy, PolicyRequest{V: Version, Policy: doc})
+	return c.envelope(ctx, api.SubjectPolicy, api.PolicyRequest{V: api.Version, Policy: doc})
 }
 
 // PolicyShow asks for the policy document of an epoch (0: the one in
 // force).
-func (c *Client) PolicyShow(ctx context.Context, epoch uint64) (PolicyShow, error) {
-	var ps PolicyShow
-	data, err := c.call(ctx, SubjectPolicyShow, PolicyShowRequest{V: Version, Epoch: epoch})
+func (c *Client) PolicyShow(ctx context.Context, epoch uint64) (api.PolicyShow, error) {
+	var ps api.PolicyShow
+	data, err := c.call(ctx, api.SubjectPolicyShow, api.PolicyShowRequest{V: api.Version, Epoch: epoch})
 	if err != nil {
 		return ps, err
 	}
 	if err := json.Unmarshal(data, &ps); err != nil {
-		return ps, fmt.Errorf("api: decoding policy: %w", err)
+		return ps, fmt.Errorf("client: decoding policy: %w", err)
 	}
 	return ps, nil
 }
 
 // Status asks the leader for its status.
-func (c *Client) Status(ctx context.Context) (Status, error) {
-	var st Status
-	data, err := c.call(ctx, SubjectStatus, StatusRequest{V: Version})
+func (c *Client) Status(ctx context.Context) (api.Status, error) {
+	var st api.Status
+	data, err := c.call(ctx, api.SubjectStatus, api.StatusRequest{V: api.Version})
 	if err != nil {
 		return st, err
 	}
 	if err := json.Unmarshal(data, &st); err != nil {
-		return st, fmt.Errorf("api: decoding status: %w", err)
+		return st, fmt.Errorf("client: decoding status: %w", err)
 	}
 	return st, nil
 }
@@ -191,7 +196,7 @@ func (c *Client) envelopeFor(ctx context.Context, subj string, payload []byte) (
 }
 
 // encodeError wraps a request body's encoding error.
-func encodeError(err error) error { return fmt.Errorf("api: encoding request: %w", err) }
+func encodeError(err error) error { return fmt.Errorf("client: encoding request: %w", err) }
 
 // call sends body, encoded by json.Marshal, as send does.
 func (c *Client) call(ctx context.Context, subj string, body any) ([]byte, error) {
@@ -230,7 +235,7 @@ func (c *Client) send(ctx context.Context, subj string, payload []byte, env *gra
 			if !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
 				if ctx.Err() == nil && !errors.Is(err, nats.ErrConnectionClosed) {
 					// Permission violations and the like are final.
-					return nil, fmt.Errorf("api: %s: %w", subj, err)
+					return nil, fmt.Errorf("client: %s: %w", subj, err)
 				}
 			}
 		}
@@ -261,7 +266,7 @@ func unavailable(data []byte, env *grants.Envelope) (bool, error) {
 	case probeUnavailable(data):
 		return true, nil
 	case env != nil:
-		return false, fmt.Errorf("api: decoding answer: %w", err)
+		return false, fmt.Errorf("client: decoding answer: %w", err)
 	}
 	return false, nil
 }
@@ -273,4 +278,32 @@ func probeUnavailable(data []byte) bool {
 		Reason grants.Reason `json:"reason"`
 	}
 	return json.Unmarshal(data, &probe) == nil && probe.Reason == grants.ReasonIssuerUnavail
+}
+
+// Reviews asks the leader for the open reviews, or for the one id names.
+func (c *Client) Reviews(ctx context.Context, id string) (api.Reviews, error) {
+	var r api.Reviews
+	data, err := c.call(ctx, api.SubjectReviews, api.ReviewsRequest{V: api.Version, ID: id})
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return r, fmt.Errorf("client: decoding reviews: %w", err)
+	}
+	return r, nil
+}
+
+// PolicyTest asks the leader to judge a request against the policy in
+// force without recording anything.
+func (c *Client) PolicyTest(ctx context.Context, req api.PolicyTestRequest) (api.PolicyTestAnswer, error) {
+	var a api.PolicyTestAnswer
+	req.V = api.Version
+	data, err := c.call(ctx, api.SubjectPolicyTest, req)
+	if err != nil {
+		return a, err
+	}
+	if err := json.Unmarshal(data, &a); err != nil {
+		return a, fmt.Errorf("client: decoding policy test: %w", err)
+	}
+	return a, nil
 }

@@ -1,41 +1,42 @@
-package issuer
+package api
 
 import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/internal/jsonwire"
 )
 
 // Grant, spend and effect bodies are decoded without reflection when they
-// have the shape api.Client sends: one object of known keys, each once,
-// with plain strings, integers, the args value and (for grants) the
-// sources and provenance lists, and "v" equal to api.Version. The fast
-// decoders below are a second implementation of what decodeStrict does
-// for these bodies, not a different protocol: when one succeeds, the
-// request it fills is exactly the one decodeStrict gives (reflect.DeepEqual;
-// the differential tests and fuzz targets in requests_fast_test.go hold
-// them to that), and decodeStrict would have accepted the body. Everything
-// else — an unknown, repeated or case-folded key, null, a number that is
-// not a plain integer, a wrong type, a string with invalid UTF-8 or a
-// surrogate escape, another version, malformed JSON, an oversize body —
-// makes the fast decoder report false, and the caller decodes the body
-// with decodeStrict, so every refusal and its message stay those of the
-// strict decoder.
+// have the shape package api/client sends: one object of known keys, each
+// once, with plain strings, integers, the args value and (for grants) the
+// sources and provenance lists, and "v" equal to Version. These decoders
+// are the counterpart of the AppendJSON encoders, and a second
+// implementation of the strict decoding an issuer applies to every body
+// (encoding/json with unknown fields refused, nothing but whitespace after
+// the object, "v" equal to Version, at most MaxBodyBytes), not a
+// different protocol: when one succeeds, the request it fills is exactly
+// the one the strict decoding gives (reflect.DeepEqual; the differential
+// tests and fuzz target in request_decode_test.go hold them to that), and
+// the strict decoding would have accepted the body. Everything else — an
+// unknown, repeated or case-folded key, null, a number that is not a plain
+// integer, a wrong type, a string with invalid UTF-8 or a surrogate
+// escape, another version, malformed JSON, an oversize body — makes the
+// fast decoder report false, and the caller decodes the body strictly, so
+// every refusal and its message stay those of the strict decoder.
 //
-// Adding a field to api.GrantRequest, api.SpendRequest, api.EffectRequest,
-// api.FieldTrace or api.TraceMatch means adding it here;
+// Adding a field to GrantRequest, SpendRequest, EffectRequest,
+// FieldTrace or TraceMatch means adding it here;
 // TestFastDecodersCoverFields fails until it is (the strict decoder would
 // accept the new key and the fast one would not, which is correct but
 // slow).
 
-// decodeGrantFast decodes a grant body as decodeStrict does, or reports
-// false. On false, r is left partly filled: the caller decodes into a new
-// value. r.Args aliases data (the strict decoder's is a copy): the request
-// is only read while data is alive and unchanged.
-func decodeGrantFast(data []byte, r *api.GrantRequest) bool {
-	if len(data) > api.MaxBodyBytes {
+// DecodeGrantFast decodes a grant body as the strict decoding does, or
+// reports false. On false, r is left partly filled: the caller decodes
+// into a new value. r.Args aliases data (a strict decoder's is a copy):
+// the request is only read while data is alive and unchanged.
+func DecodeGrantFast(data []byte, r *GrantRequest) bool {
+	if len(data) > MaxBodyBytes {
 		return false
 	}
 	d := fastDecoder{Scanner: jsonwire.Scanner{Data: data}}
@@ -88,13 +89,13 @@ func decodeGrantFast(data []byte, r *api.GrantRequest) bool {
 		}
 		return bit, ok
 	})
-	return ok && d.seen&1 != 0 && r.V == api.Version && d.End()
+	return ok && d.seen&1 != 0 && r.V == Version && d.End()
 }
 
-// decodeSpendFast decodes a spend body as decodeStrict does, or reports
-// false, as decodeGrantFast does.
-func decodeSpendFast(data []byte, r *api.SpendRequest) bool {
-	if len(data) > api.MaxBodyBytes {
+// DecodeSpendFast decodes a spend body as the strict decoding does, or
+// reports false, as DecodeGrantFast does.
+func DecodeSpendFast(data []byte, r *SpendRequest) bool {
+	if len(data) > MaxBodyBytes {
 		return false
 	}
 	d := fastDecoder{Scanner: jsonwire.Scanner{Data: data}}
@@ -123,13 +124,13 @@ func decodeSpendFast(data []byte, r *api.SpendRequest) bool {
 		}
 		return bit, ok
 	})
-	return ok && d.seen&1 != 0 && r.V == api.Version && d.End()
+	return ok && d.seen&1 != 0 && r.V == Version && d.End()
 }
 
-// decodeEffectFast decodes an effect body as decodeStrict does, or reports
-// false, as decodeGrantFast does.
-func decodeEffectFast(data []byte, r *api.EffectRequest) bool {
-	if len(data) > api.MaxBodyBytes {
+// DecodeEffectFast decodes an effect body as the strict decoding does, or
+// reports false, as DecodeGrantFast does.
+func DecodeEffectFast(data []byte, r *EffectRequest) bool {
+	if len(data) > MaxBodyBytes {
 		return false
 	}
 	d := fastDecoder{Scanner: jsonwire.Scanner{Data: data}}
@@ -149,7 +150,7 @@ func decodeEffectFast(data []byte, r *api.EffectRequest) bool {
 		}
 		return bit, ok
 	})
-	return ok && d.seen&1 != 0 && r.V == api.Version && d.End()
+	return ok && d.seen&1 != 0 && r.V == Version && d.End()
 }
 
 // fastDecoder is the state of the fast decoders. Each method reports false
@@ -283,10 +284,10 @@ func (d *fastDecoder) strs() ([]string, bool) {
 }
 
 // traces decodes a grant's provenance: an array of field traces.
-func (d *fastDecoder) traces() ([]api.FieldTrace, bool) {
-	out := []api.FieldTrace{}
+func (d *fastDecoder) traces() ([]FieldTrace, bool) {
+	out := []FieldTrace{}
 	ok := d.Array(func() bool {
-		var t api.FieldTrace
+		var t FieldTrace
 		ok := d.trace(&t)
 		out = append(out, t)
 		return ok
@@ -294,7 +295,7 @@ func (d *fastDecoder) traces() ([]api.FieldTrace, bool) {
 	return out, ok
 }
 
-func (d *fastDecoder) trace(t *api.FieldTrace) bool {
+func (d *fastDecoder) trace(t *FieldTrace) bool {
 	var seen uint32
 	return d.members(&seen, func(key []byte) (bit uint32, ok bool) {
 		switch string(key) {
@@ -312,10 +313,10 @@ func (d *fastDecoder) trace(t *api.FieldTrace) bool {
 	})
 }
 
-func (d *fastDecoder) matches() ([]api.TraceMatch, bool) {
-	out := []api.TraceMatch{}
+func (d *fastDecoder) matches() ([]TraceMatch, bool) {
+	out := []TraceMatch{}
 	ok := d.Array(func() bool {
-		var m api.TraceMatch
+		var m TraceMatch
 		var seen uint32
 		ok := d.members(&seen, func(key []byte) (bit uint32, ok bool) {
 			switch string(key) {

@@ -1,4 +1,4 @@
-package api
+package client
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
+	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/grants"
 )
 
@@ -106,7 +107,7 @@ func mustJSON(t *testing.T, v any) []byte {
 func TestClientNoRespondersRetriesUntilContextEnds(t *testing.T) {
 	s := startNATS(t)
 	nc := dial(t, s)
-	c := NewClient(nc, "w1")
+	c := New(nc, "w1")
 	c.Attempt = 200 * time.Millisecond
 
 	before := inMsgs(t, s)
@@ -114,7 +115,7 @@ func TestClientNoRespondersRetriesUntilContextEnds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	start := time.Now()
-	env, err := c.Grant(ctx, GrantRequest{Lane: "coordinator", Tool: "Bash", Args: json.RawMessage(`{}`)})
+	env, err := c.Grant(ctx, api.GrantRequest{Lane: "coordinator", Tool: "Bash", Args: json.RawMessage(`{}`)})
 	elapsed := time.Since(start)
 
 	if !errors.Is(err, ErrUnavailable) {
@@ -138,7 +139,7 @@ func TestClientNoRespondersRetriesUntilContextEnds(t *testing.T) {
 
 func TestClientCancelledContextIsUnavailable(t *testing.T) {
 	s := startNATS(t)
-	c := NewClient(dial(t, s), "w1")
+	c := New(dial(t, s), "w1")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	start := time.Now()
@@ -156,17 +157,17 @@ func TestClientRetriesIssuerUnavailableWithSameBody(t *testing.T) {
 	issuer := dial(t, s)
 	var rec recorder
 	real := grants.Envelope{Decision: grants.Permit, GrantID: "g-1", Seq: 7, Epoch: 1}
-	rec.serve(t, issuer, WorkerSubject("w1", OpGrant), func(n int, _ []byte) []byte {
+	rec.serve(t, issuer, api.WorkerSubject("w1", api.OpGrant), func(n int, _ []byte) []byte {
 		if n == 1 {
 			return mustJSON(t, grants.Refuse(grants.ReasonIssuerUnavail, "", "not the leader"))
 		}
 		return mustJSON(t, real)
 	})
 
-	c := NewClient(dial(t, s), "w1")
+	c := New(dial(t, s), "w1")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	env, err := c.Grant(ctx, GrantRequest{Lane: "coordinator", Tool: "Bash", Args: json.RawMessage(`{"command":"ls"}`)})
+	env, err := c.Grant(ctx, api.GrantRequest{Lane: "coordinator", Tool: "Bash", Args: json.RawMessage(`{"command":"ls"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,18 +181,18 @@ func TestClientRetriesTimeoutWithSameBody(t *testing.T) {
 	s := startNATS(t)
 	issuer := dial(t, s)
 	var rec recorder
-	rec.serve(t, issuer, WorkerSubject("w1", OpSpend), func(n int, _ []byte) []byte {
+	rec.serve(t, issuer, api.WorkerSubject("w1", api.OpSpend), func(n int, _ []byte) []byte {
 		if n == 1 {
 			return nil // lost: the client's attempt times out
 		}
 		return mustJSON(t, grants.Envelope{Decision: grants.Permit, GrantID: "g-2", Seq: 9})
 	})
 
-	c := NewClient(dial(t, s), "w1")
+	c := New(dial(t, s), "w1")
 	c.Attempt = 150 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	env, err := c.Spend(ctx, SpendRequest{GrantID: "g-2", Args: json.RawMessage(`{}`)})
+	env, err := c.Spend(ctx, api.SpendRequest{GrantID: "g-2", Args: json.RawMessage(`{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,8 +221,8 @@ func assertSameBodies(t *testing.T, bodies [][]byte, n int) {
 	if err := json.Unmarshal(bodies[0], &probe); err != nil {
 		t.Fatal(err)
 	}
-	if probe.V != Version || probe.Key == "" {
-		t.Fatalf("body %s: want v=%d and a filled-in idempotency key", bodies[0], Version)
+	if probe.V != api.Version || probe.Key == "" {
+		t.Fatalf("body %s: want v=%d and a filled-in idempotency key", bodies[0], api.Version)
 	}
 }
 
@@ -232,14 +233,14 @@ func assertSameBodies(t *testing.T, bodies [][]byte, n int) {
 func TestClientConcurrentBodies(t *testing.T) {
 	s := startNATS(t)
 	issuer := dial(t, s)
-	sub, err := issuer.Subscribe(WorkerPrefix+"*.*", func(m *nats.Msg) {
+	sub, err := issuer.Subscribe(api.WorkerPrefix+"*.*", func(m *nats.Msg) {
 		// Answer with the grant id, worker and size of the body received.
-		var r SpendRequest
+		var r api.SpendRequest
 		if err := json.Unmarshal(m.Data, &r); err != nil {
 			_ = m.Respond(mustJSON(t, grants.Refuse(grants.ReasonInvalidRequest, "body", err.Error())))
 			return
 		}
-		w, op, err := ParseWorkerSubject(m.Subject)
+		w, op, err := api.ParseWorkerSubject(m.Subject)
 		if err != nil {
 			_ = m.Respond(mustJSON(t, grants.Refuse(grants.ReasonInvalidRequest, "subject", err.Error())))
 			return
@@ -262,7 +263,7 @@ func TestClientConcurrentBodies(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := NewClient(nc, fmt.Sprintf("w%d", w))
+			c := New(nc, fmt.Sprintf("w%d", w))
 			for i := range 20 {
 				size := 10 + (w*20+i)*37
 				if i == 7 {
@@ -270,8 +271,8 @@ func TestClientConcurrentBodies(t *testing.T) {
 				}
 				args := json.RawMessage(`{"a":"` + strings.Repeat("x", size) + `"}`)
 				id := fmt.Sprintf("g-%d-%d", w, i)
-				env, err := c.Spend(ctx, SpendRequest{GrantID: id, Args: args})
-				if err == nil && (env.GrantID != id || env.Detail != c.Worker+"/"+OpSpend || env.Bytes != uint64(len(args))) {
+				env, err := c.Spend(ctx, api.SpendRequest{GrantID: id, Args: args})
+				if err == nil && (env.GrantID != id || env.Detail != c.Worker+"/"+api.OpSpend || env.Bytes != uint64(len(args))) {
 					err = fmt.Errorf("spend %s (%d bytes of args) was answered %+v", id, len(args), env)
 				}
 				if err != nil {
@@ -288,27 +289,85 @@ func TestClientConcurrentBodies(t *testing.T) {
 	}
 }
 
-// The subject follows Worker: a Client made without NewClient, or whose
-// Worker changed after NewClient, sends under its Worker.
+// The subject follows Worker: a Client made without New, or whose
+// Worker changed after New, sends under its Worker.
 func TestClientSubjectFollowsWorker(t *testing.T) {
-	c := NewClient(nil, "w1")
-	for _, op := range []string{OpGrant, OpSpend, OpEffect, OpSource} {
-		if got, want := c.workerSubject(op), WorkerSubject("w1", op); got != want {
-			t.Fatalf("NewClient: %s subject %q, want %q", op, got, want)
+	c := New(nil, "w1")
+	for _, op := range []string{api.OpGrant, api.OpSpend, api.OpEffect, api.OpSource} {
+		if got, want := c.workerSubject(op), api.WorkerSubject("w1", op); got != want {
+			t.Fatalf("New: %s subject %q, want %q", op, got, want)
 		}
 	}
 	c.Worker = "w2"
 	lit := &Client{Worker: "w3"}
 	empty := &Client{}
-	for _, op := range []string{OpGrant, OpSpend, OpEffect, OpSource} {
-		if got, want := c.workerSubject(op), WorkerSubject("w2", op); got != want {
+	for _, op := range []string{api.OpGrant, api.OpSpend, api.OpEffect, api.OpSource} {
+		if got, want := c.workerSubject(op), api.WorkerSubject("w2", op); got != want {
 			t.Fatalf("after Worker changed: %s subject %q, want %q", op, got, want)
 		}
-		if got, want := lit.workerSubject(op), WorkerSubject("w3", op); got != want {
+		if got, want := lit.workerSubject(op), api.WorkerSubject("w3", op); got != want {
 			t.Fatalf("Client literal: %s subject %q, want %q", op, got, want)
 		}
-		if got, want := empty.workerSubject(op), WorkerSubject("", op); got != want {
+		if got, want := empty.workerSubject(op), api.WorkerSubject("", op); got != want {
 			t.Fatalf("Client literal without a worker: %s subject %q, want %q", op, got, want)
 		}
+	}
+}
+
+// TestClientSendsMarshalBytes: what Client puts on the wire for grants,
+// spends and effects is json.Marshal of the request as it fills it in.
+func TestClientSendsMarshalBytes(t *testing.T) {
+	s := startNATS(t)
+	issuer := dial(t, s)
+	var rec recorder
+	answer := func(int, []byte) []byte { return []byte(`{"decision":"permit"}`) }
+	for _, op := range []string{api.OpGrant, api.OpSpend, api.OpEffect} {
+		rec.serve(t, issuer, api.WorkerSubject("w1", op), answer)
+	}
+	c := New(dial(t, s), "w1")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	amount := uint64(0)
+	grant := api.GrantRequest{
+		V: api.Version, Lane: "coordinator", Session: "s-1", Tool: "Bash", Args: json.RawMessage(`{"command":"ls -la"}`),
+		TTLMillis: 30000, Sources: []string{"web", "u1"}, IdempotencyKey: "0b5b2a8e-7c1f-4a0e-9f0a-1b2c3d4e5f60",
+		TargetLabel: "config.yaml", Amount: &amount, Bytes: 4096, Cwd: "/work", ResolvedTarget: "/work/a <b> & c",
+		Provenance: []api.FieldTrace{
+			{Field: "/to", Covered: true, Matches: []api.TraceMatch{{Source: "u1", Transform: "raw", Whole: true}, {Source: "d1", Transform: "dns_labels+hex", Part: "host"}}},
+			{Field: "/cc"}, {Field: "/x", Matches: []api.TraceMatch{}},
+		},
+	}
+	spend := api.SpendRequest{V: api.Version, GrantID: "0b5b2a8e-7c1f-4a0e-9f0a-1b2c3d4e5f61", Args: json.RawMessage(`{"command":"ls"}`), IdempotencyKey: "k2"}
+	effect := api.EffectRequest{V: -7, GrantID: "\"\\", Outcome: "\u2029", Verifier: "<\xff>"}
+	spend.IdempotencyKey = "" // filled in by Spend
+	if _, err := c.Grant(ctx, grant); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Spend(ctx, spend); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Effect(ctx, effect); err != nil {
+		t.Fatal(err)
+	}
+	bodies := rec.seen()
+	if len(bodies) != 3 {
+		t.Fatalf("issuer saw %d requests", len(bodies))
+	}
+	var sent api.SpendRequest
+	if err := json.Unmarshal(bodies[1], &sent); err != nil || sent.IdempotencyKey == "" {
+		t.Fatalf("spend body %s: no idempotency key filled in (%v)", bodies[1], err)
+	}
+	grant.V, spend.V, effect.V, spend.IdempotencyKey = api.Version, api.Version, api.Version, sent.IdempotencyKey
+	for i, v := range []any{grant, spend, effect} {
+		if want := mustJSON(t, v); string(bodies[i]) != string(want) {
+			t.Errorf("body %d:\n sent %s\n want %s", i, bodies[i], want)
+		}
+	}
+	// Args json.Marshal refuses are refused before anything is sent.
+	if _, err := c.Spend(ctx, api.SpendRequest{GrantID: "g", Args: json.RawMessage(`{`)}); err == nil || !strings.Contains(err.Error(), "client: encoding request: json: error calling MarshalJSON") {
+		t.Fatalf("bad args: %v", err)
+	}
+	if len(rec.seen()) != 3 {
+		t.Fatal("a body with bad args was sent")
 	}
 }
