@@ -24,7 +24,7 @@ var roots = []string{"./fsm", "./events", "./api"}
 
 // pureDirs are the packages (relative to the module root) whose non-test
 // source must never read the wall clock or draw random numbers.
-var pureDirs = []string{"fsm", "events", "grants", "revocation", "policy", "lanes", "authority"}
+var pureDirs = []string{"fsm", "events", "grants", "revocation", "policy", "lanes", "authority", "args"}
 
 // forbidden reports whether an import path may not appear anywhere in the
 // transitive closure of the roots, standard library included.
