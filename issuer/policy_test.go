@@ -42,7 +42,7 @@ func TestPolicyRequestFieldsRefused(t *testing.T) {
 	grant := func(extra string) []byte {
 		return []byte(`{"v":1,"lane":"coordinator","tool":"Read","args":{"file_path":"a"},"idempotency_key":"k"` + extra + `}`)
 	}
-	many := `[` + strings.TrimSuffix(strings.Repeat("1,", args.MaxLeaves+1), ",") + `]`
+	many := `{"xs":[` + strings.TrimSuffix(strings.Repeat("1,", args.MaxLeaves+1), ",") + `]}`
 	cases := []struct {
 		name  string
 		body  []byte

@@ -70,7 +70,7 @@ func decodeStrict(data []byte, v any) *requestError {
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.DisallowUnknownFields()
 		if dec.Decode(v) == nil && onlySpace(data[dec.InputOffset():]) && *version == api.Version {
-			return nil
+			return refuseDuplicate(data, v)
 		}
 		// Start over from the zero value, as the two passes would.
 		reflect.ValueOf(v).Elem().SetZero()
@@ -142,7 +142,53 @@ func decodeStrictSlow(data []byte, v any) *requestError {
 	if dec.More() {
 		return invalid("body", "trailing data after the JSON object")
 	}
+	return refuseDuplicate(data, v)
+}
+
+// refuseDuplicate refuses data, already decoded into v, when its object
+// names a field twice, and then leaves v zero.
+func refuseDuplicate(data []byte, v any) *requestError {
+	if k, dup := duplicateKey(data); dup {
+		reflect.ValueOf(v).Elem().SetZero()
+		return invalid(k, "given twice; a request names each field once")
+	}
 	return nil
+}
+
+// duplicateKey reports a key the top-level object of data holds twice.
+// encoding/json keeps the last of two equal keys (and matches keys without
+// regard to case), so a body could carry one value for a reader that keeps
+// the first and another for the issuer; such a body is refused. data has
+// already decoded as one object.
+func duplicateKey(data []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", false
+	}
+	seen := make(map[string]bool, 16)
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		k, _ := t.(string)
+		folded := strings.ToLower(k)
+		if seen[folded] {
+			return k, true
+		}
+		seen[folded] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", false
+		}
+	}
+	return "", false
+}
+
+// isObject reports whether the JSON value raw is an object.
+func isObject(raw []byte) bool {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	return len(raw) > 0 && raw[0] == '{'
 }
 
 func checkID(field, v string, required bool) *requestError {
@@ -207,6 +253,9 @@ func grantRequestCommand(worker string, r *api.GrantRequest) (fsm.Command, *requ
 	}
 	if len(r.Args) == 0 {
 		return fsm.Command{}, invalid("args", "required (use {} for a call without arguments)")
+	}
+	if !isObject(r.Args) {
+		return fsm.Command{}, invalid("args", "must be a JSON object of the tool's arguments (use {} for a call without arguments)")
 	}
 	// Canonicalise once: the digest binds the canonical form, and the
 	// engine's view is flattened from it (args.Flatten of a canonical
@@ -477,6 +526,9 @@ func spendRequestCommand(worker string, r *api.SpendRequest) (fsm.Command, []byt
 		c.Digest = h
 		return c, nil, nil
 	case len(r.Args) > 0:
+		if !isObject(r.Args) {
+			return c, nil, invalid("args", "must be the JSON object of the call's arguments")
+		}
 		canon, err := args.CanonicalJSON(r.Args)
 		if err != nil {
 			return c, nil, invalid("args", "%v", err)
