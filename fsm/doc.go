@@ -55,6 +55,13 @@
 // source still refuses. Revoking a worker drops its reviews and
 // approvals.
 //
+// Layout: each feature's file holds both halves, the decide function and
+// the evolve function for the events it emits (grant.go, spend.go,
+// effect.go, revoke.go, epoch.go, source.go, review.go); state.go holds
+// the state, its queries and its mutators; usage.go and expiry.go the
+// bookkeeping permits and the clock drive; batch_codec.go and
+// snapshot_codec*.go the log-entry and snapshot encodings.
+//
 // Business refusals (expired, already spent, revoked, ...) are results and
 // events, identical on every replica, never Go errors. State is not safe for
 // concurrent use; the raft adapter serialises access.

@@ -16,7 +16,7 @@ import (
 func ExpiryRemovals(s *State) (removed, left []string) {
 	until := map[string]int64{}
 	for id, g := range s.grants {
-		until["grant "+id] = retainUntil(g)
+		until["grant "+id] = RetainUntil(g.ExpiresAt)
 	}
 	for k, r := range s.idem {
 		until["idem "+k.Worker+"/"+k.Key] = r.Until

@@ -85,13 +85,13 @@ func (s *State) charge(e *events.Event) {
 			s.ledger[e.LedgerKey] = le
 		}
 		le.Count = addSatU(le.Count, 1)
-		le.Until = addSat(e.Time, s.policy.LedgerWindow())
+		le.Until = AddSat(e.Time, s.policy.LedgerWindow())
 		s.schedule(le.Until, 0, expireLedger, le)
 	}
 	if e.Instrument != "" {
 		until, ok := s.policy.PreauthExpires(e.Instrument)
 		if !ok {
-			until = addSat(e.ExpiresAt, RetainMargin)
+			until = AddSat(e.ExpiresAt, RetainMargin)
 		}
 		pu := s.preauth[e.Instrument]
 		if pu == nil {
@@ -108,7 +108,7 @@ func (s *State) charge(e *events.Event) {
 	for _, q := range s.policy.QuotaCharges(e.Worker, e.Lane, e.Time) {
 		w := s.quota[q.Key]
 		if w == nil || w.Start != q.Start {
-			w = &quotaWindow{Key: q.Key, Start: q.Start, Until: addSat(q.Start, q.Window)}
+			w = &quotaWindow{Key: q.Key, Start: q.Start, Until: AddSat(q.Start, q.Window)}
 			s.quota[q.Key] = w
 			s.schedule(w.Until, 0, expireQuota, w)
 		}

@@ -387,7 +387,7 @@ func restore(data []byte) (*State, error) {
 				break
 			}
 			s.putGrant(g)
-			s.expiry = append(s.expiry, expiryItem{At: retainUntil(g), Ord: g.PermitSeq<<kindBits | expireGrant, Ref: g})
+			s.expiry = append(s.expiry, expiryItem{At: RetainUntil(g.ExpiresAt), Ord: g.PermitSeq<<kindBits | expireGrant, Ref: g})
 		case stIdem:
 			if err = want(&f, events.WireBytes); err != nil {
 				break
