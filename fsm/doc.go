@@ -26,8 +26,13 @@
 // call's arguments flattened (a pure function of the arguments); the
 // engine extracts target, sinks and amount under the policy in force, so
 // extraction cannot race a policy change. Permits name the instrument,
-// amount, bytes and ledger key they consume, which is all Evolve needs to
-// charge them; approval_required answers are events of their own kind.
+// amount, bytes and ledger key they consume and record, when decided, the
+// usage facts the policy gave (when the ledger entry and the
+// preauthorization record end, the quota windows charged), which is all
+// Evolve needs to charge them: the fold asks no policy, except for
+// permits written before those facts were recorded (events.Event.Charged
+// unset), which it charges from the policy in force as it always did.
+// approval_required answers are events of their own kind.
 // Version 1 policies are judged exactly as before.
 //
 // Provenance: workers register content sources (OpSource: a descriptor

@@ -89,6 +89,7 @@ func decideRequest(s *State, now int64, node string, c *Command) verdict {
 	e.IssuedAt = now
 	e.ExpiresAt = AddSat(now, ttl)
 	e.Counters = bound
+	s.recordUsage(&e)
 	return record(e)
 }
 
@@ -176,6 +177,7 @@ func decideJudged(s *State, now int64, e events.Event, c *Command, origins []pol
 	}
 	e.Instrument, e.InstrumentLeft = j.Instrument, j.InstrumentLeft
 	e.Counters = bound
+	s.recordUsage(&e)
 	return record(e)
 }
 

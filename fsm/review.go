@@ -282,5 +282,6 @@ func (s *State) approvedPermit(now int64, e events.Event, c *Command, j *policy.
 	e.Rules = append(rules, RuleApproved+a.ReviewID)
 	e.ReviewID = a.ReviewID
 	e.Counters = bound
+	s.recordUsage(&e)
 	return e, true
 }

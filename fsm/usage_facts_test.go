@@ -1,0 +1,129 @@
+package fsm_test
+
+import (
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/fsm"
+	"github.com/writ-dev/writ/policy"
+)
+
+// readStream reads a stream file of testdata/streams: one encoded event
+// a line in hex, then "digest <hex>", the state digest the build that
+// wrote it reached by applying the commands that produced the events.
+func readStream(t *testing.T, path string) ([][]byte, string) {
+	t.Helper()
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw [][]byte
+	digest := ""
+	for _, line := range strings.Split(strings.TrimSpace(string(text)), "\n") {
+		if d, ok := strings.CutPrefix(line, "digest "); ok {
+			digest = d
+			continue
+		}
+		b, err := hex.DecodeString(line)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		raw = append(raw, b)
+	}
+	if digest == "" || len(raw) == 0 {
+		t.Fatalf("%s: no events or no digest", path)
+	}
+	return raw, digest
+}
+
+// Streams written before permits recorded their usage facts (by the seed
+// scenarios at commit bf5b225: effect-ledger, preauthorization and quota
+// charges among them) fold to the digest their writer reached: permits
+// without the facts are charged from the policy in force, as before.
+func TestStreamsWithoutUsageFactsReplayToTheSameDigest(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "streams", "*.stream"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no streams (%v)", err)
+	}
+	charged := 0
+	for _, f := range files {
+		raw, want := readStream(t, f)
+		s := fsm.New()
+		for _, b := range raw {
+			e, err := events.Decode(b)
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if e.Charged {
+				t.Fatalf("%s: seq %d already carries usage facts; the stream tests nothing", f, e.Seq)
+			}
+			if e.Kind == events.KindPermit && (e.LedgerKey != "" || e.Instrument != "") {
+				charged++
+			}
+			if err := fsm.Evolve(s, e); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+		}
+		if got := s.Digest().String(); got != want {
+			t.Fatalf("%s: replay digest %s, the writer reached %s", f, got, want)
+		}
+	}
+	if charged == 0 {
+		t.Fatal("no stream has a permit charging the ledger or a preauthorization")
+	}
+}
+
+// Permits record their usage facts, and folding them reads only the
+// event: with another policy swapped in while the permits are folded (a
+// version 1 policy has no ledger window, preauthorizations or quotas),
+// the replayed state is still the live one.
+func TestPermitUsageFactsAreAllTheFoldReads(t *testing.T) {
+	live := fsm.New()
+	for i, b := range seedBatchesV2() {
+		fsm.Apply(live, uint64(i+1), b)
+	}
+	var ledger, preauth, quotas int
+	replay := fsm.New()
+	var swapped *policy.Policy
+	for _, p := range live.Outbox(0, 0) {
+		e, err := events.Decode(p.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Kind == events.KindPermit {
+			if !e.Charged {
+				t.Fatalf("permit seq %d does not carry its usage facts", e.Seq)
+			}
+			if e.LedgerUntil != 0 {
+				ledger++
+			}
+			if e.InstrumentUntil != 0 {
+				preauth++
+			}
+			quotas += len(e.Quotas)
+			if swapped == nil {
+				swapped = fsm.SwapPolicy(replay, policy.LegacyDefault())
+			}
+		}
+		if e.Kind == events.KindEpoch && swapped != nil {
+			fsm.SwapPolicy(replay, swapped)
+			swapped = nil
+		}
+		if err := fsm.Evolve(replay, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if swapped != nil {
+		fsm.SwapPolicy(replay, swapped)
+	}
+	if ledger == 0 || preauth == 0 || quotas == 0 {
+		t.Fatalf("the scenario records %d ledger, %d preauthorization and %d quota facts; want some of each", ledger, preauth, quotas)
+	}
+	if replay.Digest() != live.Digest() {
+		t.Fatal("the replay under another policy differs from the live state: the fold read the policy")
+	}
+}
