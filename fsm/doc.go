@@ -36,7 +36,9 @@
 // Version 1 policies are judged exactly as before.
 //
 // Provenance: workers register content sources (OpSource: a descriptor
-// and a content digest, never content) in a replicated registry; the
+// and a content digest, never content) in a replicated registry (source
+// events carry the descriptor in SourceID, Origins, SourcePath and
+// ModelMade; earlier ones packed it, see events.Event.SourceDescriptor); the
 // state machine assigns each its authority (the policy's level for its
 // channel, path or tool; the lowest of its origins for derived content)
 // and records the revocation counters it was built from. A grant request

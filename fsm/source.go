@@ -3,7 +3,6 @@ package fsm
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/writ-dev/writ/authority"
@@ -62,10 +61,6 @@ var (
 	traceTransforms = map[string]bool{"raw": true, "base64": true, "hex": true, "percent": true, "dns_labels": true, "dns_labels+hex": true}
 	traceParts      = map[string]bool{"": true, "host": true, "path": true, "token": true}
 )
-
-// groundModelMade is the Grounds line of a source event whose descriptor
-// said part of the content traced to nothing registered.
-const groundModelMade = "model_made"
 
 // source is one registered source. Origins are sorted; Counters (sorted by
 // key) are the source's own counter at registration and the union of its
@@ -132,12 +127,7 @@ func (r *source) answer() grants.Envelope {
 		Kind: events.KindSource, Seq: r.Seq, Decision: string(grants.Permit),
 		Counters: slices.Clone(r.Counters), Authority: r.Authority.String(),
 	}
-	if r.Path != "" {
-		e.Target = "path:" + r.Path
-	}
-	if r.ModelMade {
-		e.Grounds = []string{groundModelMade}
-	}
+	e.SourceID, e.SourcePath, e.ModelMade = r.ID, r.Path, r.ModelMade
 	return grants.FromEvent(e)
 }
 
@@ -208,14 +198,11 @@ func decideSource(s *State, now int64, node string, c *Command) verdict {
 	}
 	e := base(events.KindSource, now, node, c)
 	e.Worker, e.Session, e.Tool = c.Caller, c.Session, c.Tool
-	e.Sources = append([]string{c.SourceID}, origins...)
+	// The descriptor in the source fields (SourceID, Origins, SourcePath,
+	// ModelMade); events written before them packed it into Sources,
+	// Target and Grounds, which events.Event.SourceDescriptor still reads.
+	e.SourceID, e.Origins, e.SourcePath, e.ModelMade = c.SourceID, origins, c.Path, c.ModelMade
 	e.Channel, e.Scope, e.ContentDigest = c.Channel, c.Scope, c.ContentDigest
-	if c.Path != "" {
-		e.Target = "path:" + c.Path
-	}
-	if c.ModelMade {
-		e.Grounds = []string{groundModelMade}
-	}
 	refuse := func(r grants.Reason, missing, detail string) verdict {
 		e.Kind = events.KindDeny
 		return record(deny(e, r, missing, detail))
@@ -303,18 +290,17 @@ func sortedCounters(m map[string]uint64) []events.Counter {
 	return out
 }
 
-// evolveSource records a source event.
+// evolveSource records a source event, in either form (see
+// events.Event.SourceDescriptor).
 func (s *State) evolveSource(e events.Event, lvl authority.Level) {
+	id, origins, path, modelMade := e.SourceDescriptor()
 	r := &source{
-		ID: e.Sources[0], Owner: e.Worker, Session: e.Session, Channel: e.Channel, Scope: e.Scope,
+		ID: id, Owner: e.Worker, Session: e.Session, Channel: e.Channel, Scope: e.Scope,
 		Tool: e.Tool, Digest: e.ContentDigest, Authority: lvl, Counters: slices.Clone(e.Counters),
-		At: e.Time, Seq: e.Seq, ModelMade: slices.Contains(e.Grounds, groundModelMade),
+		At: e.Time, Seq: e.Seq, ModelMade: modelMade, Path: path,
 	}
-	if len(e.Sources) > 1 {
-		r.Origins = slices.Clone(e.Sources[1:])
-	}
-	if p, ok := strings.CutPrefix(e.Target, "path:"); ok {
-		r.Path = p
+	if len(origins) > 0 {
+		r.Origins = slices.Clone(origins)
 	}
 	s.addSource(r)
 }
@@ -322,7 +308,7 @@ func (s *State) evolveSource(e events.Event, lvl authority.Level) {
 // checkSourceEvent is what Evolve needs of a source event before folding
 // it: an id and a known authority level.
 func checkSourceEvent(e events.Event) (authority.Level, error) {
-	if e.Decision != string(grants.Permit) || len(e.Sources) == 0 || e.Sources[0] == "" {
+	if id, _, _, _ := e.SourceDescriptor(); e.Decision != string(grants.Permit) || id == "" {
 		return 0, fmt.Errorf("seq %d: a source event names no source or is not a permit", e.Seq)
 	}
 	lvl, err := authority.ParseLevel(e.Authority)

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -40,16 +41,18 @@ func readStream(t *testing.T, path string) ([][]byte, string) {
 	return raw, digest
 }
 
-// Streams written before permits recorded their usage facts (by the seed
-// scenarios at commit bf5b225: effect-ledger, preauthorization and quota
-// charges among them) fold to the digest their writer reached: permits
-// without the facts are charged from the policy in force, as before.
-func TestStreamsWithoutUsageFactsReplayToTheSameDigest(t *testing.T) {
+// Streams written before permits recorded their usage facts and source
+// events had fields of their own (by the seed scenarios at commit
+// bf5b225: effect-ledger, preauthorization and quota charges, and source
+// registrations, one derived and model-made, among them) fold to the
+// digest their writer reached: permits without the facts are charged from
+// the policy in force, and packed source descriptors read as before.
+func TestEarlierStreamsReplayToTheSameDigest(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "streams", "*.stream"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no streams (%v)", err)
 	}
-	charged := 0
+	charged, packed := 0, 0
 	for _, f := range files {
 		raw, want := readStream(t, f)
 		s := fsm.New()
@@ -64,6 +67,12 @@ func TestStreamsWithoutUsageFactsReplayToTheSameDigest(t *testing.T) {
 			if e.Kind == events.KindPermit && (e.LedgerKey != "" || e.Instrument != "") {
 				charged++
 			}
+			if e.Kind == events.KindSource {
+				if e.SourceID != "" {
+					t.Fatalf("%s: seq %d already has source fields; the stream tests nothing", f, e.Seq)
+				}
+				packed++
+			}
 			if err := fsm.Evolve(s, e); err != nil {
 				t.Fatalf("%s: %v", f, err)
 			}
@@ -72,8 +81,8 @@ func TestStreamsWithoutUsageFactsReplayToTheSameDigest(t *testing.T) {
 			t.Fatalf("%s: replay digest %s, the writer reached %s", f, got, want)
 		}
 	}
-	if charged == 0 {
-		t.Fatal("no stream has a permit charging the ledger or a preauthorization")
+	if charged == 0 || packed == 0 {
+		t.Fatalf("the streams have %d permits charging the ledger or a preauthorization and %d source events; want some of each", charged, packed)
 	}
 }
 
@@ -125,5 +134,66 @@ func TestPermitUsageFactsAreAllTheFoldReads(t *testing.T) {
 	}
 	if replay.Digest() != live.Digest() {
 		t.Fatal("the replay under another policy differs from the live state: the fold read the policy")
+	}
+}
+
+// packSource rewrites a source event in the form events had before the
+// source fields: id and origins in Sources, the path as a "path:" Target,
+// model-made as a Grounds line.
+func packSource(e *events.Event) {
+	id, origins, path, modelMade := e.SourceDescriptor()
+	e.Sources = append([]string{id}, origins...)
+	if path != "" {
+		e.Target = events.SourcePathPrefix + path
+	}
+	if modelMade {
+		e.Grounds = []string{events.GroundModelMade}
+	}
+	e.SourceID, e.Origins, e.SourcePath, e.ModelMade = "", nil, "", false
+}
+
+// Decide writes source registrations in the source fields, and the same
+// stream with every source event packed the old way (resealed as one
+// chain) folds to the same registry.
+func TestSourceEventFormsFoldAlike(t *testing.T) {
+	replay := fsm.New()
+	var chain events.Chain
+	var ids []string
+	modelMade := false
+	live := fsm.New()
+	for i, b := range seedBatches() {
+		before := live.Chain().Seq
+		fsm.Apply(live, uint64(i+1), b)
+		for _, p := range live.Outbox(before, 0) {
+			e, err := events.Decode(p.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Kind == events.KindSource {
+				if e.SourceID == "" || len(e.Sources) > 0 || e.Target != "" || len(e.Grounds) > 0 {
+					t.Fatalf("seq %d: source event not in the source fields: %+v", e.Seq, e)
+				}
+				ids = append(ids, e.SourceID)
+				modelMade = modelMade || e.ModelMade
+				packSource(&e)
+			}
+			chain.Append(&e, nil)
+			if err := fsm.Evolve(replay, e); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(ids) == 0 || !modelMade {
+		t.Fatalf("the scenario registers %d sources (model-made: %v)", len(ids), modelMade)
+	}
+	for _, id := range ids {
+		got, ok1 := replay.Source(id)
+		want, ok2 := live.Source(id)
+		if !ok1 || !ok2 || !reflect.DeepEqual(got, want) {
+			t.Fatalf("source %s: packed form folds to %+v (%v), source fields to %+v (%v)", id, got, ok1, want, ok2)
+		}
+	}
+	if replay.SourceCount() != live.SourceCount() {
+		t.Fatalf("%d sources from the packed form, %d from the source fields", replay.SourceCount(), live.SourceCount())
 	}
 }
