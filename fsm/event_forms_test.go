@@ -2,11 +2,14 @@ package fsm_test
 
 import (
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"pgregory.net/rapid"
 
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/fsm"
@@ -195,5 +198,65 @@ func TestSourceEventFormsFoldAlike(t *testing.T) {
 	}
 	if replay.SourceCount() != live.SourceCount() {
 		t.Fatalf("%d sources from the packed form, %d from the source fields", replay.SourceCount(), live.SourceCount())
+	}
+}
+
+// Every event Decide writes passes events.Event.StaticValidate, so a
+// replayed or audited stream of them is never refused for its shape.
+func TestPropDecidedEventsValidate(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		h := newHarness(t)
+		for i, n := 0, drawSteps(t); i < n; i++ {
+			for _, e := range h.next().evs {
+				if err := e.StaticValidate(); err != nil {
+					t.Fatalf("Decide wrote an event StaticValidate refuses: %v\n%+v", err, e)
+				}
+			}
+		}
+	})
+}
+
+// Seed scenarios cover what the property draws rarely (approvals, quota
+// windows, derived sources): their events validate too.
+func TestSeedEventsValidate(t *testing.T) {
+	for _, seeds := range [][]fsm.Batch{seedBatches(), seedBatchesV2()} {
+		s := fsm.New()
+		for i, b := range seeds {
+			before := s.Chain().Seq
+			fsm.Apply(s, uint64(i+1), b)
+			for _, p := range s.Outbox(before, 0) {
+				e, err := events.Decode(p.Data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := e.StaticValidate(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+// Evolve refuses an event its kind's fields rule out, before folding
+// anything of it: a permit that also carries a source id leaves the state
+// as it was.
+func TestEvolveRefusesInvalidEvents(t *testing.T) {
+	s := fsm.New()
+	var c events.Chain
+	e := events.Event{Kind: events.KindPermit, Time: 1, GrantID: "g1", Worker: "w1", ExpiresAt: 100, SourceID: "s1"}
+	c.Append(&e, nil)
+	before := s.Digest()
+	err := fsm.Evolve(s, e)
+	if !errors.Is(err, fsm.ErrReplay) || !errors.Is(err, events.ErrInvalidEvent) {
+		t.Fatalf("Evolve: %v", err)
+	}
+	if s.Digest() != before || s.Chain().Seq != 0 {
+		t.Fatal("the refused event changed the state")
+	}
+	e.SourceID = ""
+	var c2 events.Chain
+	c2.Append(&e, nil)
+	if err := fsm.Evolve(s, e); err != nil {
+		t.Fatalf("the same permit without the source id: %v", err)
 	}
 }
