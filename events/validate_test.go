@@ -28,7 +28,7 @@ func TestStaticValidateRefuses(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name, golden, want string
-		edit           func(e *Event)
+		edit               func(e *Event)
 	}{
 		{"no seq", "permit", "no sequence", func(e *Event) { e.Seq = 0 }},
 		{"unknown kind", "permit", "unknown kind", func(e *Event) { e.Kind = 999 }},
