@@ -284,6 +284,9 @@ func (v *Verifier) add(e *events.Event, owned bool) error {
 	if !e.Kind.Known() || int(e.Kind) >= kindSlots {
 		return v.fail(violation(e.Seq, CodeUnknownKind, "kind %d is not known to this auditor", uint16(e.Kind)))
 	}
+	if err := e.StaticValidate(); err != nil {
+		return v.fail(violation(e.Seq, CodeInvalidEvent, "%v", err))
+	}
 	if v.started && e.Time < v.lastTime {
 		return v.fail(violation(e.Seq, CodeTimeBackwards,
 			"time %s is before the previous event's %s", ts(e.Time), ts(v.lastTime)))

@@ -101,8 +101,8 @@ func (e *Event) StaticValidate() error {
 			return bad("a reinstatement names no worker")
 		}
 	case KindSource:
-		if id, _, _, _ := e.SourceDescriptor(); id == "" || e.Channel == "" {
-			return bad("a source event names no source or channel")
+		if id, _, _, _ := e.SourceDescriptor(); id == "" {
+			return bad("a source event names no source")
 		}
 	case KindApproval:
 		if e.ReviewID == "" || e.Worker == "" || e.Tool == "" {

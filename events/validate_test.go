@@ -51,7 +51,7 @@ func TestStaticValidateRefuses(t *testing.T) {
 		{"epoch without policy", "epoch", "without a policy", func(e *Event) { e.Policy, e.PolicyDigest = nil, Hash{} }},
 		{"reinstate without worker", "reinstate", "no worker", func(e *Event) { e.Worker = "" }},
 		{"packed source without id", "source", "no source", func(e *Event) { e.Sources = nil }},
-		{"source without channel", "source_2", "no source or channel", func(e *Event) { e.Channel = "" }},
+		{"source with an empty id", "source", "no source", func(e *Event) { e.Sources = []string{""} }},
 		{"approval without tool", "approval", "no review, worker or tool", func(e *Event) { e.Tool = "" }},
 	} {
 		e, ok := byName[c.golden]
