@@ -36,9 +36,10 @@
 // Version 1 policies are judged exactly as before.
 //
 // Provenance: workers register content sources (OpSource: a descriptor
-// and a content digest, never content) in a replicated registry (source
-// events carry the descriptor in SourceID, Origins, SourcePath and
-// ModelMade; earlier ones packed it, see events.Event.SourceDescriptor); the
+// and a content digest, never content) in a replicated registry (the fold
+// reads a source event's descriptor through events.Event.SourceDescriptor,
+// from the source fields or packed in Sources, Target and Grounds, the
+// form Decide still writes); the
 // state machine assigns each its authority (the policy's level for its
 // channel, path or tool; the lowest of its origins for derived content)
 // and records the revocation counters it was built from. A grant request

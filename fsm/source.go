@@ -127,7 +127,12 @@ func (r *source) answer() grants.Envelope {
 		Kind: events.KindSource, Seq: r.Seq, Decision: string(grants.Permit),
 		Counters: slices.Clone(r.Counters), Authority: r.Authority.String(),
 	}
-	e.SourceID, e.SourcePath, e.ModelMade = r.ID, r.Path, r.ModelMade
+	if r.Path != "" {
+		e.Target = events.SourcePathPrefix + r.Path
+	}
+	if r.ModelMade {
+		e.Grounds = []string{events.GroundModelMade}
+	}
 	return grants.FromEvent(e)
 }
 
@@ -198,11 +203,21 @@ func decideSource(s *State, now int64, node string, c *Command) verdict {
 	}
 	e := base(events.KindSource, now, node, c)
 	e.Worker, e.Session, e.Tool = c.Caller, c.Session, c.Tool
-	// The descriptor in the source fields (SourceID, Origins, SourcePath,
-	// ModelMade); events written before them packed it into Sources,
-	// Target and Grounds, which events.Event.SourceDescriptor still reads.
-	e.SourceID, e.Origins, e.SourcePath, e.ModelMade = c.SourceID, origins, c.Path, c.ModelMade
+	// The descriptor is still written packed into Sources (id, then
+	// origins), Target ("path:<p>") and Grounds ("model_made"): receipt
+	// readers outside the state machine (the auditor's tail, the worker
+	// agent's tests) read it there. The fold and the auditor read either
+	// form through events.Event.SourceDescriptor, so Decide can move to
+	// the source fields (SourceID, Origins, SourcePath, ModelMade) once
+	// those readers do too.
+	e.Sources = append([]string{c.SourceID}, origins...)
 	e.Channel, e.Scope, e.ContentDigest = c.Channel, c.Scope, c.ContentDigest
+	if c.Path != "" {
+		e.Target = events.SourcePathPrefix + c.Path
+	}
+	if c.ModelMade {
+		e.Grounds = []string{events.GroundModelMade}
+	}
 	refuse := func(r grants.Reason, missing, detail string) verdict {
 		e.Kind = events.KindDeny
 		return record(deny(e, r, missing, detail))
