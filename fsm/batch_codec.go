@@ -61,6 +61,8 @@ const (
 	// Added with operator approvals.
 	ctReviewID = 32
 	ctNote     = 33
+	// Added with receipt format levels.
+	ctFormat = 34
 )
 
 // Field trace tags inside ctTrace, and match tags inside a trace's
@@ -152,6 +154,7 @@ func (c *Command) appendEncode(buf []byte, sc *encodeScratch) []byte {
 	}
 	w.String(ctReviewID, c.ReviewID)
 	w.String(ctNote, c.Note)
+	w.Uint(ctFormat, c.Format)
 	return w.Bytes()
 }
 
@@ -332,6 +335,10 @@ func decodeCommand(b []byte, c *Command, strs *strCache) error {
 			ok = str(r, &f, &c.ReviewID)
 		case ctNote:
 			ok = str(r, &f, &c.Note)
+		case ctFormat:
+			if ok = r.Expect(&f, events.WireVarint); ok {
+				c.Format = f.Uint
+			}
 		}
 		if !ok {
 			break

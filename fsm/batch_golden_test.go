@@ -20,6 +20,10 @@ import (
 // the promise: add a new golden file for a new form instead.
 var batchGoldenV1 = filepath.Join("testdata", "batch", "v1.hex")
 
+// batchGoldenV2 is the committed encoding of goldenBatchV2, the commands
+// added after v1 (receipt format levels): kept forever like v1.
+var batchGoldenV2 = filepath.Join("testdata", "batch", "v2.hex")
+
 // goldenBatch is one log entry with every op and every command, trace and
 // match field set at least once (TestBatchGoldenCoversEveryField). Never
 // edit it: add commands for new fields to a new golden batch.
@@ -60,51 +64,73 @@ func goldenBatch() fsm.Batch {
 	}}
 }
 
+// goldenBatchV2 holds the commands added after goldenBatch: raising the
+// receipt format level. Never edit it either: add a v3.
+func goldenBatchV2() fsm.Batch {
+	return fsm.Batch{Time: 1767312000000000000, Node: "issuer-b", Commands: []fsm.Command{
+		{Op: fsm.OpRaiseFormat, Caller: "issuer:issuer-b", Format: 2},
+	}}
+}
+
+// batchGoldens pairs each committed golden file with its batch.
+var batchGoldens = []struct {
+	path  string
+	batch func() fsm.Batch
+}{
+	{batchGoldenV1, goldenBatch},
+	{batchGoldenV2, goldenBatchV2},
+}
+
 func TestBatchGoldenRewrite(t *testing.T) {
 	if !*rewrite {
-		t.Skip("run with -rewrite to write the batch golden file")
+		t.Skip("run with -rewrite to write the batch golden files")
 	}
 	if err := os.MkdirAll(filepath.Dir(batchGoldenV1), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	b := goldenBatch()
-	if err := os.WriteFile(batchGoldenV1, hexLines(b.Encode()), 0o644); err != nil {
-		t.Fatal(err)
+	for _, g := range batchGoldens {
+		b := g.batch()
+		if err := os.WriteFile(g.path, hexLines(b.Encode()), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
 // The encoder still writes the committed bytes, and the committed bytes
-// decode to the golden batch (and re-encode to themselves).
+// decode to the golden batch (and re-encode to themselves), for every
+// golden file.
 func TestBatchGolden(t *testing.T) {
 	if *rewrite {
 		t.Skip("rewriting")
 	}
-	text, err := os.ReadFile(batchGoldenV1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stored, err := hex.DecodeString(strings.Join(strings.Fields(string(text)), ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := goldenBatch()
-	if got := want.Encode(); !bytes.Equal(got, stored) {
-		t.Errorf("encoding drifted from %s:\n got  %x\n want %x", batchGoldenV1, got, stored)
-	}
-	dec, err := fsm.DecodeBatch(stored)
-	if err != nil {
-		t.Fatalf("the golden entry no longer decodes: %v", err)
-	}
-	if !reflect.DeepEqual(dec, want) {
-		t.Errorf("the golden entry decodes to\n%+v\nwant\n%+v", dec, want)
-	}
-	if re := dec.Encode(); !bytes.Equal(re, stored) {
-		t.Errorf("the decoded golden entry re-encodes to other bytes")
+	for _, g := range batchGoldens {
+		text, err := os.ReadFile(g.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored, err := hex.DecodeString(strings.Join(strings.Fields(string(text)), ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := g.batch()
+		if got := want.Encode(); !bytes.Equal(got, stored) {
+			t.Errorf("encoding drifted from %s:\n got  %x\n want %x", g.path, got, stored)
+		}
+		dec, err := fsm.DecodeBatch(stored)
+		if err != nil {
+			t.Fatalf("the golden entry %s no longer decodes: %v", g.path, err)
+		}
+		if !reflect.DeepEqual(dec, want) {
+			t.Errorf("the golden entry %s decodes to\n%+v\nwant\n%+v", g.path, dec, want)
+		}
+		if re := dec.Encode(); !bytes.Equal(re, stored) {
+			t.Errorf("the decoded golden entry %s re-encodes to other bytes", g.path)
+		}
 	}
 }
 
 // Every field of Command, Trace and TraceMatch is set in some golden
-// command, so the golden bytes pin each field's tag and wire type.
+// command (of either golden batch), so the golden bytes pin each field's tag and wire type.
 func TestBatchGoldenCoversEveryField(t *testing.T) {
 	set := map[string]bool{}
 	mark := func(prefix string, v reflect.Value) {
@@ -114,7 +140,8 @@ func TestBatchGoldenCoversEveryField(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range goldenBatch().Commands {
+	all := append(goldenBatch().Commands, goldenBatchV2().Commands...)
+	for _, c := range all {
 		mark("Command.", reflect.ValueOf(c))
 		for _, tr := range c.Traces {
 			mark("Trace.", reflect.ValueOf(tr))
@@ -131,7 +158,7 @@ func TestBatchGoldenCoversEveryField(t *testing.T) {
 		}
 	}
 	ops := map[fsm.Op]bool{}
-	for _, c := range goldenBatch().Commands {
+	for _, c := range all {
 		ops[c.Op] = true
 	}
 	for op := fsm.Op(1); !strings.HasPrefix(op.String(), "op("); op++ {

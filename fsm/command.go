@@ -31,12 +31,16 @@ const (
 	OpSource Op = 8
 	// OpApprove approves an open review (an operator's command).
 	OpApprove Op = 9
+	// OpRaiseFormat raises the receipt format level to Format (see
+	// ReceiptFormat); the leader proposes it once every voter's build
+	// supports the level.
+	OpRaiseFormat Op = 10
 )
 
 var opNames = map[Op]string{
 	OpRequest: "request", OpSpend: "spend", OpEffect: "effect", OpRevoke: "revoke",
 	OpSetPolicy: "set_policy", OpPublished: "published", OpReinstate: "reinstate",
-	OpSource: "source", OpApprove: "approve",
+	OpSource: "source", OpApprove: "approve", OpRaiseFormat: "raise_format",
 }
 
 func (o Op) String() string {
@@ -99,6 +103,9 @@ type Command struct {
 	// default, DefaultApprovalTTL; at most MaxApprovalTTL).
 	ReviewID string
 	Note     string
+
+	// OpRaiseFormat: the receipt format level asked for.
+	Format uint64
 }
 
 // Trace is one argument field's provenance as the worker traced it: Field

@@ -60,6 +60,8 @@ func decide(s *State, now int64, node string, c *Command) verdict {
 		// Apply moves the watermark before asking; the answer is the
 		// watermark in force (a confirmation beyond the chain is capped).
 		return reply(grants.Envelope{Decision: grants.Permit, Seq: s.published})
+	case OpRaiseFormat:
+		return decideRaiseFormat(s, c)
 	}
 	return reply(grants.Refuse(grants.ReasonInvalidRequest, "op", "unknown command "+c.Op.String()))
 }

@@ -95,10 +95,7 @@ func TestEarlierStreamsReplayToTheSameDigest(t *testing.T) {
 // version 1 policy has no ledger window, preauthorizations or quotas),
 // the replayed state is still the live one.
 func TestPermitUsageFactsAreAllTheFoldReads(t *testing.T) {
-	live := fsm.New()
-	for i, b := range seedBatchesV2() {
-		fsm.Apply(live, uint64(i+1), b)
-	}
+	live := applyAt(t, fsm.ReceiptFormatFacts, seedBatchesV2())
 	var ledger, preauth, quotas int
 	replay := fsm.New()
 	var swapped *policy.Policy

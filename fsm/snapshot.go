@@ -44,6 +44,7 @@ func (s *State) Freeze() Frozen {
 		idem: maps.Clone(s.idem), sources: maps.Clone(s.sources),
 		reviews: maps.Clone(s.reviews), approvals: maps.Clone(s.approvals),
 		chain: s.chain, outbox: slices.Clone(s.outbox), published: s.published,
+		format: s.format,
 	}
 	f.grants = make(map[string]*grants.Grant, len(s.grants))
 	gs := make([]grants.Grant, 0, len(s.grants)) // one allocation for every copy

@@ -36,6 +36,10 @@ const (
 	stApproval  = 15 // approvals, by the call they cover
 	stPublished = 20
 	stOutbox    = 21
+	// The receipt format level (see ReceiptFormat), written only once
+	// raised above ReceiptFormatLegacy: a snapshot without it (any
+	// written before levels existed) restores at the legacy level.
+	stFormat = 22
 )
 
 // Grant field tags inside a snapshot (append only).
@@ -283,6 +287,9 @@ func (s *State) Snapshot() []byte {
 		scratch = ew.Bytes()
 		writeRecord(w, stOutbox, scratch)
 	}
+	if s.format > ReceiptFormatLegacy {
+		w.Uint(stFormat, s.format)
+	}
 	return w.Bytes()
 }
 
@@ -469,6 +476,18 @@ func restore(data []byte) (*State, error) {
 				break
 			}
 			s.outbox = append(s.outbox, p)
+		case stFormat:
+			if err = want(&f, events.WireVarint); err != nil {
+				break
+			}
+			// Only a raised level is written, and only a level this
+			// build writes can be honoured: a state at a level it does
+			// not know must not be restored and written in another form.
+			if f.Uint <= ReceiptFormatLegacy || f.Uint > MaxReceiptFormat {
+				err = fmt.Errorf("receipt format %d (this build writes %d-%d)", f.Uint, ReceiptFormatLegacy, MaxReceiptFormat)
+				break
+			}
+			s.format = f.Uint
 		default:
 			err = fmt.Errorf("unknown snapshot tag %d", f.Tag)
 		}
@@ -505,7 +524,7 @@ func restore(data []byte) (*State, error) {
 // a map of a million entries one doubling at a time costs more than the
 // count. A malformed snapshot is refused by the decoding pass.
 func sizedFor(data []byte) *State {
-	var n [stOutbox + 1]int
+	var n [stFormat + 1]int
 	r := events.NewReader(data)
 	var f events.Field
 	for r.Next(&f) {

@@ -203,21 +203,24 @@ func decideSource(s *State, now int64, node string, c *Command) verdict {
 	}
 	e := base(events.KindSource, now, node, c)
 	e.Worker, e.Session, e.Tool = c.Caller, c.Session, c.Tool
-	// The descriptor is still written packed into Sources (id, then
-	// origins), Target ("path:<p>") and Grounds ("model_made"): receipt
-	// readers outside the state machine (the auditor's tail, the worker
-	// agent's tests) read it there. The fold and the auditor read either
-	// form through events.Event.SourceDescriptor, so Decide can move to
-	// the source fields (SourceID, Origins, SourcePath, ModelMade) once
-	// those readers do too.
-	e.Sources = append([]string{c.SourceID}, origins...)
+	// At ReceiptFormatFacts the descriptor goes in the source fields
+	// (SourceID, Origins, SourcePath, ModelMade); at the legacy level it
+	// is packed into Sources (id, then origins), Target ("path:<p>") and
+	// Grounds ("model_made"), as every earlier build wrote it. The fold,
+	// the auditor and every receipt reader read either form through
+	// events.Event.SourceDescriptor.
+	if s.writesFacts() {
+		e.SourceID, e.Origins, e.SourcePath, e.ModelMade = c.SourceID, origins, c.Path, c.ModelMade
+	} else {
+		e.Sources = append([]string{c.SourceID}, origins...)
+		if c.Path != "" {
+			e.Target = events.SourcePathPrefix + c.Path
+		}
+		if c.ModelMade {
+			e.Grounds = []string{events.GroundModelMade}
+		}
+	}
 	e.Channel, e.Scope, e.ContentDigest = c.Channel, c.Scope, c.ContentDigest
-	if c.Path != "" {
-		e.Target = events.SourcePathPrefix + c.Path
-	}
-	if c.ModelMade {
-		e.Grounds = []string{events.GroundModelMade}
-	}
 	refuse := func(r grants.Reason, missing, detail string) verdict {
 		e.Kind = events.KindDeny
 		return record(deny(e, r, missing, detail))

@@ -111,9 +111,11 @@ type State struct {
 	intern interner
 	peaks  peaks
 
-	// Publication bookkeeping, not authority: excluded from Digest.
+	// Publication bookkeeping, not authority: excluded from Digest. format
+	// is the receipt format level (0 until raised: see ReceiptFormat).
 	outbox    []Pending
 	published uint64
+	format    uint64
 }
 
 // Pending is an encoded event waiting to be confirmed in the stream.

@@ -103,7 +103,14 @@ func (s *State) factsOf(e *events.Event) usageFacts {
 // to record, as the policy in force (the one it is decided under) gives
 // them. Charged marks the permit as carrying them, so that Evolve (and so
 // replay and the auditor) reads them from the event and asks no policy.
+//
+// Only at ReceiptFormatFacts and above: at the legacy level the permit is
+// written as every earlier build wrote it, without the facts, and its fold
+// takes them from the policy in force (charge), to the same state.
 func (s *State) recordUsage(e *events.Event) {
+	if !s.writesFacts() {
+		return
+	}
 	f := s.factsOf(e)
 	e.Charged = true
 	e.LedgerUntil, e.InstrumentUntil, e.Quotas = f.ledgerUntil, f.instrumentUntil, f.quotas
