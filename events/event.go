@@ -83,13 +83,13 @@ type Event struct {
 	ContentDigest Hash     `json:"content_digest,omitzero"`
 	Scope         string   `json:"scope,omitempty"`
 	Grounds       []string `json:"grounds,omitempty"`
-	// Usage facts (tags 50-53), on permits decided since they were added:
-	// everything folding the permit's consumption needs, recorded when
-	// the permit was decided, so that Evolve, replay and the auditor read
-	// them here instead of asking the policy in force. Charged says the
-	// permit carries them (it may charge nothing); a permit without it
-	// predates them, and its fold takes them from the policy in force, as
-	// it always did. LedgerUntil is when the effect-ledger entry of
+	// Usage facts (tags 50-53), on permits decided at receipt format
+	// level 2 or above (fsm.ReceiptFormat): everything folding the
+	// permit's consumption needs, recorded when the permit was decided,
+	// so that Evolve, replay and the auditor read them here instead of
+	// asking the policy in force. Charged says the permit carries them
+	// (it may charge nothing); a permit without it is in the legacy form,
+	// and its fold takes them from the policy in force, as it always did. LedgerUntil is when the effect-ledger entry of
 	// LedgerKey is forgotten (the permit's time plus the ledger window);
 	// InstrumentUntil when the consumption record of Instrument may be
 	// (the preauthorization's expiry, or the grant's retention when the
@@ -100,12 +100,12 @@ type Event struct {
 	InstrumentUntil int64         `json:"instrument_until,omitempty"`
 	Quotas          []QuotaWindow `json:"quotas,omitempty"`
 	// Source registrations (tags 54-57), on source events and the
-	// refusals of source registrations decided since they were added:
-	// the source's id, its origins (sorted), the path it was read from
-	// and whether part of it traced to nothing registered. Earlier events
-	// packed these into Sources (id then origins), Target ("path:<p>")
-	// and Grounds ("model_made"); they still decode to the same source
-	// (see SourceDescriptor).
+	// refusals of source registrations decided at receipt format level 2
+	// or above: the source's id, its origins (sorted), the path it was
+	// read from and whether part of it traced to nothing registered. The
+	// legacy form packs these into Sources (id then origins), Target
+	// ("path:<p>") and Grounds ("model_made"); both read to the same
+	// source through SourceDescriptor, which every reader uses.
 	SourceID   string   `json:"source_id,omitempty"`
 	Origins    []string `json:"origins,omitempty"`
 	SourcePath string   `json:"source_path,omitempty"`
