@@ -367,6 +367,13 @@ type Status struct {
 	Outbox        int    `json:"outbox"`
 	StreamLastSeq uint64 `json:"stream_last_seq"`
 	DevMode       bool   `json:"dev_mode"`
+	// Receipt format levels: the highest this node's build writes
+	// (ReceiptFormat; a build that predates levels omits it, which means
+	// 1) and the one the cluster has raised the state to
+	// (ReceiptFormatLevel). The leader raises the level once every voter
+	// reports a ReceiptFormat that reaches it.
+	ReceiptFormat      uint64 `json:"receipt_format,omitempty"`
+	ReceiptFormatLevel uint64 `json:"receipt_format_level,omitempty"`
 
 	// Raft log and storage of this node.
 	LastLogIndex  uint64 `json:"last_log_index"`

@@ -59,6 +59,7 @@
 //	seq_gap                     the expected sequence     the event is not the next one: a sequence is missing (deleted message) or repeated
 //	chain_broken                the event                 Prev is not the hash of the previous event: this event or its predecessor was altered or replaced
 //	unknown_kind                the event                 the kind is not one this build knows; the stream cannot be checked past it
+//	invalid_event               the event                 the event carries a field its kind must not (a policy outside an epoch, usage facts outside a permit, both forms of a source descriptor, ...) or lacks one its kind must carry (a permit's grant id, an effect's outcome, ...): events.Event.StaticValidate
 //	time_backwards              the event                 the control-plane time is earlier than the previous event's
 //	duplicate_permit            the permit                a grant id was permitted while a grant with that id was still live
 //	attempt_without_permit      the attempt               no live permit for the grant (never permitted, or forgotten after expiry), or the attempt names another permit sequence

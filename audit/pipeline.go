@@ -14,7 +14,7 @@ import (
 // was added with.
 //
 // Event and its slices (Counters, Cancelled, Rules, Sources, Grounds,
-// Policy) are valid only during the fold call: the pipeline decodes later
+// Quotas, Origins, Policy) are valid only during the fold call: the pipeline decodes later
 // messages into the same memory. The strings may be kept (see
 // events.DecodeInto). When Err is set, Event holds no field. A bare
 // replay folds it with fsm.EvolveRef(state, d.Event), which keeps nothing

@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"math"
 	"slices"
 	"time"
 
@@ -285,6 +284,9 @@ func (v *Verifier) add(e *events.Event, owned bool) error {
 	if !e.Kind.Known() || int(e.Kind) >= kindSlots {
 		return v.fail(violation(e.Seq, CodeUnknownKind, "kind %d is not known to this auditor", uint16(e.Kind)))
 	}
+	if err := e.StaticValidate(); err != nil {
+		return v.fail(violation(e.Seq, CodeInvalidEvent, "%v", err))
+	}
 	if v.started && e.Time < v.lastTime {
 		return v.fail(violation(e.Seq, CodeTimeBackwards,
 			"time %s is before the previous event's %s", ts(e.Time), ts(v.lastTime)))
@@ -383,7 +385,7 @@ func (v *Verifier) permit(e *events.Event, owned bool) *Violation {
 			return violation(e.Seq, CodeDuplicatePermit, "grant %s is still live (permitted at seq %d)", e.GrantID, g.permitSeq)
 		}
 	}
-	g := v.alloc(e.GrantID, retainUntil(e.ExpiresAt))
+	g := v.alloc(e.GrantID, fsm.RetainUntil(e.ExpiresAt))
 	g.worker, g.digest, g.counters = e.Worker, e.Digest, e.Counters
 	if !owned {
 		g.counters = slices.Clone(e.Counters)
@@ -469,7 +471,7 @@ func (v *Verifier) attemptBeforeWindow(e *events.Event) *Violation {
 	if x := v.checkCounters(e, e.Counters); x != nil {
 		return x
 	}
-	g := v.alloc(e.GrantID, retainUntil(e.ExpiresAt))
+	g := v.alloc(e.GrantID, fsm.RetainUntil(e.ExpiresAt))
 	g.partial = true
 	g.worker, g.digest, g.expiresAt, g.permitSeq, g.attemptSeq = e.Worker, e.Digest, e.ExpiresAt, e.RefSeq, e.Seq
 	v.unchecked++
@@ -549,7 +551,7 @@ func (v *Verifier) revoke(e *events.Event) {
 			}
 			// A grant minted before the window: remember the
 			// cancellation for as long as the grant can possibly live.
-			g := v.alloc(id, retainUntil(addSat(e.Time, int64(policy.MaxTTL))))
+			g := v.alloc(id, fsm.RetainUntil(fsm.AddSat(e.Time, int64(policy.MaxTTL))))
 			g.partial, g.approx, g.cancelledSeq = true, true, e.Seq
 			v.cancelled++
 			continue
@@ -564,22 +566,6 @@ func (v *Verifier) revoke(e *events.Event) {
 
 // ts formats a control-plane time for a violation's detail.
 func ts(t int64) string { return time.Unix(0, t).UTC().Format(time.RFC3339Nano) }
-
-// retainUntil is when the issuer forgets a grant that expires at
-// expiresAt: expiresAt + fsm.RetainMargin, saturated as fsm does.
-func retainUntil(expiresAt int64) int64 { return addSat(expiresAt, fsm.RetainMargin) }
-
-// addSat is a+b saturated to the int64 range.
-func addSat(a, b int64) int64 {
-	c := a + b
-	switch {
-	case b > 0 && c < a:
-		return math.MaxInt64
-	case b < 0 && c > a:
-		return math.MinInt64
-	}
-	return c
-}
 
 // Expiry min-heap, written out so that pushes and pops do not allocate.
 

@@ -113,6 +113,11 @@ func TestViolationCodes(t *testing.T) {
 		{name: "unknown_kind", code: CodeUnknownKind, seq: 3, build: func() *stream {
 			return base().add(events.Event{Kind: 77, Time: t0 + 2*sec})
 		}},
+		{name: "invalid_event", code: CodeInvalidEvent, seq: 3, build: func() *stream {
+			e := attemptEv(t0+2*sec, "g1", "w1", digestA, 2)
+			e.Policy = []byte("{}") // a policy belongs to epoch events only
+			return base().add(e)
+		}},
 		{name: "time_backwards", code: CodeTimeBackwards, seq: 3, build: func() *stream {
 			return base().add(attemptEv(t0, "g1", "w1", digestA, 2))
 		}},
@@ -627,15 +632,15 @@ func TestCodesTable(t *testing.T) {
 		seen[c.Code] = true
 	}
 	for _, c := range []string{CodeDecode, CodeStreamSeqMismatch, CodeSeqGap, CodeChainBroken, CodeUnknownKind,
-		CodeTimeBackwards, CodeDuplicatePermit, CodeAttemptWithoutPermit, CodeNotGrantee, CodeAttemptDigestMismatch,
+		CodeInvalidEvent, CodeTimeBackwards, CodeDuplicatePermit, CodeAttemptWithoutPermit, CodeNotGrantee, CodeAttemptDigestMismatch,
 		CodeDoubleAttempt, CodeAttemptAfterExpiry, CodeAttemptAfterEpochChange, CodeAttemptAfterRevocation,
 		CodeEffectWithoutAttempt, CodeEffectMissingVerifier, CodeEffectBadOutcome, CodePermitWithoutApproval, CodeFoldFailed, CodeStateDigestMismatch} {
 		if !seen[c] {
 			t.Errorf("code %s missing from Codes", c)
 		}
 	}
-	if len(seen) != 20 {
-		t.Errorf("Codes has %d entries, constants 20", len(seen))
+	if len(seen) != 21 {
+		t.Errorf("Codes has %d entries, constants 21", len(seen))
 	}
 	doc, err := os.ReadFile("doc.go")
 	if err != nil {

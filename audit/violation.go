@@ -10,6 +10,7 @@ const (
 	CodeSeqGap                  = "seq_gap"
 	CodeChainBroken             = "chain_broken"
 	CodeUnknownKind             = "unknown_kind"
+	CodeInvalidEvent            = "invalid_event"
 	CodeTimeBackwards           = "time_backwards"
 	CodeDuplicatePermit         = "duplicate_permit"
 	CodeAttemptWithoutPermit    = "attempt_without_permit"
@@ -40,6 +41,7 @@ var Codes = []CodeInfo{
 	{CodeSeqGap, "the event is not the next one: a sequence is missing or repeated"},
 	{CodeChainBroken, "prev is not the hash of the previous event: one of the two was altered or replaced"},
 	{CodeUnknownKind, "the event kind is not one this build knows"},
+	{CodeInvalidEvent, "the event carries a field its kind must not, or lacks one its kind must carry (events.Event.StaticValidate)"},
 	{CodeTimeBackwards, "the control-plane time is earlier than the previous event's"},
 	{CodeDuplicatePermit, "a grant id was permitted while a grant with that id was still live"},
 	{CodeAttemptWithoutPermit, "no live permit for the grant, or the attempt names another permit"},

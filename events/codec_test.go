@@ -99,6 +99,16 @@ func genEvent(t *rapid.T) Event {
 	e.LedgerKey = genString(t, "ledger_key")
 	e.Cwd = genString(t, "cwd")
 	e.Resolved = genString(t, "resolved")
+	e.Charged = rapid.Bool().Draw(t, "charged")
+	e.LedgerUntil = genInt(t, "ledger_until")
+	e.InstrumentUntil = genInt(t, "instrument_until")
+	for range rapid.IntRange(0, 3).Draw(t, "quotas_n") {
+		e.Quotas = append(e.Quotas, QuotaWindow{Key: genString(t, "quota_key"), Start: genInt(t, "quota_start"), Until: genInt(t, "quota_until")})
+	}
+	e.SourceID = genString(t, "source_id")
+	e.Origins = genStrings(t, "origins")
+	e.SourcePath = genString(t, "source_path")
+	e.ModelMade = rapid.Bool().Draw(t, "model_made")
 	for i := range rapid.IntRange(0, 4).Draw(t, "counters_n") {
 		_ = i
 		e.Counters = append(e.Counters, Counter{Key: genString(t, "counter_key"), Value: genUint(t, "counter_value")})

@@ -14,8 +14,11 @@
 // (tag<<3 | wire type); wire type 0 is a uvarint, wire type 2 is a
 // uvarint length followed by that many bytes. Zero values are omitted, so an
 // event has exactly one encoding. Only list fields (counters, cancelled,
-// rules, sources) repeat their tag, once per element; a counter element is
-// the uvarint value followed by the key bytes. The last field is the event's
+// rules, sources, grounds, quotas, origins) repeat their tag, once per
+// element; a counter element is the uvarint value followed by the key
+// bytes, a quota window element the zigzag start and end followed by the
+// key bytes, and a flag (charged, model_made) is written as 1 when set.
+// The last field is the event's
 // own hash (tag 127): SHA-256 over every byte before it, version byte
 // included. Decoders skip fields with unknown tags (they still count towards
 // the hash), reject everything else that is not canonical (non-minimal
@@ -25,4 +28,10 @@
 //
 // Tags and kinds are append-only: a value is never reordered, reused or
 // given a new meaning. Retired values are listed next to their tables.
+//
+// # Validation
+//
+// Decoding checks the encoding only. Event.StaticValidate checks one
+// decoded event against its kind (the fields it must and must not carry);
+// the state machine and the auditor refuse an event that fails it.
 package events

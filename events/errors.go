@@ -18,4 +18,7 @@ var (
 	// ErrChain: an event does not follow its predecessor (sequence gap,
 	// repeated sequence or wrong previous hash).
 	ErrChain = errors.New("events: broken chain")
+	// ErrInvalidEvent: a decoded event carries a field its kind must not,
+	// or lacks one its kind must carry (Event.StaticValidate).
+	ErrInvalidEvent = errors.New("events: invalid event")
 )

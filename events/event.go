@@ -83,13 +83,49 @@ type Event struct {
 	ContentDigest Hash     `json:"content_digest,omitzero"`
 	Scope         string   `json:"scope,omitempty"`
 	Grounds       []string `json:"grounds,omitempty"`
-	Hash          Hash     `json:"hash"`
+	// Usage facts (tags 50-53), on permits decided at receipt format
+	// level 2 or above (fsm.ReceiptFormat): everything folding the
+	// permit's consumption needs, recorded when the permit was decided,
+	// so that Evolve, replay and the auditor read them here instead of
+	// asking the policy in force. Charged says the permit carries them
+	// (it may charge nothing); a permit without it is in the legacy form,
+	// and its fold takes them from the policy in force, as it always did. LedgerUntil is when the effect-ledger entry of
+	// LedgerKey is forgotten (the permit's time plus the ledger window);
+	// InstrumentUntil when the consumption record of Instrument may be
+	// (the preauthorization's expiry, or the grant's retention when the
+	// policy names none); Quotas the quota windows the permit counts
+	// against.
+	Charged         bool          `json:"charged,omitempty"`
+	LedgerUntil     int64         `json:"ledger_until,omitempty"`
+	InstrumentUntil int64         `json:"instrument_until,omitempty"`
+	Quotas          []QuotaWindow `json:"quotas,omitempty"`
+	// Source registrations (tags 54-57), on source events and the
+	// refusals of source registrations decided at receipt format level 2
+	// or above: the source's id, its origins (sorted), the path it was
+	// read from and whether part of it traced to nothing registered. The
+	// legacy form packs these into Sources (id then origins), Target
+	// ("path:<p>") and Grounds ("model_made"); both read to the same
+	// source through SourceDescriptor, which every reader uses.
+	SourceID   string   `json:"source_id,omitempty"`
+	Origins    []string `json:"origins,omitempty"`
+	SourcePath string   `json:"source_path,omitempty"`
+	ModelMade  bool     `json:"model_made,omitempty"`
+	Hash       Hash     `json:"hash"`
+}
+
+// QuotaWindow is one quota window a permit counts against: the quota key
+// (quota id and scope), the window's start and when it ends.
+type QuotaWindow struct {
+	Key   string `json:"key"`
+	Start int64  `json:"start"`
+	Until int64  `json:"until"`
 }
 
 // Field tags. Append only; never renumber or reuse. Retired tags: none.
-// Tags 34-44 were added with version 2 policy documents and 45-49 with
-// provenance; a decoder that predates them skips them (they still count
-// towards the hash).
+// Tags 34-44 were added with version 2 policy documents, 45-49 with
+// provenance, 50-53 with recorded usage facts and 54-57 with source
+// registration fields; a decoder that predates them skips them (they
+// still count towards the hash).
 const (
 	tagSeq          = 1
 	tagKind         = 2
@@ -140,7 +176,15 @@ const (
 	tagContentHash  = 47
 	tagScope        = 48
 	tagGrounds      = 49
-	tagLast         = tagGrounds // the highest tag this version knows, bar the hash
+	tagCharged      = 50
+	tagLedgerUntil  = 51
+	tagInstUntil    = 52
+	tagQuotas       = 53
+	tagSourceID     = 54
+	tagOrigins      = 55
+	tagSourcePath   = 56
+	tagModelMade    = 57
+	tagLast         = tagModelMade // the highest tag this version knows, bar the hash
 	tagHash         = 127
 )
 
@@ -211,6 +255,22 @@ func (e *Event) appendBody(buf []byte) []byte {
 	w.Hash(tagContentHash, e.ContentDigest)
 	w.String(tagScope, e.Scope)
 	w.Strings(tagGrounds, e.Grounds)
+	w.Bool(tagCharged, e.Charged)
+	w.Int(tagLedgerUntil, e.LedgerUntil)
+	w.Int(tagInstUntil, e.InstrumentUntil)
+	for _, q := range e.Quotas {
+		// One element: start and end as zigzag varints, then the key's
+		// bytes.
+		w.key(tagQuotas, wireBytes)
+		w.buf = binary.AppendUvarint(w.buf, uint64(quotaLen(q)))
+		w.buf = binary.AppendUvarint(w.buf, zigzag(q.Start))
+		w.buf = binary.AppendUvarint(w.buf, zigzag(q.Until))
+		w.buf = append(w.buf, q.Key...)
+	}
+	w.String(tagSourceID, e.SourceID)
+	w.Strings(tagOrigins, e.Origins)
+	w.String(tagSourcePath, e.SourcePath)
+	w.Bool(tagModelMade, e.ModelMade)
 	return w.buf
 }
 
@@ -273,7 +333,30 @@ func (e *Event) bodyLen() int {
 	n += hashLen(tagContentHash, e.ContentDigest)
 	n += strLen(tagScope, e.Scope)
 	n += strsLen(tagGrounds, e.Grounds)
+	if e.Charged {
+		n += uintLen(tagCharged, 1)
+	}
+	n += intLen(tagLedgerUntil, e.LedgerUntil)
+	n += intLen(tagInstUntil, e.InstrumentUntil)
+	for _, q := range e.Quotas {
+		m := quotaLen(q)
+		n += keyLen(tagQuotas) + uvarintLen(uint64(m)) + m
+	}
+	n += strLen(tagSourceID, e.SourceID)
+	n += strsLen(tagOrigins, e.Origins)
+	n += strLen(tagSourcePath, e.SourcePath)
+	if e.ModelMade {
+		n += uintLen(tagModelMade, 1)
+	}
 	return n
+}
+
+// zigzag maps a signed value to the unsigned varint Writer.Int writes.
+func zigzag(v int64) uint64 { return uint64(v<<1) ^ uint64(v>>63) }
+
+// quotaLen is the length of one encoded quota window element.
+func quotaLen(q QuotaWindow) int {
+	return uvarintLen(zigzag(q.Start)) + uvarintLen(zigzag(q.Until)) + len(q.Key)
 }
 
 // Sizes of the fields Writer writes, zero where it writes nothing.
@@ -382,9 +465,9 @@ func Decode(b []byte) (Event, error) {
 //
 //   - Every field of *e is overwritten; a field absent from b is left zero,
 //     except that an absent list (Counters, Cancelled, Rules, Sources,
-//     Grounds) or Policy is left empty but possibly non-nil: test it with
-//     len, not against nil.
-//   - The backing arrays of those six slices are reused: after the call they
+//     Grounds, Quotas, Origins) or Policy is left empty but possibly
+//     non-nil: test it with len, not against nil.
+//   - The backing arrays of those eight slices are reused: after the call they
 //     may share memory with the slices *e held before it, whose contents
 //     are overwritten. A caller that keeps one of them (or a subslice)
 //     across a later DecodeInto with the same e must copy it first
@@ -415,6 +498,8 @@ func (e *Event) reset() {
 		Sources:   e.Sources[:0],
 		Grounds:   e.Grounds[:0],
 		Policy:    e.Policy[:0],
+		Quotas:    e.Quotas[:0],
+		Origins:   e.Origins[:0],
 	}
 }
 
@@ -492,7 +577,7 @@ func decode(b []byte, e *Event) error {
 // list fields, and tags this version does not know.
 func repeatable(tag uint32) bool {
 	switch tag {
-	case tagCounters, tagCancelled, tagRules, tagSources, tagGrounds:
+	case tagCounters, tagCancelled, tagRules, tagSources, tagGrounds, tagQuotas, tagOrigins:
 		return true
 	}
 	return tag > tagLast && tag != tagHash
@@ -613,6 +698,22 @@ func (d *decoder) field(e *Event) bool {
 		return d.str(&e.Scope)
 	case tagGrounds:
 		return d.list(&e.Grounds)
+	case tagCharged:
+		return d.flag(&e.Charged)
+	case tagLedgerUntil:
+		return d.int(&e.LedgerUntil)
+	case tagInstUntil:
+		return d.int(&e.InstrumentUntil)
+	case tagQuotas:
+		return d.quota(&e.Quotas)
+	case tagSourceID:
+		return d.str(&e.SourceID)
+	case tagOrigins:
+		return d.list(&e.Origins)
+	case tagSourcePath:
+		return d.str(&e.SourcePath)
+	case tagModelMade:
+		return d.flag(&e.ModelMade)
 	case tagHash:
 		return d.hash(&e.Hash)
 	default:
@@ -726,6 +827,52 @@ func (d *decoder) counter(dst *[]Counter) bool {
 	}
 	*dst = append(*dst, Counter{Key: d.data()[n:], Value: v})
 	return true
+}
+
+// flag decodes a boolean: the writer writes true as 1 and omits false.
+func (d *decoder) flag(dst *bool) bool {
+	if !d.r.Expect(&d.f, wireVarint) {
+		return false
+	}
+	if d.f.Uint != 1 {
+		d.r.Failf("tag %d: flag value %d", d.f.Tag, d.f.Uint)
+		return false
+	}
+	*dst = true
+	return true
+}
+
+// quota appends one quota window: minimal zigzag varints for its start
+// and end, then the key's bytes.
+func (d *decoder) quota(dst *[]QuotaWindow) bool {
+	if !d.r.Expect(&d.f, wireBytes) {
+		return false
+	}
+	start, until, n, ok := decodeQuotaHead(d.f.Data)
+	if !ok {
+		d.r.Failf("quota window times are not minimal varints")
+		return false
+	}
+	if len(*dst) == 0 {
+		*dst = slices.Grow(*dst, 1+d.rest())
+	}
+	*dst = append(*dst, QuotaWindow{Key: d.data()[n:], Start: start, Until: until})
+	return true
+}
+
+// decodeQuotaHead reads the two minimal zigzag varints that open a quota
+// window element and returns them with their length.
+func decodeQuotaHead(b []byte) (start, until int64, n int, ok bool) {
+	var vs [2]int64
+	for i := range vs {
+		u, m := binary.Uvarint(b[n:])
+		if m <= 0 || (m > 1 && b[n+m-1] == 0) {
+			return 0, 0, 0, false
+		}
+		vs[i] = int64(u>>1) ^ -int64(u&1)
+		n += m
+	}
+	return vs[0], vs[1], n, true
 }
 
 // rest counts the fields right after the current one that repeat its tag

@@ -141,6 +141,36 @@ func goldenEvents() []Event {
 			ReviewID: "rv-6f1c2a9b0d3e4f5a6b7c", ExpiresAt: t0 + 630_000_000_000,
 			Detail: "confirmed with the customer by phone",
 		},
+		// Added with recorded usage facts: a permit that carries what its
+		// fold charges (the ledger entry's end, the preauthorization
+		// record's end, the quota windows).
+		{
+			Kind: KindPermit, RaftIndex: 19, Time: t0 + 31_000_000_000, Node: "issuer-a",
+			GrantID: "g-01JH7A0K2M", Worker: "w-billing-1", Lane: "coordinator", Session: "s-a11c",
+			Tool: "mcp__stripe__refund", Digest: Sum([]byte("refund request")), Epoch: 2, Decision: "permit",
+			IssuedAt: t0 + 31_000_000_000, ExpiresAt: t0 + 91_000_000_000, IdemKey: "req-79", Actor: "w-billing-1",
+			Counters: []Counter{{Key: "lane/coordinator", Value: 0}, {Key: "worker/w-billing-1", Value: 0}},
+			Rules:    []string{"lane:coordinator", "surface:payments", "preauth:refunds-q3", "quota:refund-rate"},
+			Target:   "raw:ch_3PXq", Consequence: "outbound_send", Surface: "payments", Operation: "refund",
+			Instrument: "refunds-q3", InstrumentLeft: "uses=2 amount=5", Amount: 15,
+			LedgerKey: "w-billing-1|tool:mcp__stripe__refund raw:ch_3PXq",
+			Charged:   true, LedgerUntil: t0 + 631_000_000_000, InstrumentUntil: t0 + 86_400_000_000_000,
+			Quotas: []QuotaWindow{
+				{Key: "refund-rate/worker/w-billing-1", Start: t0, Until: t0 + 3_600_000_000_000},
+				{Key: "refund-volume/lane/coordinator", Start: t0, Until: t0 + 86_400_000_000_000},
+			},
+		},
+		// Added with source registration fields: a derived source with
+		// its id, origins, path and model-made flag in fields of their own.
+		{
+			Kind: KindSource, RaftIndex: 20, Time: t0 + 32_000_000_000, Node: "issuer-a",
+			Worker: "w-billing-1", Session: "s-a11c", Decision: "permit", Actor: "w-billing-1",
+			SourceID: "src-5c0e9d21f4a8", Origins: []string{"src-19f0c2aa7e61", "src-77d2e0b4c913"},
+			SourcePath: "/work/w-billing-1/notes/refunds.md", ModelMade: true,
+			Channel: "derived", Authority: "evidence", Scope: "task",
+			Counters:      []Counter{{Key: "source/src-19f0c2aa7e61", Value: 0}, {Key: "source/src-5c0e9d21f4a8", Value: 0}, {Key: "source/src-77d2e0b4c913", Value: 1}},
+			ContentDigest: Sum([]byte("refund notes")),
+		},
 	}
 }
 

@@ -26,6 +26,12 @@ func normalize(e Event) Event {
 	if len(e.Grounds) == 0 {
 		e.Grounds = nil
 	}
+	if len(e.Quotas) == 0 {
+		e.Quotas = nil
+	}
+	if len(e.Origins) == 0 {
+		e.Origins = nil
+	}
 	return e
 }
 

@@ -243,6 +243,43 @@ func refDecodeField(r *refReader, e *Event, f *Field) bool {
 		return str(&e.Scope)
 	case tagGrounds:
 		return list(&e.Grounds)
+	// Tags added after the optimized decoder was written, decoded here
+	// the plain way.
+	case tagCharged, tagModelMade:
+		if !r.Expect(f, wireVarint) {
+			return false
+		}
+		if f.Uint != 1 {
+			r.Failf("tag %d: flag value %d", f.Tag, f.Uint)
+			return false
+		}
+		if f.Tag == tagCharged {
+			e.Charged = true
+		} else {
+			e.ModelMade = true
+		}
+		return true
+	case tagLedgerUntil:
+		return i(&e.LedgerUntil)
+	case tagInstUntil:
+		return i(&e.InstrumentUntil)
+	case tagQuotas:
+		if !r.Expect(f, wireBytes) {
+			return false
+		}
+		start, until, n, ok := decodeQuotaHead(f.Data)
+		if !ok {
+			r.Failf("quota window times are not minimal varints")
+			return false
+		}
+		e.Quotas = append(e.Quotas, QuotaWindow{Key: string(f.Data[n:]), Start: start, Until: until})
+		return true
+	case tagSourceID:
+		return str(&e.SourceID)
+	case tagOrigins:
+		return list(&e.Origins)
+	case tagSourcePath:
+		return str(&e.SourcePath)
 	case tagHash:
 		return h(&e.Hash)
 	default:

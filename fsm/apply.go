@@ -27,6 +27,11 @@ func Apply(s *State, raftIndex uint64, b Batch) []grants.Envelope {
 			s.confirmPublished(c.Seq)
 		}
 		v := decide(s, now, b.Node, c)
+		if c.Op == OpRaiseFormat && v.reply != nil && v.reply.Decision == grants.Permit {
+			// Receipt bookkeeping, not authority: no event, and not part
+			// of Digest (see ReceiptFormat).
+			s.raiseFormat(c.Format)
+		}
 		if v.reply != nil {
 			out[i] = *v.reply
 			s.explainWorkspace(&out[i], c)

@@ -26,12 +26,21 @@
 // call's arguments flattened (a pure function of the arguments); the
 // engine extracts target, sinks and amount under the policy in force, so
 // extraction cannot race a policy change. Permits name the instrument,
-// amount, bytes and ledger key they consume, which is all Evolve needs to
-// charge them; approval_required answers are events of their own kind.
+// amount, bytes and ledger key they consume and, from receipt format
+// level 2 (see below), record when decided the usage facts the policy
+// gave (when the ledger entry and the preauthorization record end, the
+// quota windows charged), which is all Evolve needs to charge them: the
+// fold asks no policy, except for permits without those facts
+// (events.Event.Charged unset: the legacy form), which it charges from
+// the policy in force as it always did.
+// approval_required answers are events of their own kind.
 // Version 1 policies are judged exactly as before.
 //
 // Provenance: workers register content sources (OpSource: a descriptor
-// and a content digest, never content) in a replicated registry; the
+// and a content digest, never content) in a replicated registry (the fold
+// reads a source event's descriptor through events.Event.SourceDescriptor,
+// from the source fields, which Decide writes from receipt format level 2,
+// or packed in Sources, Target and Grounds, the legacy form); the
 // state machine assigns each its authority (the policy's level for its
 // channel, path or tool; the lowest of its origins for derived content)
 // and records the revocation counters it was built from. A grant request
@@ -54,6 +63,21 @@
 // approval and uses it up; a denial, a quota or a revoked worker or
 // source still refuses. Revoking a worker drops its reviews and
 // approvals.
+//
+// Receipt format levels (format.go): a new receipt form is written only
+// once the cluster has raised the level to it in the log (OpRaiseFormat,
+// which the leader proposes when every voter's build supports the level),
+// so that replicas of different builds never write different receipts for
+// the same log. Level 1, the legacy form, is what every build wrote
+// before levels existed; the level only goes up, is kept in snapshots and
+// is, like the outbox, left out of Digest and out of the receipt stream.
+//
+// Layout: each feature's file holds both halves, the decide function and
+// the evolve function for the events it emits (grant.go, spend.go,
+// effect.go, revoke.go, epoch.go, source.go, review.go, format.go); state.go holds
+// the state, its queries and its mutators; usage.go and expiry.go the
+// bookkeeping permits and the clock drive; batch_codec.go and
+// snapshot_codec*.go the log-entry and snapshot encodings.
 //
 // Business refusals (expired, already spent, revoked, ...) are results and
 // events, identical on every replica, never Go errors. State is not safe for

@@ -29,6 +29,7 @@ const (
 	refCtChannel, refCtScope, refCtContentDigest, refCtPath = 25, 26, 27, 28
 	refCtOrigin, refCtModelMade, refCtTrace                 = 29, 30, 31
 	refCtReviewID, refCtNote                                = 32, 33
+	refCtFormat                                             = 34
 )
 
 // referenceEncode is Batch.Encode written plainly, as it was before the
@@ -101,6 +102,7 @@ func referenceCommand(c *fsm.Command) []byte {
 	}
 	w.String(refCtReviewID, c.ReviewID)
 	w.String(refCtNote, c.Note)
+	w.Uint(refCtFormat, c.Format)
 	return w.Bytes()
 }
 

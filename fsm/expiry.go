@@ -284,7 +284,7 @@ func (s *State) prune() {
 		it := s.popDue(next)
 		switch r := it.Ref.(type) {
 		case *grants.Grant:
-			if g, ok := s.grants[r.ID]; ok && retainUntil(g) == it.At {
+			if g, ok := s.grants[r.ID]; ok && RetainUntil(g.ExpiresAt) == it.At {
 				s.dropGrant(g)
 			}
 			// The request's record shares this item (see addGrant).
@@ -314,72 +314,4 @@ func (s *State) prune() {
 			s.pruneUsage(it)
 		}
 	}
-}
-
-func (s *State) dropIdem(k idemID, at int64) {
-	if r, ok := s.idem[k]; ok && r.Until == at {
-		delete(s.idem, k)
-	}
-}
-
-func (s *State) dropGrant(g *grants.Grant) {
-	delete(s.grants, g.ID)
-	if s.byWorker == nil {
-		return // not indexed (see State.byWorker)
-	}
-	if m := s.byWorker[g.Worker]; m != nil {
-		m.remove(g)
-		if m.len() == 0 {
-			delete(s.byWorker, g.Worker)
-		}
-	}
-}
-
-// addGrant records g and schedules its removal. The item also removes the
-// idempotency record (g.Worker, g.IdemKey) if that record's retention ends
-// with g's: addIdem need not schedule a record it was told is covered.
-func (s *State) addGrant(g *grants.Grant) {
-	s.putGrant(g)
-	s.schedule(retainUntil(g), g.PermitSeq, expireGrant, g)
-}
-
-// putGrant records g without scheduling it (Restore schedules in bulk).
-func (s *State) putGrant(g *grants.Grant) {
-	if old, ok := s.grants[g.ID]; ok {
-		// Decide never reuses a live id; a replayed stream might. Keep the
-		// per-worker index consistent with the grant map either way. The
-		// old grant's item stays scheduled: it still removes the old
-		// request's idempotency record on time.
-		s.dropGrant(old)
-	}
-	s.grants[g.ID] = g
-	if s.byWorker != nil {
-		s.indexGrant(g)
-	}
-}
-
-// indexGrant adds g to the per-worker index.
-func (s *State) indexGrant(g *grants.Grant) {
-	m := s.byWorker[g.Worker]
-	if m == nil {
-		m = newIDSet[*grants.Grant]()
-		s.byWorker[g.Worker] = m
-	}
-	m.add(g)
-}
-
-// addIdem records r under id. covered says the grant just added answered
-// this request (same worker and key, same retention), so its expiry item
-// removes r too; otherwise r is scheduled on its own.
-func (s *State) addIdem(id idemID, r *idemRecord, covered bool) {
-	s.idem[id] = r
-	if !covered {
-		ref := id
-		s.schedule(r.Until, r.Seq, expireIdem, &ref)
-	}
-}
-
-// coveredBy reports whether g's expiry item removes the record r under id.
-func coveredBy(g *grants.Grant, id idemID, r *idemRecord) bool {
-	return g != nil && g.Worker == id.Worker && g.IdemKey == id.Key && retainUntil(g) == r.Until
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/policy"
 )
 
 // ExpiryRemovals pops a copy of s's expiry queue to the end and returns, in
@@ -16,7 +17,7 @@ import (
 func ExpiryRemovals(s *State) (removed, left []string) {
 	until := map[string]int64{}
 	for id, g := range s.grants {
-		until["grant "+id] = retainUntil(g)
+		until["grant "+id] = RetainUntil(g.ExpiresAt)
 	}
 	for k, r := range s.idem {
 		until["idem "+k.Worker+"/"+k.Key] = r.Until
@@ -83,4 +84,12 @@ func ExpiryRemovals(s *State) (removed, left []string) {
 	}
 	sort.Strings(left)
 	return removed, left
+}
+
+// SwapPolicy puts p in force in s without an epoch event and returns the
+// policy it replaced, so that a test can show what the fold does not read.
+func SwapPolicy(s *State, p *policy.Policy) *policy.Policy {
+	old := s.policy
+	s.policy = p
+	return old
 }

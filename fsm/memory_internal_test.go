@@ -108,7 +108,7 @@ func TestExpiredMemoryIsReleased(t *testing.T) {
 		t.Fatalf("%d grants, %d indexed, %d scheduled", len(s.grants), s.byWorker["w1"].len(), s.scheduled())
 	}
 	// Past the first grants' retention, not the last ten's.
-	at := retainUntil(s.grants["g0"])
+	at := RetainUntil(s.grants["g0"].ExpiresAt)
 	mustApply(t, s, idx, at, Command{Op: OpRevoke, Caller: "operator:root", Key: "lane/other"})
 	if len(s.grants) != 10 || len(s.idem) != 10 {
 		t.Fatalf("%d grants and %d records left, want 10", len(s.grants), len(s.idem))

@@ -320,6 +320,12 @@ func (h *harness) drawBatch() fsm.Batch {
 		first := propPolicies[rapid.SampledFrom([]int{0, 1, 3}).Draw(h.t, "firstPolicy")]
 		b.Commands = append(b.Commands, fsm.Command{Op: fsm.OpSetPolicy, Caller: "operator:root", Policy: first})
 	}
+	if rare(h.t, "raiseFormat", 7) {
+		// The receipt format level: usually the next one up, sometimes
+		// the one in force, a lower one or one no build writes.
+		level := rapid.Uint64Range(0, fsm.MaxReceiptFormat+1).Draw(h.t, "format")
+		b.Commands = append(b.Commands, fsm.Command{Op: fsm.OpRaiseFormat, Caller: "issuer:" + b.Node, Format: level})
+	}
 	for n := rapid.IntRange(1, 6).Draw(h.t, "size"); n > 0; n-- {
 		b.Commands = append(b.Commands, h.drawCommand(seq))
 	}
@@ -403,8 +409,9 @@ func TestPropDeterminism(t *testing.T) {
 }
 
 // Snapshot/restore: at a random cut, Restore(Snapshot()) is the same state
-// (same snapshot bytes, same digest) and behaves the same from then on
-// (same envelopes, same event bytes, same snapshots).
+// (same snapshot bytes, same digest, same receipt format level) and
+// behaves the same from then on (same envelopes, same event bytes, in the
+// form of the level in force, same snapshots).
 func TestPropSnapshotRestore(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		h := newHarness(t)
@@ -421,7 +428,8 @@ func TestPropSnapshotRestore(t *testing.T) {
 				if !bytes.Equal(r.Snapshot(), snap) || r.Digest() != h.live.Digest() {
 					t.Fatalf("restored state differs at batch %d", i)
 				}
-				if r.Clock() != h.live.Clock() || r.Epoch() != h.live.Epoch() || r.Chain() != h.live.Chain() || r.Published() != h.live.Published() {
+				if r.Clock() != h.live.Clock() || r.Epoch() != h.live.Epoch() || r.Chain() != h.live.Chain() || r.Published() != h.live.Published() ||
+					r.ReceiptFormat() != h.live.ReceiptFormat() {
 					t.Fatalf("restored accessors differ at batch %d", i)
 				}
 				checkExpiry(t, fmt.Sprintf("restored at batch %d", i), r, h.live)

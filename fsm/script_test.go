@@ -92,6 +92,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -660,6 +661,21 @@ func formatEnvelope(env grants.Envelope) string {
 }
 
 func formatEvent(e events.Event) string {
+	if e.SourceID != "" {
+		// A source registration shows its descriptor where transcripts
+		// have always shown it (sources=<id>,<origins>, target=path:<p>,
+		// a model_made ground), which is how events written before the
+		// source fields carried it: both forms of one registration give
+		// one transcript.
+		id, origins, path, modelMade := e.SourceDescriptor()
+		e.Sources = append([]string{id}, origins...)
+		if path != "" {
+			e.Target = events.SourcePathPrefix + path
+		}
+		if modelMade {
+			e.Grounds = append(slices.Clone(e.Grounds), events.GroundModelMade)
+		}
+	}
 	f := []string{fmt.Sprintf("#%d %s t=%s raft=%d", e.Seq, e.Kind, fmtTime(e.Time), e.RaftIndex)}
 	f = appendKV(f, "grant", e.GrantID)
 	f = appendKV(f, "worker", e.Worker)

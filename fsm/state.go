@@ -111,9 +111,11 @@ type State struct {
 	intern interner
 	peaks  peaks
 
-	// Publication bookkeeping, not authority: excluded from Digest.
+	// Publication bookkeeping, not authority: excluded from Digest. format
+	// is the receipt format level (0 until raised: see ReceiptFormat).
 	outbox    []Pending
 	published uint64
+	format    uint64
 }
 
 // Pending is an encoded event waiting to be confirmed in the stream.
@@ -228,10 +230,11 @@ func (s *State) Stats() Stats {
 	return st
 }
 
-// addSat is a+b saturated to the int64 range, so that a hostile or absurd
+// AddSat is a+b saturated to the int64 range, so that a hostile or absurd
 // batch time cannot wrap an expiry around into the past (or the far
 // future). Both operands are times or durations on the control-plane clock.
-func addSat(a, b int64) int64 {
+// The auditor computes retention with it too, so that both saturate alike.
+func AddSat(a, b int64) int64 {
 	c := a + b
 	switch {
 	case b > 0 && c < a:
@@ -242,8 +245,9 @@ func addSat(a, b int64) int64 {
 	return c
 }
 
-// retainUntil is when a grant leaves the state: its expiry plus the margin.
-func retainUntil(g *grants.Grant) int64 { return addSat(g.ExpiresAt, RetainMargin) }
+// RetainUntil is when a grant that expires at expiresAt leaves the state:
+// its expiry plus RetainMargin, saturated.
+func RetainUntil(expiresAt int64) int64 { return AddSat(expiresAt, RetainMargin) }
 
 // liveGrant returns the grant id names if it is still retained at control-
 // plane time now. Pruning happens only when an event moves the clock, so a
@@ -252,7 +256,7 @@ func retainUntil(g *grants.Grant) int64 { return addSat(g.ExpiresAt, RetainMargi
 // any other event moved the clock first. It never modifies s.
 func (s *State) liveGrant(id string, now int64) (*grants.Grant, bool) {
 	g, ok := s.grants[id]
-	if !ok || now >= retainUntil(g) {
+	if !ok || now >= RetainUntil(g.ExpiresAt) {
 		return nil, false
 	}
 	return g, true
@@ -278,26 +282,104 @@ func (s *State) indexWorkers() {
 	}
 }
 
-// outstanding returns the ids of a worker's unspent, unexpired grants at
-// control-plane time now, sorted. An expired grant is not outstanding: it
-// can no longer be spent, so a revocation has nothing to cancel.
-func (s *State) outstanding(worker string, now int64) []string {
-	var ids []string
+// addGrant records g and schedules its removal. The item also removes the
+// idempotency record (g.Worker, g.IdemKey) if that record's retention ends
+// with g's: addIdem need not schedule a record it was told is covered.
+func (s *State) addGrant(g *grants.Grant) {
+	s.putGrant(g)
+	s.schedule(RetainUntil(g.ExpiresAt), g.PermitSeq, expireGrant, g)
+}
+
+// putGrant records g without scheduling it (Restore schedules in bulk).
+func (s *State) putGrant(g *grants.Grant) {
+	if old, ok := s.grants[g.ID]; ok {
+		// Decide never reuses a live id; a replayed stream might. Keep the
+		// per-worker index consistent with the grant map either way. The
+		// old grant's item stays scheduled: it still removes the old
+		// request's idempotency record on time.
+		s.dropGrant(old)
+	}
+	s.grants[g.ID] = g
+	if s.byWorker != nil {
+		s.indexGrant(g)
+	}
+}
+
+func (s *State) dropGrant(g *grants.Grant) {
+	delete(s.grants, g.ID)
 	if s.byWorker == nil {
-		// Not indexed (a state only Evolve has moved): look at every grant.
-		for id, g := range s.grants {
-			if g.Worker == worker && g.Status == grants.StatusPermitted && now < g.ExpiresAt {
-				ids = append(ids, id)
-			}
+		return // not indexed (see State.byWorker)
+	}
+	if m := s.byWorker[g.Worker]; m != nil {
+		m.remove(g)
+		if m.len() == 0 {
+			delete(s.byWorker, g.Worker)
 		}
 	}
-	for g := range s.byWorker[worker].ids() {
-		// The set holds exactly the worker's grants in s.grants (see
-		// putGrant and dropGrant); the lookup only double-checks.
-		if s.grants[g.ID] == g && g.Worker == worker && g.Status == grants.StatusPermitted && now < g.ExpiresAt {
-			ids = append(ids, g.ID)
+}
+
+// indexGrant adds g to the per-worker index.
+func (s *State) indexGrant(g *grants.Grant) {
+	m := s.byWorker[g.Worker]
+	if m == nil {
+		m = newIDSet[*grants.Grant]()
+		s.byWorker[g.Worker] = m
+	}
+	m.add(g)
+}
+
+// addIdem records r under id. covered says the grant just added answered
+// this request (same worker and key, same retention), so its expiry item
+// removes r too; otherwise r is scheduled on its own.
+func (s *State) addIdem(id idemID, r *idemRecord, covered bool) {
+	s.idem[id] = r
+	if !covered {
+		ref := id
+		s.schedule(r.Until, r.Seq, expireIdem, &ref)
+	}
+}
+
+func (s *State) dropIdem(k idemID, at int64) {
+	if r, ok := s.idem[k]; ok && r.Until == at {
+		delete(s.idem, k)
+	}
+}
+
+// coveredBy reports whether g's expiry item removes the record r under id.
+func coveredBy(g *grants.Grant, id idemID, r *idemRecord) bool {
+	return g != nil && g.Worker == id.Worker && g.IdemKey == id.Key && RetainUntil(g.ExpiresAt) == r.Until
+}
+
+func (s *State) addSource(r *source) {
+	if old, ok := s.sources[r.ID]; ok {
+		s.dropSource(old)
+	}
+	s.sources[r.ID] = r
+	m := s.srcByOwner[r.Owner]
+	if m == nil {
+		m = newIDSet[string]()
+		s.srcByOwner[r.Owner] = m
+	}
+	m.add(r.ID)
+	s.schedule(r.until(), r.Seq, expireSource, r)
+}
+
+func (s *State) dropSource(r *source) {
+	delete(s.sources, r.ID)
+	if m := s.srcByOwner[r.Owner]; m != nil {
+		m.remove(r.ID)
+		if m.len() == 0 {
+			delete(s.srcByOwner, r.Owner)
 		}
 	}
-	sort.Strings(ids)
-	return ids
+}
+
+func (s *State) addReview(r *review) {
+	s.reviews[r.ID] = r
+	s.schedule(r.Until, r.Seq, expireReview, r)
+}
+
+func (s *State) addApproval(a *approval) {
+	s.approvals[a.Key] = a
+	s.schedule(a.ExpiresAt, a.Seq, expireApproval, a)
 }

@@ -69,13 +69,71 @@ func addSatU(a, b uint64) uint64 {
 	return a + b
 }
 
+// usageFacts are what folding a permit's consumption needs beyond the
+// permit itself: when its effect-ledger entry is forgotten, when the
+// consumption record of its preauthorization may be, and the quota
+// windows it counts against.
+type usageFacts struct {
+	ledgerUntil     int64
+	instrumentUntil int64
+	quotas          []events.QuotaWindow
+}
+
+// factsOf asks the policy in force for a permit's usage facts. The policy
+// must not be nil.
+func (s *State) factsOf(e *events.Event) usageFacts {
+	var f usageFacts
+	if e.LedgerKey != "" {
+		f.ledgerUntil = AddSat(e.Time, s.policy.LedgerWindow())
+	}
+	if e.Instrument != "" {
+		until, ok := s.policy.PreauthExpires(e.Instrument)
+		if !ok {
+			until = AddSat(e.ExpiresAt, RetainMargin)
+		}
+		f.instrumentUntil = until
+	}
+	for _, q := range s.policy.QuotaCharges(e.Worker, e.Lane, e.Time) {
+		f.quotas = append(f.quotas, events.QuotaWindow{Key: q.Key, Start: q.Start, Until: AddSat(q.Start, q.Window)})
+	}
+	return f
+}
+
+// recordUsage writes a permit's usage facts on the permit Decide is about
+// to record, as the policy in force (the one it is decided under) gives
+// them. Charged marks the permit as carrying them, so that Evolve (and so
+// replay and the auditor) reads them from the event and asks no policy.
+//
+// Only at ReceiptFormatFacts and above: at the legacy level the permit is
+// written as every earlier build wrote it, without the facts, and its fold
+// takes them from the policy in force (charge), to the same state.
+func (s *State) recordUsage(e *events.Event) {
+	if !s.writesFacts() {
+		return
+	}
+	f := s.factsOf(e)
+	e.Charged = true
+	e.LedgerUntil, e.InstrumentUntil, e.Quotas = f.ledgerUntil, f.instrumentUntil, f.quotas
+}
+
 // charge records what a permit consumed: its effect-ledger key, the
 // preauthorization it used and the quota windows it counts against. It is
 // bookkeeping: the permit event names the key, the instrument, the amount
-// and the bytes; window lengths and expiries come from the policy in
-// force, which is the one the permit was decided under.
+// and the bytes, and (Charged) when each record ends.
 func (s *State) charge(e *events.Event) {
-	if s.policy == nil {
+	var f usageFacts
+	switch {
+	case e.Charged:
+		f = usageFacts{ledgerUntil: e.LedgerUntil, instrumentUntil: e.InstrumentUntil, quotas: e.Quotas}
+	case s.policy != nil:
+		// A permit written before the facts were recorded: the policy in
+		// force is the one it was decided under (an epoch event is the
+		// only thing that replaces it, and Decide's permits are folded at
+		// once), so it gives the facts Decide would now record. This is
+		// the only place the fold consults a policy, and only for such
+		// permits; old streams fold exactly as they always did.
+		f = s.factsOf(e)
+	default:
 		return
 	}
 	if e.LedgerKey != "" {
@@ -85,14 +143,11 @@ func (s *State) charge(e *events.Event) {
 			s.ledger[e.LedgerKey] = le
 		}
 		le.Count = addSatU(le.Count, 1)
-		le.Until = addSat(e.Time, s.policy.LedgerWindow())
+		le.Until = f.ledgerUntil
 		s.schedule(le.Until, 0, expireLedger, le)
 	}
 	if e.Instrument != "" {
-		until, ok := s.policy.PreauthExpires(e.Instrument)
-		if !ok {
-			until = addSat(e.ExpiresAt, RetainMargin)
-		}
+		until := f.instrumentUntil
 		pu := s.preauth[e.Instrument]
 		if pu == nil {
 			pu = &preauthUse{ID: e.Instrument}
@@ -105,10 +160,10 @@ func (s *State) charge(e *events.Event) {
 			s.schedule(pu.Until, 0, expirePreauth, pu)
 		}
 	}
-	for _, q := range s.policy.QuotaCharges(e.Worker, e.Lane, e.Time) {
+	for _, q := range f.quotas {
 		w := s.quota[q.Key]
 		if w == nil || w.Start != q.Start {
-			w = &quotaWindow{Key: q.Key, Start: q.Start, Until: addSat(q.Start, q.Window)}
+			w = &quotaWindow{Key: q.Key, Start: q.Start, Until: q.Until}
 			s.quota[q.Key] = w
 			s.schedule(w.Until, 0, expireQuota, w)
 		}

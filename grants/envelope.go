@@ -83,5 +83,16 @@ func FromEvent(e events.Event) Envelope {
 		Authority:      e.Authority,
 		Grounds:        e.Grounds,
 	}
+	if e.SourceID != "" {
+		// A source registration answers as it always has: the path as a
+		// "path:" target and a model-made source as a "model_made" ground
+		// (the event keeps them in fields of their own).
+		if e.SourcePath != "" {
+			env.Target = events.SourcePathPrefix + e.SourcePath
+		}
+		if e.ModelMade {
+			env.Grounds = []string{events.GroundModelMade}
+		}
+	}
 	return env
 }

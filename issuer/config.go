@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/writ-dev/writ/fsm"
 )
 
 // Config configures the service. Start from DefaultConfig.
@@ -35,7 +37,21 @@ type Config struct {
 	// RaftTLS, NATSTLS and Auth describe how this node is secured; status
 	// reports them.
 	RaftTLS, NATSTLS, Auth bool
+
+	// ReceiptFormat caps the receipt format level this node reports and,
+	// leading, proposes (see fsm.ReceiptFormat): 0 is its build's highest,
+	// fsm.MaxReceiptFormat. A voter reporting 1 holds the whole cluster at
+	// the legacy receipt form (for auditors that do not read the newer one
+	// yet); it cannot lower a level the log has already raised.
+	ReceiptFormat uint64
+	// FormatCheckEvery is how often a leader whose receipt format level is
+	// below what it offers asks the voters again (0: DefaultFormatCheck).
+	FormatCheckEvery time.Duration
 }
+
+// DefaultFormatCheck is how often a leader retries raising the receipt
+// format level while a voter does not write it yet.
+const DefaultFormatCheck = 3 * time.Second
 
 // DefaultConfig returns defaults for a single node.
 func DefaultConfig() Config {
@@ -45,6 +61,8 @@ func DefaultConfig() Config {
 		StreamReplicas: 1,
 		PublishBatch:   1024,
 		ConfirmEvery:   50 * time.Millisecond,
+
+		FormatCheckEvery: DefaultFormatCheck,
 	}
 }
 
@@ -64,6 +82,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: PublishBatch must be at least 1", ErrConfig)
 	case c.ConfirmEvery <= 0:
 		return fmt.Errorf("%w: ConfirmEvery must be positive", ErrConfig)
+	case c.ReceiptFormat > fsm.MaxReceiptFormat:
+		return fmt.Errorf("%w: ReceiptFormat %d is above %d, the highest this build writes", ErrConfig, c.ReceiptFormat, fsm.MaxReceiptFormat)
+	case c.FormatCheckEvery < 0:
+		return fmt.Errorf("%w: FormatCheckEvery must not be negative", ErrConfig)
 	}
 	if c.InitialPolicy != nil {
 		if _, err := LogPolicy(c.InitialPolicy); err != nil {

@@ -59,6 +59,9 @@ func New(cfg Config, node *raftnode.Node, nc *nats.Conn) (*Service, error) {
 	if lg == nil {
 		lg = slog.Default()
 	}
+	if cfg.FormatCheckEvery == 0 {
+		cfg.FormatCheckEvery = DefaultFormatCheck
+	}
 	return &Service{
 		cfg: cfg, node: node, nc: nc, js: js, pub: natsbus.NewPublisher(js),
 		log: lg.With("node", node.ID()), sem: make(chan struct{}, cfg.MaxInFlight),
@@ -171,6 +174,18 @@ func (s *Service) lead(ctx context.Context) error {
 		}
 		subs = append(subs, sub)
 	}
+	// Raise the receipt format level, now and then periodically, once
+	// every voter writes a higher one.
+	fctx, stopFormat := context.WithCancel(ctx)
+	formatDone := make(chan struct{})
+	go func() {
+		defer close(formatDone)
+		s.raiseFormatLoop(fctx)
+	}()
+	defer func() {
+		stopFormat()
+		<-formatDone
+	}()
 	s.log.Info("leading: serving the API and publishing receipts")
 	return s.publishLoop(ctx)
 }
@@ -423,7 +438,9 @@ func (s *Service) Status() api.Status {
 		st.Idempotency, st.Counters, st.BarredWorkers = x.Idem, x.Counters, x.Barred
 		st.Seq, st.Head, st.Published, st.Outbox = x.Seq, x.Head, x.Published, x.Outbox
 		st.Sources, st.OpenReviews, st.Approvals = x.Sources, x.Reviews, x.Approvals
+		st.ReceiptFormatLevel = fs.ReceiptFormat()
 	})
+	st.ReceiptFormat = s.receiptFormat()
 	s.mu.Lock()
 	st.StreamLastSeq = s.streamSeq
 	s.mu.Unlock()

@@ -52,13 +52,16 @@ func (a *adapter) Apply(l *raft.Log) any {
 	return applyResult{envs: envs}
 }
 
-// Snapshot implements raft.FSM. The encoding is taken under the read lock;
-// persisting happens outside it.
+// Snapshot implements raft.FSM. As hashicorp/raft advises, it only
+// captures a consistent view, under the read lock: fsm.State.Freeze copies
+// what Apply mutates (see fsm.Frozen), so the view shares no mutable map,
+// record or array with the live state. Encoding and writing happen in
+// Persist, outside the lock, while Apply goes on.
 func (a *adapter) Snapshot() (raft.FSMSnapshot, error) {
 	a.mu.RLock()
-	data := a.state.Snapshot()
+	view := a.state.Freeze()
 	a.mu.RUnlock()
-	return snapshot(data), nil
+	return snapshot{view: view}, nil
 }
 
 // Restore implements raft.FSM. A snapshot that does not decode leaves the
@@ -89,10 +92,15 @@ func (a *adapter) view(f func(s *fsm.State, applied uint64)) {
 	f(a.state, a.applied)
 }
 
-type snapshot []byte
+// snapshot is the view Snapshot captured; Persist encodes it.
+type snapshot struct {
+	view fsm.Frozen
+}
 
+// Persist implements raft.FSMSnapshot: it encodes the captured view and
+// writes it to the sink. It runs concurrently with Apply.
 func (s snapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s); err != nil {
+	if _, err := sink.Write(s.view.Encode()); err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("raftnode: writing snapshot: %w", err)
 	}

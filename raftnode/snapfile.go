@@ -58,18 +58,19 @@ func newHeader(node string, index, term uint64, data []byte, source string) (Sna
 }
 
 // StateSnapshot returns this node's applied state, encoded, with a header
-// naming the raft index and term it includes. It is consistent (taken
-// under the state machine's lock) and includes only applied, hence
-// committed, entries.
+// naming the raft index and term it includes. It is consistent (frozen
+// under the state machine's lock, encoded after it, as the raft snapshot
+// is) and includes only applied, hence committed, entries.
 func (n *Node) StateSnapshot() (SnapshotHeader, []byte, error) {
 	var (
-		data    []byte
+		view    fsm.Frozen
 		applied uint64
 	)
 	n.fsm.view(func(s *fsm.State, a uint64) {
-		data = s.Snapshot()
+		view = s.Freeze()
 		applied = a
 	})
+	data := view.Encode()
 	term := uint64(0)
 	if applied > 0 {
 		var l raft.Log

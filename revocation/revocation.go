@@ -7,6 +7,7 @@ package revocation
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -107,6 +108,10 @@ func (c *Counters) Stale(bound []events.Counter) (events.Counter, bool) {
 
 // Len is the number of non-zero counters.
 func (c *Counters) Len() int { return len(c.values()) }
+
+// Clone returns an independent copy: setting a counter in either leaves
+// the other unchanged.
+func (c *Counters) Clone() Counters { return Counters{m: maps.Clone(c.values())} }
 
 // Sorted returns every non-zero counter sorted by key, for snapshots and
 // digests (never iterate the map directly into output).

@@ -161,13 +161,14 @@ func detail(e events.Event) string {
 		// Which call was refused or held.
 		s += " tool=" + e.Tool
 	}
+	id, _, _, _ := e.SourceDescriptor()
 	switch {
 	case e.ReviewID != "":
 		// An approval_required answer, or an approval of an unknown review.
 		return s + " review=" + e.ReviewID
-	case e.Channel != "" && len(e.Sources) > 0:
-		// A refused source registration.
-		return s + " source=" + e.Sources[0]
+	case e.Channel != "" && id != "":
+		// A refused source registration, in either form.
+		return s + " source=" + id
 	case len(e.Grounds) > 0:
 		return fmt.Sprintf("%s grounds=%d", s, len(e.Grounds))
 	}
@@ -186,22 +187,28 @@ func approvalDetail(e events.Event) string {
 }
 
 // sourceDetail describes a source registration: id, channel, the
-// authority the issuer assigned, and what it was derived from.
+// authority the issuer assigned, what it was derived from, the path it
+// was read from, the tool and whether it is model-made. Both forms of a
+// source event (events.Event.SourceDescriptor) print alike.
 func sourceDetail(e events.Event) string {
-	id := ""
-	if len(e.Sources) > 0 {
-		id = e.Sources[0]
-	}
+	id, origins, path, modelMade := e.SourceDescriptor()
 	parts := []string{"source=" + id, "channel=" + e.Channel, "authority=" + e.Authority}
-	if len(e.Sources) > 1 {
-		parts = append(parts, "origins="+strings.Join(e.Sources[1:], ","))
+	if len(origins) > 0 {
+		parts = append(parts, "origins="+strings.Join(origins, ","))
 	}
-	if e.Target != "" {
-		parts = append(parts, e.Target)
+	if path != "" {
+		parts = append(parts, events.SourcePathPrefix+path)
 	}
 	if e.Tool != "" {
 		parts = append(parts, "tool="+e.Tool)
 	}
-	parts = append(parts, e.Grounds...)
+	for _, g := range e.Grounds {
+		if g != events.GroundModelMade {
+			parts = append(parts, g)
+		}
+	}
+	if modelMade {
+		parts = append(parts, events.GroundModelMade)
+	}
 	return strings.Join(parts, " ")
 }

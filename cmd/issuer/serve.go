@@ -44,6 +44,7 @@ type serveFlags struct {
 	logLevel    string
 	logFormat   string
 	replicas    int
+	format      uint64
 	sec         secFlags
 }
 
@@ -106,6 +107,7 @@ per line, for a log shipper).`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "error, warn, info or debug")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text (key=value lines) or json (one object per line); raft's and NATS's lines too")
 	fl.IntVar(&f.replicas, "stream-replicas", 0, "receipt stream replicas (default: 1 for one peer, 3 otherwise)")
+	fl.Uint64Var(&f.format, "receipt-format", 0, "highest receipt format level this node reports and, leading, raises the cluster to (default: its build's); 1 holds the cluster at the legacy receipt form")
 	addSecFlags(fl, &f.sec)
 	return cmd
 }
@@ -349,7 +351,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 
 	icfg := issuer.DefaultConfig()
 	icfg.DevMode, icfg.InitialPolicy, icfg.Logger = f.dev, initial, lg
-	icfg.StreamReplicas = f.replicas
+	icfg.StreamReplicas, icfg.ReceiptFormat = f.replicas, f.format
 	icfg.NATSServer, icfg.RaftTLS, icfg.NATSTLS, icfg.Auth = ns, f.sec.tls(), f.sec.tls(), f.authFile != ""
 	rh.set(func() (uint64, uint64) { return node.Raft().CurrentTerm(), node.Raft().AppliedIndex() })
 	if icfg.StreamReplicas == 0 {

@@ -33,6 +33,7 @@ func operatorRows(st api.Status) [][2]string {
 		{"log", fmt.Sprintf("index %d..%d, snapshot at %d", st.FirstLogIndex, st.LastLogIndex, st.SnapshotIndex)},
 		{"durability", fmt.Sprintf("raft log fsync %s, JetStream sync every write %s", known(!st.RaftLogNoSync, st.RaftLogSyncKnown), known(st.JetStreamSyncAlways, st.JetStreamSyncKnown))},
 		{"security", fmt.Sprintf("raft TLS %s, NATS TLS %s, NATS auth %s", yes(st.RaftTLS), yes(st.NATSTLS), yes(st.Auth))},
+		{"receipt format", receiptFormat(st)},
 	}
 	if st.PublishError != "" {
 		rows = append(rows, [2]string{"publish error", st.PublishError})
@@ -44,6 +45,18 @@ func operatorRows(st api.Status) [][2]string {
 		rows = append(rows, [2]string{"STORAGE FAILING", fmt.Sprintf("%s (for %s)", st.StorageError, time.Duration(st.StorageFailingMS)*time.Millisecond)})
 	}
 	return rows
+}
+
+// receiptFormat describes the receipt format level in force and the
+// highest this node's build writes (a node that reports neither predates
+// levels: 1).
+func receiptFormat(st api.Status) string {
+	level, build := max(st.ReceiptFormatLevel, 1), max(st.ReceiptFormat, 1)
+	s := fmt.Sprintf("level %d in force, this node's build writes up to %d", level, build)
+	if level < build {
+		s += " (the leader raises it once every voter's build writes it)"
+	}
+	return s
 }
 
 func known(v, ok bool) string {

@@ -121,7 +121,10 @@ func TestProvenanceEndToEnd(t *testing.T) {
 	if len(md) != 1 || len(prompt) != 1 || len(web) != 1 {
 		t.Fatalf("source receipts: %d instruction_file, %d user_prompt, %d web_fetch", len(md), len(prompt), len(web))
 	}
-	if md[0].Authority != "instruction" || md[0].Target != "path:"+filepath.Join(project, "CLAUDE.md") || md[0].Scope != "session" ||
+	mdID, _, mdPath, _ := md[0].SourceDescriptor()
+	promptID, _, _, _ := prompt[0].SourceDescriptor()
+	webID, _, _, _ := web[0].SourceDescriptor()
+	if md[0].Authority != "instruction" || mdPath != filepath.Join(project, "CLAUDE.md") || md[0].Scope != "session" ||
 		prompt[0].Authority != "instruction" || prompt[0].Scope != "session" ||
 		web[0].Authority != "evidence" || web[0].Scope != "task" || web[0].Tool != "WebFetch" || web[0].Worker != "w1" {
 		t.Fatalf("source receipts:\n%+v\n%+v\n%+v", md[0], prompt[0], web[0])
@@ -131,7 +134,7 @@ func TestProvenanceEndToEnd(t *testing.T) {
 	if err != nil || reg == nil {
 		t.Fatalf("registry: %v", err)
 	}
-	for id, ch := range map[string]string{md[0].Sources[0]: "instruction_file", prompt[0].Sources[0]: "user_prompt", web[0].Sources[0]: "web_fetch"} {
+	for id, ch := range map[string]string{mdID: "instruction_file", promptID: "user_prompt", webID: "web_fetch"} {
 		if d, ok := reg.Source(id); !ok || string(d.Channel) != ch {
 			t.Fatalf("local registry lacks %s (%s): %+v", id, ch, d)
 		}
@@ -149,7 +152,7 @@ func TestProvenanceEndToEnd(t *testing.T) {
 	if r.code != 0 || d["permissionDecision"] != "deny" {
 		t.Fatalf("pay the page's recipient: %+v", r)
 	}
-	for _, want := range []string{"authority_too_low", "The value of /to came from web_fetch content (source " + web[0].Sources[0], "ask the user to confirm", "Grounds: field=/to"} {
+	for _, want := range []string{"authority_too_low", "The value of /to came from web_fetch content (source " + webID, "ask the user to confirm", "Grounds: field=/to"} {
 		if !strings.Contains(d["permissionDecisionReason"], want) {
 			t.Errorf("reason lacks %q: %s", want, d["permissionDecisionReason"])
 		}
@@ -184,8 +187,12 @@ func TestProvenanceEndToEnd(t *testing.T) {
 	quiet("PreToolUse Write", hook(write))
 	quiet("PostToolUse Write", hook(patch(t, write, map[string]any{"hook_event_name": "PostToolUse", "tool_response": map[string]any{"type": "create"}})))
 	derived := sourceEvents(receipts(t, env), session)["derived"]
-	if len(derived) != 1 || !reflect.DeepEqual(derived[0].Sources[1:], []string{web[0].Sources[0]}) || derived[0].Authority != "evidence" ||
-		derived[0].Target != "path:"+filepath.Join(project, "notes.md") || slices.Contains(derived[0].Grounds, "model_made") {
+	if len(derived) != 1 {
+		t.Fatalf("derived sources: %+v", derived)
+	}
+	_, origins, path, modelMade := derived[0].SourceDescriptor()
+	if !reflect.DeepEqual(origins, []string{webID}) || derived[0].Authority != "evidence" ||
+		path != filepath.Join(project, "notes.md") || modelMade {
 		t.Fatalf("derived source: %+v", derived)
 	}
 

@@ -494,8 +494,10 @@ func (r *runner) revokeSource(t *testing.T, s step) {
 	}
 	id := ""
 	for _, e := range r.seen {
-		if e.Kind == events.KindSource && e.Session == r.session && e.Channel == s.a && len(e.Sources) > 0 {
-			id = e.Sources[0]
+		if e.Kind == events.KindSource && e.Session == r.session && e.Channel == s.a {
+			if sid, _, _, _ := e.SourceDescriptor(); sid != "" {
+				id = sid
+			}
 		}
 	}
 	if id == "" {

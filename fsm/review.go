@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"cmp"
+	"encoding/hex"
 	"slices"
 	"strings"
 	"time"
@@ -77,6 +78,14 @@ func compareApprovalKeys(a, b approvalKey) int {
 	return bytes.Compare(a.Digest[:], b.Digest[:])
 }
 
+// ReviewID is the stable id of the review an approval_required answer asks
+// for, derived from the grant id the leader chose for the request: the
+// same committed request always names the same review, on every replica.
+func ReviewID(grantID string) string {
+	sum := events.Sum([]byte("writ.review.v1\x00" + grantID))
+	return "rv-" + hex.EncodeToString(sum[:10])
+}
+
 // liveReview returns the open review id names at control-plane time now.
 func (s *State) liveReview(id string, now int64) (*review, bool) {
 	r, ok := s.reviews[id]
@@ -93,16 +102,6 @@ func (s *State) liveApproval(k approvalKey, now int64) (*approval, bool) {
 		return nil, false
 	}
 	return a, true
-}
-
-func (s *State) addReview(r *review) {
-	s.reviews[r.ID] = r
-	s.schedule(r.Until, r.Seq, expireReview, r)
-}
-
-func (s *State) addApproval(a *approval) {
-	s.approvals[a.Key] = a
-	s.schedule(a.ExpiresAt, a.Seq, expireApproval, a)
 }
 
 // ReviewInfo describes an open review.
@@ -187,7 +186,7 @@ func decideApprove(s *State, now int64, node string, c *Command) verdict {
 	e.Decision = string(grants.Permit)
 	e.Worker, e.Lane, e.Session, e.Tool, e.Digest = rv.Worker, rv.Lane, rv.Session, rv.Tool, rv.Digest
 	e.RefSeq = rv.Seq
-	e.ExpiresAt = addSat(now, ttl)
+	e.ExpiresAt = AddSat(now, ttl)
 	e.Detail = c.Note
 	return record(e)
 }
@@ -263,7 +262,7 @@ func (s *State) approvedPermit(now int64, e events.Event, c *Command, j *policy.
 			e.Rules = append(rules, "quota:"+id)
 			e.Reason, e.Missing, e.Detail = "", "", ""
 			return deny(e, grants.ReasonQuotaExhausted, "quotas."+id+"."+field,
-				"window resets at "+policy.Timestamp(addSat(q.Start, q.Window)).String()), true
+				"window resets at "+policy.Timestamp(AddSat(q.Start, q.Window)).String()), true
 		}
 		rules = append(rules, "quota:"+id)
 	}
@@ -279,9 +278,10 @@ func (s *State) approvedPermit(now int64, e events.Event, c *Command, j *policy.
 	e.Decision = string(grants.Permit)
 	e.GrantID = c.GrantID
 	e.IssuedAt = now
-	e.ExpiresAt = min(addSat(now, ttl), a.ExpiresAt)
+	e.ExpiresAt = min(AddSat(now, ttl), a.ExpiresAt)
 	e.Rules = append(rules, RuleApproved+a.ReviewID)
 	e.ReviewID = a.ReviewID
 	e.Counters = bound
+	s.recordUsage(&e)
 	return e, true
 }

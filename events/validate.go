@@ -1,0 +1,129 @@
+package events
+
+import "fmt"
+
+// StaticValidate checks what can be checked of one event alone: that its
+// kind is known, and that it carries the fields its kind must carry and
+// none its kind must not (a decision its kind never takes, a policy
+// outside an epoch event, usage facts outside a permit, source fields
+// outside a source registration, ...). It does not look at other events
+// (the chain, whether a grant exists): that is the fold's business.
+//
+// Every event Decide has written, in either form of the fields that
+// changed shape (usage facts, source descriptors), passes; a decoded
+// event that does not is refused where it would be folded (fsm.Evolve),
+// with an error wrapping ErrInvalidEvent that names the first problem.
+func (e *Event) StaticValidate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: seq %d %s: %s", ErrInvalidEvent, e.Seq, e.Kind, fmt.Sprintf(format, args...))
+	}
+	if e.Seq == 0 {
+		return bad("no sequence number")
+	}
+	decisions, ok := kindDecisions[e.Kind]
+	if !ok {
+		return bad("unknown kind %d", uint16(e.Kind))
+	}
+	// The decision follows from the kind, and the fold never reads it
+	// (but for a source event's); a stream may omit it, not contradict it.
+	if e.Decision != "" && !decisions[e.Decision] {
+		return bad("decision %q", e.Decision)
+	}
+
+	// Fields that belong to one kind only.
+	if e.Kind != KindEpoch && (len(e.Policy) > 0 || !e.PolicyDigest.IsZero()) {
+		return bad("a policy outside an epoch event")
+	}
+	if e.Kind != KindRevoke && len(e.Cancelled) > 0 {
+		return bad("cancelled grants outside a revocation")
+	}
+	if e.Kind != KindPermit && (e.Charged || e.LedgerUntil != 0 || e.InstrumentUntil != 0 || len(e.Quotas) > 0) {
+		return bad("usage facts outside a permit")
+	}
+	if !e.Charged && (e.LedgerUntil != 0 || e.InstrumentUntil != 0 || len(e.Quotas) > 0) {
+		return bad("usage facts without charged")
+	}
+	if e.LedgerUntil != 0 && e.LedgerKey == "" {
+		return bad("a ledger end without a ledger key")
+	}
+	if e.InstrumentUntil != 0 && e.Instrument == "" {
+		return bad("an instrument end without an instrument")
+	}
+	for _, q := range e.Quotas {
+		if q.Key == "" {
+			return bad("a quota window without a key")
+		}
+	}
+	hasSourceFields := e.SourceID != "" || len(e.Origins) > 0 || e.SourcePath != "" || e.ModelMade
+	if hasSourceFields && e.Kind != KindSource && e.Kind != KindDeny {
+		return bad("source fields outside a source registration")
+	}
+	if hasSourceFields {
+		switch {
+		case e.SourceID == "":
+			return bad("source fields without a source id")
+		case len(e.Sources) > 0:
+			// One form or the other (see SourceDescriptor), never both.
+			return bad("a source id and a packed source list")
+		}
+	}
+
+	// What each kind must carry: what the fold keys its records on, so
+	// that an event without it cannot be folded into a record nobody can
+	// name (a grant without an id, an effect without an outcome, ...).
+	switch e.Kind {
+	case KindPermit:
+		if e.GrantID == "" || e.Worker == "" {
+			return bad("a permit names no grant or worker")
+		}
+	case KindApprovalRequired:
+		if e.ReviewID == "" {
+			return bad("approval_required names no review")
+		}
+	case KindAttempt:
+		if e.GrantID == "" {
+			return bad("an attempt names no grant")
+		}
+	case KindEffect:
+		if e.GrantID == "" || e.Outcome == "" {
+			return bad("an effect names no grant or outcome")
+		}
+	case KindRevoke:
+		if len(e.Counters) == 0 {
+			return bad("a revocation moves no counter")
+		}
+	case KindEpoch:
+		if len(e.Policy) == 0 {
+			return bad("an epoch event without a policy")
+		}
+	case KindReinstate:
+		if e.Worker == "" {
+			return bad("a reinstatement names no worker")
+		}
+	case KindSource:
+		if id, _, _, _ := e.SourceDescriptor(); id == "" {
+			return bad("a source event names no source")
+		}
+	case KindApproval:
+		if e.ReviewID == "" || e.Worker == "" || e.Tool == "" {
+			return bad("an approval names no review, worker or tool")
+		}
+	}
+	return nil
+}
+
+// kindDecisions are the decisions each kind is written with.
+var kindDecisions = map[Kind]map[string]bool{
+	KindPermit:           {"permit": true},
+	KindDeny:             {"deny": true},
+	KindAttempt:          {"permit": true},
+	KindSpendRefused:     {"deny": true},
+	KindEffect:           {"permit": true},
+	KindEffectRefused:    {"deny": true},
+	KindRevoke:           {"permit": true},
+	KindEpoch:            {"permit": true},
+	KindReinstate:        {"permit": true},
+	KindApprovalRequired: {"approval_required": true},
+	KindSource:           {"permit": true},
+	KindApproval:         {"permit": true},
+}

@@ -1,0 +1,181 @@
+package fsm_test
+
+import (
+	"bytes"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/fsm"
+	"github.com/writ-dev/writ/policy"
+)
+
+// batchGoldenV1 is the committed encoding of goldenBatch: raft log entries
+// written by every build so far must decode, so these bytes are kept
+// forever. Only -rewrite writes it, and a rewrite that changes it breaks
+// the promise: add a new golden file for a new form instead.
+var batchGoldenV1 = filepath.Join("testdata", "batch", "v1.hex")
+
+// batchGoldenV2 is the committed encoding of goldenBatchV2, the commands
+// added after v1 (receipt format levels): kept forever like v1.
+var batchGoldenV2 = filepath.Join("testdata", "batch", "v2.hex")
+
+// goldenBatch is one log entry with every op and every command, trace and
+// match field set at least once (TestBatchGoldenCoversEveryField). Never
+// edit it: add commands for new fields to a new golden batch.
+func goldenBatch() fsm.Batch {
+	reqDigest := events.Sum([]byte("writ.request.v1 Bash {\"command\":\"go test ./...\"}"))
+	return fsm.Batch{Time: 1767225600000000000, Node: "issuer-a", Commands: []fsm.Command{
+		{Op: fsm.OpSetPolicy, Caller: "operator:root",
+			Policy: []byte(`{"version":1,"default_ttl":"1m0s","lanes":{"coordinator":{"tools":["*"]}}}`)},
+		{Op: fsm.OpRequest, Caller: "w-coder-2", GrantID: "g-01JH6Z3Q8R", Lane: "coordinator", Session: "s-7f3a",
+			Tool: "Bash", Digest: reqDigest, IdemKey: "req-42", TTL: 30_000_000_000, Sources: []string{"doc-17", "web-3"},
+			Args: policy.Args{Carried: true, Leaves: []policy.Arg{
+				{Path: "/command", Kind: policy.ArgString, Value: "go test ./...", Len: 13},
+				{Path: "/count", Kind: policy.ArgNumber, Value: "3"},
+				{Path: "/dry", Kind: policy.ArgBool, Value: "false"},
+				{Path: "/env", Kind: policy.ArgNull},
+				{Path: "/stdin", Kind: policy.ArgElided, Value: strings.Repeat("ab", 32), Len: 70000},
+			}},
+			TargetLabel: "the writ repository", Amount: 150, HasAmount: true, Bytes: 48,
+			Cwd: "/work/w-coder-2", Resolved: "/work/w-coder-2/writ",
+			Traces: []fsm.Trace{
+				{Field: "/command", Covered: true, Matches: []fsm.TraceMatch{
+					{Source: "u1", Transform: "raw", Whole: true},
+					{Source: "web1", Transform: "base64", Part: "host"},
+				}},
+				{Field: "/count"},
+			}},
+		{Op: fsm.OpSpend, Caller: "w-coder-2", GrantID: "g-01JH6Z3Q8R", Digest: reqDigest, IdemKey: "spend-42"},
+		{Op: fsm.OpEffect, Caller: "w-coder-2", GrantID: "g-01JH6Z3Q8R", Outcome: "confirmed", Verifier: "ci"},
+		{Op: fsm.OpRevoke, Caller: "operator:root", Key: "worker/w-research-1"},
+		{Op: fsm.OpReinstate, Caller: "operator:root", Key: "w-research-1"},
+		{Op: fsm.OpSource, Caller: "w-coder-2", SourceID: "d1", Session: "s-7f3a", Tool: "WebFetch",
+			Channel: "derived", Scope: "task", ContentDigest: events.Sum([]byte("payee notes")),
+			Path: "/work/w-coder-2/notes.md", Origins: []string{"u1", "web1"}, ModelMade: true},
+		{Op: fsm.OpApprove, Caller: "operator:root", ReviewID: "rv-6f1c2a9b0d3e4f5a6b7c", TTL: 600_000_000_000,
+			Note: "confirmed by phone"},
+		{Op: fsm.OpPublished, Caller: "publisher", Seq: 41},
+		{}, // an all-zero command is kept as an empty element
+	}}
+}
+
+// goldenBatchV2 holds the commands added after goldenBatch: raising the
+// receipt format level. Never edit it either: add a v3.
+func goldenBatchV2() fsm.Batch {
+	return fsm.Batch{Time: 1767312000000000000, Node: "issuer-b", Commands: []fsm.Command{
+		{Op: fsm.OpRaiseFormat, Caller: "issuer:issuer-b", Format: 2},
+	}}
+}
+
+// batchGoldens pairs each committed golden file with its batch.
+var batchGoldens = []struct {
+	path  string
+	batch func() fsm.Batch
+}{
+	{batchGoldenV1, goldenBatch},
+	{batchGoldenV2, goldenBatchV2},
+}
+
+func TestBatchGoldenRewrite(t *testing.T) {
+	if !*rewrite {
+		t.Skip("run with -rewrite to write the batch golden files")
+	}
+	if err := os.MkdirAll(filepath.Dir(batchGoldenV1), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range batchGoldens {
+		b := g.batch()
+		if err := os.WriteFile(g.path, hexLines(b.Encode()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The encoder still writes the committed bytes, and the committed bytes
+// decode to the golden batch (and re-encode to themselves), for every
+// golden file.
+func TestBatchGolden(t *testing.T) {
+	if *rewrite {
+		t.Skip("rewriting")
+	}
+	for _, g := range batchGoldens {
+		text, err := os.ReadFile(g.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored, err := hex.DecodeString(strings.Join(strings.Fields(string(text)), ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := g.batch()
+		if got := want.Encode(); !bytes.Equal(got, stored) {
+			t.Errorf("encoding drifted from %s:\n got  %x\n want %x", g.path, got, stored)
+		}
+		dec, err := fsm.DecodeBatch(stored)
+		if err != nil {
+			t.Fatalf("the golden entry %s no longer decodes: %v", g.path, err)
+		}
+		if !reflect.DeepEqual(dec, want) {
+			t.Errorf("the golden entry %s decodes to\n%+v\nwant\n%+v", g.path, dec, want)
+		}
+		if re := dec.Encode(); !bytes.Equal(re, stored) {
+			t.Errorf("the decoded golden entry %s re-encodes to other bytes", g.path)
+		}
+	}
+}
+
+// Every field of Command, Trace and TraceMatch is set in some golden
+// command (of either golden batch), so the golden bytes pin each field's tag and wire type.
+func TestBatchGoldenCoversEveryField(t *testing.T) {
+	set := map[string]bool{}
+	mark := func(prefix string, v reflect.Value) {
+		for i := 0; i < v.NumField(); i++ {
+			if !v.Field(i).IsZero() {
+				set[prefix+v.Type().Field(i).Name] = true
+			}
+		}
+	}
+	all := append(goldenBatch().Commands, goldenBatchV2().Commands...)
+	for _, c := range all {
+		mark("Command.", reflect.ValueOf(c))
+		for _, tr := range c.Traces {
+			mark("Trace.", reflect.ValueOf(tr))
+			for _, m := range tr.Matches {
+				mark("TraceMatch.", reflect.ValueOf(m))
+			}
+		}
+	}
+	for _, typ := range []reflect.Type{reflect.TypeFor[fsm.Command](), reflect.TypeFor[fsm.Trace](), reflect.TypeFor[fsm.TraceMatch]()} {
+		for i := 0; i < typ.NumField(); i++ {
+			if name := typ.Name() + "." + typ.Field(i).Name; !set[name] {
+				t.Errorf("%s is never set in goldenBatch", name)
+			}
+		}
+	}
+	ops := map[fsm.Op]bool{}
+	for _, c := range all {
+		ops[c.Op] = true
+	}
+	for op := fsm.Op(1); !strings.HasPrefix(op.String(), "op("); op++ {
+		if !ops[op] {
+			t.Errorf("op %s has no golden command", op)
+		}
+	}
+}
+
+// hexLines is b in hex, 64 digits a line.
+func hexLines(b []byte) []byte {
+	s := hex.EncodeToString(b)
+	var out bytes.Buffer
+	for len(s) > 64 {
+		out.WriteString(s[:64] + "\n")
+		s = s[64:]
+	}
+	out.WriteString(s + "\n")
+	return out.Bytes()
+}

@@ -1,0 +1,82 @@
+package fsm
+
+import (
+	"fmt"
+
+	"github.com/writ-dev/writ/grants"
+)
+
+// Receipt format levels. Every replica must write byte-identical receipts
+// for the same log, so a new receipt form is written only once the
+// cluster has agreed, in the raft log, to write it: the leader proposes
+// OpRaiseFormat when every voter's build supports the level (issuer), and
+// Decide writes the form of the level in force.
+//
+//   - ReceiptFormatLegacy (1, and 0 for a state that was never raised):
+//     the form every build wrote before levels existed. Permits carry no
+//     usage facts (their fold takes them from the policy in force) and
+//     source events pack their descriptor into Sources, Target and
+//     Grounds.
+//   - ReceiptFormatFacts (2): permits carry their usage facts (Charged,
+//     LedgerUntil, InstrumentUntil, Quotas) and source events their
+//     descriptor in fields of their own (SourceID, Origins, SourcePath,
+//     ModelMade).
+//
+// The level only goes up. Evolve reads every form whatever the level.
+//
+// The level is kept out of Digest and out of the receipt stream: it is
+// publication bookkeeping, like the outbox, not authority. It decides
+// how a receipt is written, never what is decided, and both forms fold to
+// the same state (a permit's recorded facts are what the policy in force
+// gives at decide time; a source descriptor reads the same either way).
+// Recording the raise as a receipt would put a kind into the stream that
+// auditors of earlier builds refuse (unknown_kind), and would add the
+// level to the digest only to make replay carry it back; kept out, a
+// replay of the stream reaches the issuer's digest at every level, by any
+// auditor that reads both forms. Replicas agree on the level through the
+// raft log (OpRaiseFormat) and snapshots (stFormat, after the outbox);
+// receipts written at different levels would differ in their hashes, so a
+// disagreement could not go unseen anyway.
+const (
+	ReceiptFormatLegacy uint64 = 1
+	ReceiptFormatFacts  uint64 = 2
+	// MaxReceiptFormat is the highest level this build writes: what its
+	// status reports as receipt_format.
+	MaxReceiptFormat = ReceiptFormatFacts
+)
+
+// ReceiptFormat is the receipt format level in force (at least
+// ReceiptFormatLegacy).
+func (s *State) ReceiptFormat() uint64 { return max(s.format, ReceiptFormatLegacy) }
+
+// writesFacts reports whether Decide writes the receipt form of
+// ReceiptFormatFacts.
+func (s *State) writesFacts() bool { return s.ReceiptFormat() >= ReceiptFormatFacts }
+
+// decideRaiseFormat answers a request to raise the receipt format level.
+// It records no event (see the level's comment above); Apply moves the
+// level when the answer is a permit. Asking for the level in force is
+// answered as a raise (the leader may ask twice before the first one
+// applies); asking for a lower level, or one this build does not write,
+// is refused.
+func decideRaiseFormat(s *State, c *Command) verdict {
+	cur := s.ReceiptFormat()
+	switch {
+	case c.Format < ReceiptFormatLegacy || c.Format > MaxReceiptFormat:
+		return reply(grants.Refuse(grants.ReasonUnknownVersion, "receipt format",
+			fmt.Sprintf("receipt format %d is not one this build writes (%d-%d)", c.Format, ReceiptFormatLegacy, MaxReceiptFormat)))
+	case c.Format < cur:
+		return reply(grants.Refuse(grants.ReasonInvalidRequest, "receipt format",
+			fmt.Sprintf("the receipt format is %d and is never lowered (asked for %d)", cur, c.Format)))
+	}
+	return reply(grants.Envelope{Decision: grants.Permit, Detail: fmt.Sprintf("receipt format %d", c.Format)})
+}
+
+// raiseFormat moves the level to f if it is higher (Apply, on a permitted
+// OpRaiseFormat). A level of 1 is kept as 0, so that a state raised to
+// the level it was already at encodes as it did.
+func (s *State) raiseFormat(f uint64) {
+	if f > s.ReceiptFormat() {
+		s.format = f
+	}
+}
