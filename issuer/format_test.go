@@ -11,12 +11,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
-	"github.com/writ-dev/writ/internal/testenv"
+	"github.com/writ-dev/writ/internal/testing/testenv"
 	"github.com/writ-dev/writ/issuer"
-	"github.com/writ-dev/writ/natsbus"
 	"github.com/writ-dev/writ/raftnode"
 )
 
@@ -29,7 +29,7 @@ func receiptAt(ctx context.Context, t *testing.T, nc *nats.Conn, seq uint64) eve
 	}
 	var data []byte
 	testenv.WaitFor(t, 10*time.Second, "receipt in the stream", func() bool {
-		s, err := js.Stream(ctx, natsbus.StreamName)
+		s, err := js.Stream(ctx, events.StreamName)
 		if err != nil {
 			return false
 		}
@@ -51,7 +51,7 @@ func receiptAt(ctx context.Context, t *testing.T, nc *nats.Conn, seq uint64) eve
 // returns their receipts.
 func registerAndGrant(ctx context.Context, t *testing.T, nc *nats.Conn) (src, permit events.Event) {
 	t.Helper()
-	w := api.NewClient(nc, "w1")
+	w := client.New(nc, "w1")
 	s, err := w.RegisterSource(ctx, api.SourceRequest{ID: "web1", Channel: "web_fetch", Tool: "WebFetch",
 		Path: "/work/w1/page.html", ContentDigest: events.Sum([]byte("<html>")).String()})
 	if err != nil || s.Decision != grants.Permit {

@@ -11,7 +11,7 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/fsm"
-	"github.com/writ-dev/writ/internal/cluster"
+	"github.com/writ-dev/writ/internal/testing/cluster"
 	"github.com/writ-dev/writ/issuer"
 )
 
