@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 
+	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/policy"
 )
@@ -14,13 +15,12 @@ import (
 const batchVersion = 1
 
 // Limits enforced when decoding a log entry. The provenance limits are
-// the api package's (MaxTraces, MaxTraceMatches, MaxSourceOrigins); the
-// state machine cannot import api, and a test in issuer keeps them equal.
+// the request wire format's, declared once in api.
 const (
 	MaxBatchCommands = 4096
-	MaxTraces        = 64 // field traces per grant request
-	MaxTraceMatches  = 32 // matches per field trace
-	MaxSourceOrigins = 64 // origins of one derived source
+	MaxTraces        = api.MaxTraces        // field traces per grant request
+	MaxTraceMatches  = api.MaxTraceMatches  // matches per field trace
+	MaxSourceOrigins = api.MaxSourceOrigins // origins of one derived source
 )
 
 // Command field tags: append only.

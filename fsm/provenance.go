@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/authority"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
@@ -51,7 +52,7 @@ func checkTraces(traces []Trace) (field, detail string) {
 		seen[t.Field] = true
 		for _, m := range t.Matches {
 			switch {
-			case !validID(m.Source):
+			case !api.IsValidID(m.Source):
 				return "provenance", fmt.Sprintf("field %s: source %q must be 1-64 of [A-Za-z0-9_-]", t.Field, m.Source)
 			case !traceTransforms[m.Transform]:
 				return "provenance", fmt.Sprintf("field %s: unknown transform %q", t.Field, m.Transform)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/policy"
@@ -24,13 +25,12 @@ import (
 // until the approval expires on the control-plane clock. A denial is never
 // turned into a permit, and a quota still refuses.
 
-// Approval lifetimes and the note bound: api's DefaultApprovalTTLMillis,
-// MaxApprovalTTLMillis and MaxApprovalNote (the state machine cannot
-// import api; a test in issuer keeps them equal).
+// Approval lifetimes (nanoseconds of control-plane time) and the note
+// bound, from the request wire format's declarations in api.
 const (
-	DefaultApprovalTTL = int64(10 * time.Minute)
-	MaxApprovalTTL     = int64(24 * time.Hour)
-	MaxApprovalNote    = 1024
+	DefaultApprovalTTL = api.DefaultApprovalTTLMillis * int64(time.Millisecond)
+	MaxApprovalTTL     = api.MaxApprovalTTLMillis * int64(time.Millisecond)
+	MaxApprovalNote    = api.MaxApprovalNote
 )
 
 // RuleApproved prefixes the rule a permit names when an approval covered
@@ -83,7 +83,7 @@ func compareApprovalKeys(a, b approvalKey) int {
 // same committed request always names the same review, on every replica.
 func ReviewID(grantID string) string {
 	sum := events.Sum([]byte("writ.review.v1\x00" + grantID))
-	return "rv-" + hex.EncodeToString(sum[:10])
+	return api.ReviewIDPrefix + hex.EncodeToString(sum[:api.ReviewIDHexDigits/2])
 }
 
 // liveReview returns the open review id names at control-plane time now.

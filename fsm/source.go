@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/authority"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
@@ -42,15 +43,6 @@ const MaxSourceCounters = 256
 // source). A request whose provenance would bind more is refused
 // (invalid_request).
 const MaxGrantCounters = 1024
-
-// ChannelDerived is the channel of content computed from other sources.
-const ChannelDerived = "derived"
-
-// sourceChannels are the channels a source may name.
-var sourceChannels = map[string]bool{
-	"user_prompt": true, "instruction_file": true, "file_read": true, "tool_result": true,
-	"web_fetch": true, "peer_message": true, "model_output": true, ChannelDerived: true,
-}
 
 // sourceScopes are the scopes a source may name.
 var sourceScopes = map[string]bool{"task": true, "session": true}
@@ -143,30 +135,15 @@ func (r *source) sameDescriptor(c Command, origins []string) bool {
 		r.ModelMade == c.ModelMade && slices.Equal(r.Origins, origins)
 }
 
-// validID mirrors api.ValidID (the state machine cannot import api): 1-64
-// of [A-Za-z0-9_-], so an id is a safe counter key and subject token.
-func validID(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		b := s[i]
-		if !(b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '-' || b == '_') {
-			return false
-		}
-	}
-	return true
-}
-
 // checkSource validates a registration; origins are sorted. It returns the
 // field at fault and why, or "" for a well-formed descriptor.
 func checkSource(c Command, origins []string) (field, detail string) {
 	switch {
 	case c.Caller == "":
 		return "caller", "a source needs an owner"
-	case !validID(c.SourceID):
+	case !api.IsValidID(c.SourceID):
 		return "id", "source id must be 1-64 of [A-Za-z0-9_-]"
-	case !sourceChannels[c.Channel]:
+	case !authority.KnownChannel(c.Channel):
 		return "channel", fmt.Sprintf("unknown channel %q", c.Channel)
 	case !sourceScopes[c.Scope]:
 		return "scope", "scope must be task or session"
@@ -177,7 +154,7 @@ func checkSource(c Command, origins []string) (field, detail string) {
 	}
 	for i, o := range origins {
 		switch {
-		case !validID(o):
+		case !api.IsValidID(o):
 			return "origins", fmt.Sprintf("origin %q must be 1-64 of [A-Za-z0-9_-]", o)
 		case o == c.SourceID:
 			return "origins", "a source cannot be its own origin"
@@ -273,7 +250,7 @@ func decideSource(s *State, now int64, node string, c *Command) verdict {
 	}
 	var lvl authority.Level
 	switch {
-	case c.Channel == ChannelDerived:
+	case c.Channel == authority.ChannelDerived:
 		if c.ModelMade || len(origins) == 0 {
 			lvl = authority.Evidence
 		} else {

@@ -59,7 +59,7 @@ func TestRestoreRejectsSources(t *testing.T) {
 		w.Strings(stSource, []string{
 			sourceBytes(ok),
 			with(func(r *source) {
-				r.ID, r.Channel, r.Origins, r.ModelMade, r.Authority = "s2", ChannelDerived, []string{"s1"}, true, authority.Evidence
+				r.ID, r.Channel, r.Origins, r.ModelMade, r.Authority = "s2", authority.ChannelDerived, []string{"s1"}, true, authority.Evidence
 			}),
 		})
 	})

@@ -9,17 +9,8 @@ import (
 	"github.com/writ-dev/writ/fsm"
 )
 
-func TestApprovalLimitsAgree(t *testing.T) {
-	if fsm.DefaultApprovalTTL != api.DefaultApprovalTTLMillis*int64(time.Millisecond) ||
-		fsm.MaxApprovalTTL != api.MaxApprovalTTLMillis*int64(time.Millisecond) ||
-		fsm.MaxApprovalNote != api.MaxApprovalNote {
-		t.Fatalf("fsm approval limits %d/%d/%d differ from api's", fsm.DefaultApprovalTTL, fsm.MaxApprovalTTL, fsm.MaxApprovalNote)
-	}
-}
-
-// The state machine makes review ids itself (it does not import api yet):
-// every id it makes must have the shape api checks, or an operator could
-// not approve it.
+// Every review id the state machine makes has the shape api checks, or an
+// operator could not approve it; and api refuses ids of any other shape.
 func TestReviewIDShapeAgrees(t *testing.T) {
 	for _, g := range []string{"g1", "", "0b5b2a8e-7c1f-4a0e-9f0a-1b2c3d4e5f61", strings.Repeat("x", 300)} {
 		if rv := fsm.ReviewID(g); !api.ValidReviewID(rv) {

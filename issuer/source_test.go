@@ -15,15 +15,6 @@ import (
 	"github.com/writ-dev/writ/policy"
 )
 
-// The state machine keeps its own copy of the provenance limits (it
-// cannot import api); they must be the api's.
-func TestProvenanceLimitsAgree(t *testing.T) {
-	if fsm.MaxTraces != api.MaxTraces || fsm.MaxTraceMatches != api.MaxTraceMatches || fsm.MaxSourceOrigins != api.MaxSourceOrigins {
-		t.Fatalf("fsm limits %d/%d/%d, api limits %d/%d/%d", fsm.MaxTraces, fsm.MaxTraceMatches, fsm.MaxSourceOrigins,
-			api.MaxTraces, api.MaxTraceMatches, api.MaxSourceOrigins)
-	}
-}
-
 func TestSourceCommand(t *testing.T) {
 	d := events.Sum([]byte("the content"))
 	hex := d.String()
@@ -143,8 +134,7 @@ func TestGrantCommandTraces(t *testing.T) {
 	}
 }
 
-// The state machine keeps its own list of the channels a source may name
-// (it does not import authority's yet): it must accept every channel of
+// The issuer's check and the state machine both accept every channel of
 // authority.Channels, and nothing else.
 func TestSourceChannelsAgree(t *testing.T) {
 	s := fsm.New()

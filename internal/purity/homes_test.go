@@ -39,9 +39,7 @@ var homes = map[string]string{
 
 // pendingHomes are copies known to remain, by package: they are reported
 // with t.Log, and go when their package moves to the owner's constant.
-var pendingHomes = map[string]string{
-	"fsm": "the state machine still spells the review-id prefix and the channel list itself; it will use api's and authority's",
-}
+var pendingHomes = map[string]string{}
 
 // homeViolation is a literal spelled outside its home.
 type homeViolation struct {
