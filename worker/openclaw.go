@@ -125,7 +125,7 @@ func (s *sidecar) plugin(ctx context.Context, c *client.Client, op string, body 
 		if err != nil {
 			return nil, err
 		}
-		gc := grantContext{Cwd: r.Cwd}
+		gc := grantContext{Cwd: r.workDir()}
 		store := s.store(call.Session)
 		if store != nil {
 			if reg, lerr := store.load(ctx); lerr == nil {
@@ -163,6 +163,11 @@ func (r pluginCall) call() (harness.Call, string, error) {
 	}
 	call, err := harness.OpenClawCall(r.Session, r.CallID, r.Tool, r.Params)
 	return call, r.Lane, err
+}
+
+// workDir is the request's cwd when it is a clean absolute path, else "".
+func (r pluginCall) workDir() string {
+	return harness.HookInput{Cwd: harness.LooseString(r.Cwd)}.WorkDir()
 }
 
 // store is the provenance registry of an OpenClaw session, or nil when
@@ -212,7 +217,7 @@ func (s *sidecar) pluginAfter(ctx context.Context, auth authority, r pluginAfter
 		// one the resolve spent.
 		rec.CallID = call.CallID + "#approved"
 	}
-	env, recErr := record(ctx, auth, rec, lane, r.Cwd, outcome, harness.Verifier(harness.OpenClaw))
+	env, recErr := record(ctx, auth, rec, lane, r.workDir(), outcome, harness.Verifier(harness.OpenClaw))
 	if recErr != nil {
 		if isTransport(recErr) {
 			return nil, recErr
@@ -224,7 +229,7 @@ func (s *sidecar) pluginAfter(ctx context.Context, auth authority, r pluginAfter
 	if outcome != grants.OutcomeConfirmed {
 		return a, nil
 	}
-	in := harness.HookInput{SessionID: harness.OpenClaw + ":" + call.Session, ToolInput: call.Args, ToolResponse: r.Result, Cwd: harness.LooseString(r.Cwd)}
+	in := harness.HookInput{SessionID: harness.OpenClaw + ":" + call.Session, ToolInput: call.Args, ToolResponse: r.Result, Cwd: harness.LooseString(r.workDir())}
 	store := s.store(call.Session)
 	var src pendingSource
 	var notes []string
@@ -288,7 +293,7 @@ func (s *sidecar) pluginResolve(ctx context.Context, auth authority, r pluginRes
 	}
 	approved := call
 	approved.CallID = call.CallID + "#approved"
-	spent, err := authorize(ctx, auth, approved, lane, grantContext{Cwd: r.Cwd})
+	spent, err := authorize(ctx, auth, approved, lane, grantContext{Cwd: r.workDir()})
 	if err != nil {
 		return nil, err
 	}
