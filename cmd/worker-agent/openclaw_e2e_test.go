@@ -169,7 +169,7 @@ func TestOpenClawPluginEndToEnd(t *testing.T) {
 			approvals = append(approvals, e)
 		}
 	}
-	if len(approvals) != 1 || approvals[0].ReviewID != heldEvs[0].ReviewID {
+	if len(approvals) != 1 || approvals[0].ReviewID != heldEvs[0].ReviewID || !strings.Contains(approvals[0].Detail, "OpenClaw gateway for call call_held") {
 		t.Fatalf("approvals: %+v; want one, for review %s (none for %s)", approvals, heldEvs[0].ReviewID, selfEvs[0].ReviewID)
 	}
 	rel := byKey(evs, key("agent:main:main", "call_held#approved"))
