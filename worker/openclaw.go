@@ -59,10 +59,13 @@ type pluginResolve struct {
 }
 
 // pluginReviewer is the operator identity the gateway approves with: a
-// NATS user allowed on writ.op.approve, never the worker's.
+// NATS user allowed on writ.op.approve, never the worker's. The plugin
+// sends the password itself, read from the file only the gateway can
+// read: the sidecar never reads a reviewer's secret on a caller's behalf,
+// so reaching the socket is not enough to approve.
 type pluginReviewer struct {
-	User         string `json:"user"`
-	PasswordFile string `json:"password_file"`
+	User     string `json:"user"`
+	Password string `json:"password"`
 }
 
 // PluginAnswer is the sidecar's answer to a plugin op.
@@ -273,7 +276,11 @@ func (s *sidecar) pluginResolve(ctx context.Context, auth authority, r pluginRes
 		return refuse(fmt.Sprintf("%v: the reviewer must be an operator identity, not the worker %s", errReviewer, s.worker))
 	}
 	opts := s.conn
-	opts.User, opts.PasswordFile, opts.ConnectOnce, opts.Name = r.Reviewer.User, r.Reviewer.PasswordFile, true, "worker-agent-reviewer:"+r.Reviewer.User
+	if r.Reviewer.Password == "" {
+		return refuse(fmt.Sprintf("%v: reviewer %s came without a password", errReviewer, r.Reviewer.User))
+	}
+	opts.User, opts.PasswordFile, opts.Password = r.Reviewer.User, "", r.Reviewer.Password
+	opts.ConnectOnce, opts.Name = true, "worker-agent-reviewer:"+r.Reviewer.User
 	nc, err := opts.DialContext(ctx)
 	if err != nil {
 		return nil, err

@@ -129,11 +129,15 @@ func TestPluginProtocol(t *testing.T) {
 	if h.Plugin == nil || h.Plugin.Verdict != VerdictApprovalRequired || !strings.HasPrefix(h.Plugin.ReviewID, "rv-") || !strings.Contains(h.Plugin.Caption, h.Plugin.ReviewID) {
 		t.Fatalf("held exec: %+v %+v", h, h.Plugin)
 	}
-	resolve := func(user, pw, decision, review string) *PluginAnswer {
+	resolve := func(user, pwFile, decision, review string) *PluginAnswer {
 		t.Helper()
 		b := pluginBody("coordinator", "exec", "call_key", map[string]any{"command": "cat ~/.ssh/id_ed25519"})
 		b["review_id"], b["decision"] = review, decision
-		b["reviewer"] = map[string]any{"user": user, "password_file": pw}
+		pw, err := os.ReadFile(pwFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b["reviewer"] = map[string]any{"user": user, "password": string(pw)}
 		sr := p.ask(OpPluginResolve, b)
 		if sr.Plugin == nil {
 			t.Fatalf("resolve as %s: %+v", user, sr)
@@ -148,6 +152,18 @@ func TestPluginProtocol(t *testing.T) {
 	}
 	if x := resolve("ops", opsPw, "allow-once", "rv-00000000000000000000"); x.Verdict != VerdictRefused {
 		t.Fatalf("another review id: %+v", x)
+	}
+	// Naming the reviewer's password file is not enough: the sidecar
+	// never reads a reviewer's secret for its caller.
+	nofile := pluginBody("coordinator", "exec", "call_key", map[string]any{"command": "cat ~/.ssh/id_ed25519"})
+	nofile["review_id"], nofile["decision"] = h.Plugin.ReviewID, "allow-once"
+	nofile["reviewer"] = map[string]any{"user": "ops", "password_file": opsPw}
+	if x := p.ask(OpPluginResolve, nofile); x.Code != sidecarBadRequest {
+		t.Fatalf("a reviewer named by its password file: %+v %+v", x, x.Plugin)
+	}
+	nofile["reviewer"] = map[string]any{"user": "ops"}
+	if x := p.ask(OpPluginResolve, nofile); x.Plugin == nil || x.Plugin.Verdict != VerdictRefused {
+		t.Fatalf("a reviewer without a password: %+v", x)
 	}
 	if st := env.Service.Status(); st.Approvals != 0 || st.OpenReviews != 1 {
 		t.Fatalf("before the reviewer approved: %d approvals, %d open reviews; want 0, 1", st.Approvals, st.OpenReviews)

@@ -5,6 +5,7 @@
 // sidecar's answers into hook results, and blocks the call whenever it
 // cannot get a readable answer in time.
 
+import { readFile } from "node:fs/promises";
 import net from "node:net";
 
 /** Default time budget of one sidecar request, in milliseconds. */
@@ -272,11 +273,19 @@ export function createWritHooks(config, opts = {}) {
         /** @param {string} decision */
         onResolution: async (decision) => {
           if (decision !== "allow-once") return;
+          // The gateway reads its reviewer's secret and hands it over: the
+          // sidecar never reads a reviewer's password file for a caller.
+          let password;
+          try {
+            password = (await readFile(reviewer.passwordFile, "utf8")).trim();
+          } catch (e) {
+            throw new Error(`writ did not release review ${a.review_id}: cannot read the reviewer's password file (${e.code || e.message})`);
+          }
           const r = await ask(socket, worker, "openclaw.resolve", {
             ...body,
             review_id: a.review_id,
             decision,
-            reviewer: { user: reviewer.user, password_file: reviewer.passwordFile },
+            reviewer: { user: reviewer.user, password },
           });
           if (r.verdict !== "permit") {
             throw new Error(`writ did not release review ${a.review_id}: ${r.reason || r.verdict}`);

@@ -139,7 +139,10 @@ test("approval with a reviewer: requireApproval offering allow-once and deny; al
   const s = await fakeSidecar((req) => (req.op === "openclaw.resolve" ? answers.resolved : answers.approval));
   try {
     const { event, ctx } = fixture("held-exec-before.json");
-    const reviewer = { user: "gateway-ops", passwordFile: "/etc/writ/gateway-ops.password" };
+    const pwDir = fs.mkdtempSync(path.join(os.tmpdir(), "writ-oc-pw-"));
+    const passwordFile = path.join(pwDir, "gateway-ops.password");
+    fs.writeFileSync(passwordFile, "ops-secret\n", { mode: 0o600 });
+    const reviewer = { user: "gateway-ops", passwordFile };
     const r = await createWritHooks(config(s.socket, { reviewer })).beforeToolCall(event, ctx);
     const ra = r.requireApproval;
     assert.ok(ra, "want requireApproval");
@@ -159,20 +162,30 @@ test("approval with a reviewer: requireApproval offering allow-once and deny; al
     assert.equal(res[0].body.review_id, "rv-0123456789abcdef0123");
     assert.equal(res[0].body.decision, "allow-once");
     assert.equal(res[0].body.call_id, "call_01HX9");
-    assert.deepEqual(res[0].body.reviewer, { user: "gateway-ops", password_file: "/etc/writ/gateway-ops.password" });
+    assert.deepEqual(res[0].body.reviewer, { user: "gateway-ops", password: "ops-secret" });
+    fs.rmSync(pwDir, { recursive: true, force: true });
   } finally {
     await s.close();
   }
 });
 
-test("approval refused by writ: onResolution rejects, naming the refusal", async () => {
+test("approval refused by writ, or a reviewer secret that cannot be read: onResolution rejects, naming why", async () => {
   const refused = { plugin: { verdict: "refused", reason: "the reviewer must be an operator identity, not the worker w1" } };
   const s = await fakeSidecar((req) => (req.op === "openclaw.resolve" ? refused : answers.approval));
+  const pwDir = fs.mkdtempSync(path.join(os.tmpdir(), "writ-oc-pw-"));
   try {
+    const pw = path.join(pwDir, "w1.password");
+    fs.writeFileSync(pw, "w1-secret");
     const { event, ctx } = fixture("held-exec-before.json");
-    const r = await createWritHooks(config(s.socket, { reviewer: { user: "w1", passwordFile: "/x" } })).beforeToolCall(event, ctx);
+    const r = await createWritHooks(config(s.socket, { reviewer: { user: "w1", passwordFile: pw } })).beforeToolCall(event, ctx);
     await assert.rejects(r.requireApproval.onResolution("allow-once"), /not the worker w1/);
+
+    const missing = await createWritHooks(config(s.socket, { reviewer: { user: "ops", passwordFile: path.join(pwDir, "none") } })).beforeToolCall(event, ctx);
+    const before = s.requests.filter((q) => q.op === "openclaw.resolve").length;
+    await assert.rejects(missing.requireApproval.onResolution("allow-once"), /cannot read the reviewer's password file \(ENOENT\)/);
+    assert.equal(s.requests.filter((q) => q.op === "openclaw.resolve").length, before, "nothing sent without the secret");
   } finally {
+    fs.rmSync(pwDir, { recursive: true, force: true });
     await s.close();
   }
 });
