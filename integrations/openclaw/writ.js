@@ -17,9 +17,12 @@ export const PROTOCOL_VERSION = 1;
 /** The plugin id, as in openclaw.plugin.json. */
 export const PLUGIN_ID = "writ";
 
-// The sidecar refuses lines longer than this (api.MaxBodyBytes + slack);
-// a result beyond it is sent cut, as text.
-const MAX_RESULT_CHARS = 512 * 1024;
+// The sidecar refuses a request line longer than 512 KiB plus a little
+// (api.MaxBodyBytes); an after request whose result would not fit is sent
+// with the result's text cut until it does (what is cut off is not
+// registered as a source, so values taken from it count as model-made).
+const MAX_LINE_BYTES = 500 * 1024;
+const MAX_RESULT_CHARS = 256 * 1024;
 const MAX_ANSWER_BYTES = 1 << 20;
 const TITLE_MAX = 80;
 const DESCRIPTION_MAX = 512;
@@ -162,6 +165,27 @@ function encodeResult(result) {
   }
   if (s === undefined) return undefined;
   return s.length > MAX_RESULT_CHARS ? cut(s, MAX_RESULT_CHARS) : result;
+}
+
+/**
+ * Cuts body.result until the request line fits the sidecar's bound.
+ * @param {Record<string, unknown>} body
+ * @param {unknown} result
+ */
+function fitLine(body, result) {
+  const size = () => Buffer.byteLength(JSON.stringify(body)) + 512;
+  if (body.result === undefined || size() <= MAX_LINE_BYTES) return;
+  let text;
+  try {
+    text = typeof result === "string" ? result : JSON.stringify(result);
+  } catch {
+    text = String(result);
+  }
+  for (let n = Math.min(text.length, MAX_RESULT_CHARS); n >= 1024; n = Math.floor(n / 2)) {
+    body.result = cut(text, n);
+    if (size() <= MAX_LINE_BYTES) return;
+  }
+  delete body.result;
 }
 
 /**
@@ -311,6 +335,7 @@ export function createWritHooks(config, opts = {}) {
       const r = encodeResult(event.result);
       if (r !== undefined) body.result = r;
     }
+    fitLine(body, event.result);
     try {
       const a = await ask(socket, worker, "openclaw.after", body);
       if (a.verdict !== "recorded" && log.warn) log.warn(`writ: the ${event.toolName} call's effect was not recorded: ${a.reason || a.verdict}`);

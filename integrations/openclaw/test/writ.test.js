@@ -281,6 +281,23 @@ test("after_tool_call reports the result, or the error, for the same call", asyn
   }
 });
 
+test("after_tool_call cuts a huge result so the request fits the sidecar's line bound", async () => {
+  const s = await fakeSidecar(() => answers.recorded);
+  try {
+    const ok = fixture("exec-after.json");
+    // 2 MB of text that JSON escapes and UTF-8 widens.
+    const huge = { content: [{ type: "text", text: "\"é\u0001".repeat(700000) }] };
+    const a = await createWritHooks(config(s.socket)).afterToolCall({ ...ok.event, result: huge }, ok.ctx);
+    assert.equal(a.verdict, "recorded");
+    const sent = s.requests[0];
+    assert.ok(Buffer.byteLength(JSON.stringify(sent)) <= 512 * 1024, "the line exceeds the sidecar's bound");
+    assert.equal(typeof sent.body.result, "string");
+    assert.ok(sent.body.result.length >= 1024);
+  } finally {
+    await s.close();
+  }
+});
+
 test("a bad config blocks every call instead of failing to register", async () => {
   assert.notEqual(configProblem(undefined), "");
   assert.notEqual(configProblem({ agents: { main: { worker: "w1" } }, socket: "/s" }), "");
