@@ -232,7 +232,7 @@ func (s *sidecar) pluginAfter(ctx context.Context, auth authority, r pluginAfter
 	if outcome != grants.OutcomeConfirmed {
 		return a, nil
 	}
-	in := harness.HookInput{SessionID: harness.OpenClaw + ":" + call.Session, ToolInput: call.Args, ToolResponse: r.Result, Cwd: harness.LooseString(r.workDir())}
+	in := harness.HookInput{SessionID: call.Session, ToolInput: call.Args, ToolResponse: r.Result, Cwd: harness.LooseString(r.workDir())}
 	store := s.store(call.Session)
 	var src pendingSource
 	var notes []string

@@ -121,6 +121,16 @@ func TestOpenClawPluginEndToEnd(t *testing.T) {
 	if len(eff) != 1 || eff[0].Kind != events.KindEffect || eff[0].Outcome != grants.OutcomeConfirmed || eff[0].Verifier != "harness:openclaw" {
 		t.Fatalf("allowed exec effect: %+v", eff)
 	}
+	// Its result is registered as a source of the gateway session.
+	var srcs []events.Event
+	for _, e := range evs {
+		if e.Kind == events.KindSource && e.Session == "agent:main:main" && e.Tool == "Bash" {
+			srcs = append(srcs, e)
+		}
+	}
+	if len(srcs) == 0 {
+		t.Fatalf("no source receipt for the allowed exec's result")
+	}
 	// The retry of call_ok ran again in the stand-in (OpenClaw would not
 	// repeat a call id), but writ recorded no second grant or attempt.
 	if r := res[4]; r.Blocked {
