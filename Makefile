@@ -5,7 +5,7 @@ FUZZTIME ?= 30s
 SOAK_N   ?= 20
 PKGS     := ./...
 
-.PHONY: help build test soak test-short bench bench-quick fuzz verify demo clean images cluster-test
+.PHONY: help build test test-js soak test-short bench bench-quick fuzz verify demo clean images cluster-test
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -16,6 +16,9 @@ build: ## build issuer, worker-agent and auditor into ./bin
 
 test: ## run every test with the race detector (real raft, boltdb, NATS, processes)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+test-js: ## the OpenClaw plugin's tests (node --test, offline, no npm dependencies)
+	node --test integrations/openclaw
 
 test-faults: ## the fault suite: partitions, flaky links, crashes, clock jumps, disk faults, tampering (WRIT_FAULTS=1)
 	WRIT_FAULTS=1 $(GO) test -race -count=1 -timeout 15m ./tests/faults/...

@@ -54,9 +54,13 @@ type Options struct {
 	URL          string
 	User         string
 	PasswordFile string // secrets come from files, never from flags
-	CAFile       string
-	Timeout      time.Duration
-	Name         string // client name shown in NATS monitoring
+	// Password is the password itself, for code that was handed it by a
+	// caller holding the secret (never a flag); used when PasswordFile is
+	// empty.
+	Password string
+	CAFile   string
+	Timeout  time.Duration
+	Name     string // client name shown in NATS monitoring
 	// ConnectOnce makes Dial try once instead of retrying until Timeout:
 	// for a caller that must answer at once when NATS is down (a hook
 	// blocks the call; the next call tries again).
@@ -178,12 +182,15 @@ func (o Options) DialContext(ctx context.Context) (*nats.Conn, error) {
 		nats.MaxPingsOutstanding(MaxPingsOut),
 	}
 	if o.User != "" {
-		if o.PasswordFile == "" {
+		pw := []byte(o.Password)
+		switch {
+		case o.PasswordFile != "":
+			var err error
+			if pw, err = os.ReadFile(o.PasswordFile); err != nil {
+				return nil, fmt.Errorf("%w: reading password file: %v", ErrConnect, err)
+			}
+		case o.Password == "":
 			return nil, fmt.Errorf("%w: --nats-user %q needs --nats-password-file", ErrConnect, o.User)
-		}
-		pw, err := os.ReadFile(o.PasswordFile)
-		if err != nil {
-			return nil, fmt.Errorf("%w: reading password file: %v", ErrConnect, err)
 		}
 		opts = append(opts, nats.UserInfo(o.User, strings.TrimSpace(string(pw))),
 			// Authenticated users may only receive replies on their own

@@ -1,5 +1,6 @@
 // Package harness decodes and answers agent-harness hook protocols —
-// Claude Code command hooks, Codex hooks and MCP tool calls over stdio — so
+// Claude Code command hooks, Codex hooks and MCP tool calls over stdio, and
+// the calls an OpenClaw gateway plugin relays — so
 // the worker-agent can put one writ grant in front of every tool call a
 // harness makes.
 //
@@ -26,4 +27,8 @@
 //     harness settings file, keeping every other key in its order.
 //   - Proxy is an MCP stdio proxy that passes every message through and
 //     gates only tools/call requests.
+//   - For the OpenClaw gateway plugin, OpenClawCall maps an OpenClaw tool
+//     call onto the writ tool and argument names the default policy
+//     declares, and InstallOpenClawPlugin and UninstallOpenClawPlugin
+//     merge the plugin's entry into an OpenClaw config.
 package harness

@@ -52,7 +52,7 @@ const sidecarVersion = 1
 
 type sidecarRequest struct {
 	V         int             `json:"v"`
-	Op        string          `json:"op"`     // api.OpGrant, OpSpend, OpEffect or OpSource
+	Op        string          `json:"op"`     // api.OpGrant, OpSpend, OpEffect, OpSource or an OpPlugin* op
 	Worker    string          `json:"worker"` // must be the sidecar's own
 	TimeoutMS int64           `json:"timeout_ms"`
 	Body      json.RawMessage `json:"body"` // the api request body
@@ -67,6 +67,7 @@ const (
 
 type sidecarResponse struct {
 	Envelope *grants.Envelope `json:"envelope,omitempty"`
+	Plugin   *PluginAnswer    `json:"plugin,omitempty"` // the answer to an openclaw.* op
 	Code     string           `json:"code,omitempty"`
 	Error    string           `json:"error,omitempty"`
 }

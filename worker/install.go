@@ -112,7 +112,7 @@ func (g *Agent) install(t target, f InstallFlags, install bool) error {
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
 	if !install {
-		return g.uninstall(path, doc, f.StateDir, owns)
+		return g.uninstall(path, doc, f.StateDir, func(doc []byte) ([]byte, bool, error) { return harness.UninstallHooks(doc, owns) })
 	}
 	out, changed, err := harness.InstallHooks(doc, spec)
 	if err != nil {
@@ -140,8 +140,8 @@ func (g *Agent) install(t target, f InstallFlags, install bool) error {
 // uninstall removes writ's entries from the settings file at path: back
 // to its original bytes when nothing else changed since install, removed
 // when install created it, else the rest of the document kept.
-func (g *Agent) uninstall(path string, doc []byte, stateDir string, owns func(string) bool) error {
-	out, changed, err := harness.UninstallHooks(doc, owns)
+func (g *Agent) uninstall(path string, doc []byte, stateDir string, remove func([]byte) ([]byte, bool, error)) error {
+	out, changed, err := remove(doc)
 	if err != nil {
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%s: %v", path, err)}
 	}

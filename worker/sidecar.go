@@ -19,6 +19,7 @@ import (
 	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/harness"
 )
 
 // maxSidecarTimeout caps the time a sidecar spends on one request.
@@ -27,15 +28,22 @@ const maxSidecarTimeout = 30 * time.Second
 // Sidecar resolves the worker config under flags, then serves the
 // sidecar socket until ctx ends.
 func (g *Agent) Sidecar(ctx context.Context, flags *pflag.FlagSet, af *AdapterFlags) error {
-	if _, err := af.resolve(flags, g); err != nil {
+	cfg, err := af.resolve(flags, g)
+	if err != nil {
 		return Usagef("%v", err)
 	}
-	return g.serveSidecar(ctx, af.socket)
+	return g.serveSidecarState(ctx, af.socket, af.stateDir, cfg.Provenance.maxBytes())
 }
 
 // serveSidecar connects to NATS (retrying until it can), then serves the
-// socket until ctx ends.
+// socket until ctx ends; it keeps no provenance registries for plugins.
 func (g *Agent) serveSidecar(ctx context.Context, socket string) error {
+	return g.serveSidecarState(ctx, socket, "", 0)
+}
+
+// serveSidecarState is serveSidecar keeping the provenance registries of
+// plugin sessions under stateDir (none when "").
+func (g *Agent) serveSidecarState(ctx context.Context, socket, stateDir string, maxBytes int64) error {
 	if err := os.MkdirAll(filepath.Dir(socket), 0o700); err != nil {
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("socket directory: %v", err)}
 	}
@@ -75,7 +83,7 @@ func (g *Agent) serveSidecar(ctx context.Context, socket string) error {
 	}
 	fmt.Fprintf(g.Stderr, "worker-agent run: serving worker %s on %s (NATS %s)\n", g.Worker, socket, g.Conn.URL)
 
-	s := &sidecar{client: client, worker: g.Worker, conns: map[net.Conn]struct{}{}}
+	s := &sidecar{client: client, worker: g.Worker, conn: g.Conn, stateDir: stateDir, maxBytes: maxBytes, conns: map[net.Conn]struct{}{}}
 	go func() {
 		<-ctx.Done()
 		l.Close()
@@ -99,6 +107,11 @@ func (g *Agent) serveSidecar(ctx context.Context, socket string) error {
 type sidecar struct {
 	client *client.Client
 	worker string
+	conn   connect.Options // the worker's; a plugin's reviewer dials the same servers
+
+	stateDir string // plugin sessions' provenance registries ("" keeps none)
+	maxBytes int64
+	held     heldReviews
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -205,6 +218,15 @@ func (s *sidecar) handle(ctx context.Context, line []byte) sidecarResponse {
 		if err = json.Unmarshal(req.Body, &r); err == nil {
 			env, err = c.RegisterSource(ctx, r)
 		}
+	case OpPluginBefore, OpPluginAfter, OpPluginResolve:
+		a, perr := s.plugin(ctx, &c, req.Op, req.Body)
+		switch {
+		case errors.Is(perr, harness.ErrMalformed):
+			return sidecarResponse{Code: sidecarBadRequest, Error: perr.Error()}
+		case perr != nil:
+			return sidecarResponse{Code: sidecarUnavailable, Error: unreachable(perr).Error()}
+		}
+		return sidecarResponse{Plugin: a}
 	default:
 		return sidecarResponse{Code: sidecarBadRequest, Error: fmt.Sprintf("unknown op %q", req.Op)}
 	}

@@ -168,10 +168,11 @@ func patch(t testing.TB, raw []byte, set map[string]any) []byte {
 }
 
 // receipts returns every event in the receipt stream once the issuer has
-// published all it recorded.
-func receipts(t testing.TB, env *testenv.Single) []events.Event {
+// published all it recorded; opts are the NATS options of a server with
+// authorization.
+func receipts(t testing.TB, env *testenv.Single, opts ...nats.Option) []events.Event {
 	t.Helper()
-	nc, err := nats.Connect(env.URL)
+	nc, err := nats.Connect(env.URL, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
