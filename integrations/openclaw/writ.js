@@ -292,6 +292,10 @@ export function createWritHooks(config, opts = {}) {
         description: cut(`${caption}. Allow once releases this one call, once, as writ reviewer ${reviewer.user}; deny keeps it blocked.`, DESCRIPTION_MAX),
         severity: "warning",
         timeoutMs: config.approvalTimeoutMs || DEFAULT_APPROVAL_TIMEOUT_MS,
+        // Said outright rather than left to the host's default: a request
+        // nobody answers, or nobody can be asked about, is a denial.
+        timeoutBehavior: "deny",
+        keepPendingWithoutRoute: false,
         allowedDecisions: ["allow-once", "deny"],
         pluginId: PLUGIN_ID,
         /** @param {string} decision */

@@ -148,6 +148,8 @@ test("approval with a reviewer: requireApproval offering allow-once and deny; al
     assert.ok(ra, "want requireApproval");
     assert.equal(r.block, undefined);
     assert.deepEqual(ra.allowedDecisions, ["allow-once", "deny"]);
+    assert.equal(ra.timeoutBehavior, "deny", "an unanswered request must be a denial");
+    assert.equal(ra.keepPendingWithoutRoute, false);
     assert.equal(ra.pluginId, "writ");
     assert.ok(ra.title.length <= 80 && ra.title.includes("rv-0123456789abcdef0123"), ra.title);
     assert.ok(ra.description.length <= 512 && ra.description.includes("writ review rv-0123456789abcdef0123: Bash (execute)"), ra.description);
