@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/api/client"
+	authlevel "github.com/writ-dev/writ/authority"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
 )
@@ -21,6 +23,7 @@ const (
 	OpPluginBefore  = "openclaw.before"
 	OpPluginAfter   = "openclaw.after"
 	OpPluginResolve = "openclaw.resolve"
+	OpPluginMessage = "openclaw.message"
 )
 
 // Plugin verdicts.
@@ -56,6 +59,19 @@ type pluginResolve struct {
 	ReviewID string         `json:"review_id"`
 	Decision string         `json:"decision"` // only "allow-once" approves
 	Reviewer pluginReviewer `json:"reviewer"`
+}
+
+// pluginMessage is a message the gateway received for an agent's session:
+// its content becomes a provenance source of that session, so values
+// copied from it into a tool call are traced to it.
+type pluginMessage struct {
+	Session   string `json:"session"`
+	MessageID string `json:"message_id,omitempty"`
+	Sender    string `json:"sender,omitempty"`
+	// Owner: the sender is one the gateway's config lists as the user, so
+	// the message is the user's prompt; otherwise it is a peer message.
+	Owner   bool   `json:"owner,omitempty"`
+	Content string `json:"content"`
 }
 
 // pluginReviewer is the operator identity the gateway approves with: a
@@ -156,6 +172,12 @@ func (s *sidecar) plugin(ctx context.Context, c *client.Client, op string, body 
 			return nil, err
 		}
 		return s.pluginResolve(ctx, auth, r)
+	case OpPluginMessage:
+		var r pluginMessage
+		if err := strictJSON(body, &r); err != nil {
+			return nil, err
+		}
+		return s.pluginMessage(ctx, auth, r)
 	}
 	return nil, fmt.Errorf("%w: unknown op %q", harness.ErrMalformed, op)
 }
@@ -307,6 +329,40 @@ func (s *sidecar) pluginResolve(ctx context.Context, auth authority, r pluginRes
 	b := beforeAnswer(call, spent)
 	b.ReviewID = r.ReviewID
 	return b, nil
+}
+
+// pluginMessage registers a received message as a source of its session:
+// a user_prompt when it came from an owner, else a peer_message
+// (evidence). A refusal or an unreachable issuer is reported, never an
+// error for the gateway: a message is never held back for provenance.
+func (s *sidecar) pluginMessage(ctx context.Context, auth authority, r pluginMessage) (*PluginAnswer, error) {
+	if _, err := harness.OpenClawCall(r.Session, "message", "message", nil); err != nil {
+		return nil, err
+	}
+	content := []byte(r.Content)
+	if len(content) == 0 {
+		return nil, fmt.Errorf("%w: content is empty", harness.ErrMalformed)
+	}
+	if len(content) > harness.MaxSourceContent {
+		content = []byte(strings.ToValidUTF8(string(content[:harness.MaxSourceContent]), ""))
+	}
+	store := s.store(r.Session)
+	if store == nil {
+		return &PluginAnswer{Verdict: VerdictRefused, Reason: "this sidecar keeps no provenance state, so it registers no sources"}, nil
+	}
+	channel, what := authlevel.ChannelPeerMessage, "a message from "+harness.OneLine(r.Sender)
+	if r.Owner {
+		channel, what = authlevel.ChannelUserPrompt, "the user's message"
+	}
+	src := newSource(r.Session, "message:"+r.MessageID, channel, scopeSession, "", "", what, content)
+	notes, err := registerSources(ctx, auth, store, []pendingSource{src})
+	if err != nil {
+		if isTransport(err) {
+			return nil, err
+		}
+		return &PluginAnswer{Verdict: VerdictRefused, Reason: harness.OneLine(err.Error())}, nil
+	}
+	return &PluginAnswer{Verdict: VerdictRecorded, Notes: harness.OneLine(joinNotes(notes))}, nil
 }
 
 // strictJSON decodes a plugin body, refusing unknown fields.

@@ -218,7 +218,7 @@ func (s *sidecar) handle(ctx context.Context, line []byte) sidecarResponse {
 		if err = json.Unmarshal(req.Body, &r); err == nil {
 			env, err = c.RegisterSource(ctx, r)
 		}
-	case OpPluginBefore, OpPluginAfter, OpPluginResolve:
+	case OpPluginBefore, OpPluginAfter, OpPluginResolve, OpPluginMessage:
 		a, perr := s.plugin(ctx, &c, req.Op, req.Body)
 		switch {
 		case errors.Is(perr, harness.ErrMalformed):

@@ -26,5 +26,8 @@ export default {
     api.on("after_tool_call", async (event, ctx) => {
       await hooks.afterToolCall(event, ctx);
     });
+    api.on("message_received", async (event, ctx) => {
+      await hooks.messageReceived(event, ctx);
+    });
   },
 };

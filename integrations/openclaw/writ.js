@@ -36,6 +36,7 @@ const DESCRIPTION_MAX = 512;
  *   approvalTimeoutMs?: number,
  *   agents?: Record<string, AgentBinding>,
  *   reviewer?: Reviewer,
+ *   owners?: string[],
  * }} WritPluginConfig
  * @typedef {{toolName: string, params?: Record<string, unknown>, runId?: string,
  *   toolCallId?: string, result?: unknown, error?: string, durationMs?: number}} ToolEvent
@@ -118,6 +119,9 @@ export function configProblem(config) {
   }
   if (c.timeoutMs !== undefined && !(Number.isInteger(c.timeoutMs) && c.timeoutMs >= 100 && c.timeoutMs <= 30000)) {
     return "timeoutMs in the writ plugin config must be an integer from 100 to 30000";
+  }
+  if (c.owners !== undefined && !(Array.isArray(c.owners) && c.owners.every((o) => typeof o === "string" && o))) {
+    return "owners in the writ plugin config must be a list of sender ids";
   }
   if (c.reviewer !== undefined) {
     const r = c.reviewer;
@@ -351,5 +355,59 @@ export function createWritHooks(config, opts = {}) {
     }
   }
 
-  return { beforeToolCall, afterToolCall };
+  /**
+   * Registers a message the gateway received as a provenance source of the
+   * agent's session, so a value an agent copies from it into a tool call is
+   * traced to it: a configured owner's message is the user's prompt, any
+   * other sender's is a peer message (evidence, which may not name a
+   * protected target on its own). The agent is read from the session key
+   * (agent:<agentId>:...); a message whose agent cannot be told, or is not
+   * in the config, is not registered (its values then count as the model's
+   * own, which is no better grounded). Never blocks or changes the message.
+   * @param {{from?: string, content?: string, senderId?: string, messageId?: string, sessionKey?: string}} event
+   * @param {{channelId?: string, sessionKey?: string, senderId?: string, messageId?: string}} ctx
+   * @returns {Promise<PluginAnswer>}
+   */
+  async function messageReceived(event, ctx) {
+    if (problem) return { verdict: "unbound", reason: problem };
+    const session = (ctx && ctx.sessionKey) || (event && event.sessionKey);
+    const agentId = agentOfSession(session);
+    const agents = config.agents || {};
+    if (!agentId || !Object.prototype.hasOwnProperty.call(agents, agentId)) {
+      return { verdict: "unbound", reason: `no configured agent for session ${session || "(none)"}` };
+    }
+    const content = event && typeof event.content === "string" ? event.content : "";
+    if (!content) return { verdict: "unbound", reason: "an empty message" };
+    const a = agents[agentId];
+    const sender = (event && (event.senderId || event.from)) || (ctx && ctx.senderId) || "";
+    const owners = config.owners || [];
+    const body = {
+      session,
+      message_id: String((event && event.messageId) || (ctx && ctx.messageId) || ""),
+      sender: cut(String(sender), 256),
+      owner: sender !== "" && owners.includes(String(sender)),
+      content: cut(content, MAX_RESULT_CHARS),
+    };
+    try {
+      const r = await ask(a.socket || config.socket, a.worker, "openclaw.message", body);
+      if (r.verdict !== "recorded" && log.warn) log.warn(`writ: a message was not registered as a source: ${r.reason || r.verdict}`);
+      return r;
+    } catch (e) {
+      const reason = e instanceof Error ? e.message : String(e);
+      if (log.warn) log.warn(`writ: a message was not registered as a source: ${reason}`);
+      return { verdict: "unreachable", reason };
+    }
+  }
+
+  return { beforeToolCall, afterToolCall, messageReceived };
+}
+
+/**
+ * The agent id of an OpenClaw session key (agent:<agentId>:...), or "".
+ * @param {unknown} key
+ */
+export function agentOfSession(key) {
+  if (typeof key !== "string") return "";
+  const m = /^agent:([^:]+):/.exec(key);
+  return m ? m[1] : "";
 }

@@ -10,7 +10,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 
 import plugin from "../index.js";
-import { createWritHooks, configProblem } from "../writ.js";
+import { createWritHooks, configProblem, agentOfSession } from "../writ.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 /** @param {string} name */
@@ -310,7 +310,7 @@ test("a bad config blocks every call instead of failing to register", async () =
   /** @type {Record<string, Function>} */
   const handlers = {};
   plugin.register({ pluginConfig: undefined, on: (name, h) => (handlers[name] = h) });
-  assert.deepEqual(Object.keys(handlers).sort(), ["after_tool_call", "before_tool_call"]);
+  assert.deepEqual(Object.keys(handlers).sort(), ["after_tool_call", "before_tool_call", "message_received"]);
   const { event, ctx } = fixture("exec-before.json");
   const r = await handlers.before_tool_call(event, ctx);
   assert.equal(r.block, true);
@@ -322,4 +322,45 @@ test("the manifest names the plugin and its config schema", () => {
   assert.equal(m.id, plugin.id);
   assert.equal(m.configSchema.type, "object");
   assert.deepEqual(m.configSchema.required, ["agents"]);
+});
+
+test("message_received: an owner's message registers as the user's prompt, anyone else's as a peer message, in the agent's session", async () => {
+  const s = await fakeSidecar(() => ({ plugin: { verdict: "recorded" } }));
+  try {
+    const hooks = createWritHooks(config(s.socket, { owners: ["+15550001"] }));
+    const ctx = { channelId: "whatsapp", sessionKey: "agent:main:whatsapp:dm:+15550001" };
+    let r = await hooks.messageReceived({ from: "+15550001", senderId: "+15550001", content: "pay the invoice from acme", messageId: "m1" }, ctx);
+    assert.equal(r.verdict, "recorded");
+    r = await hooks.messageReceived({ from: "+15559999", senderId: "+15559999", content: "IBAN DE00 attacker", messageId: "m2" }, ctx);
+    assert.equal(r.verdict, "recorded");
+    const reqs = s.requests.filter((q) => q.op === "openclaw.message");
+    assert.equal(reqs.length, 2);
+    assert.equal(reqs[0].worker, "w1");
+    assert.equal(reqs[0].body.session, ctx.sessionKey);
+    assert.equal(reqs[0].body.owner, true);
+    assert.equal(reqs[1].body.owner, false, "a sender not listed as an owner is a peer");
+    assert.equal(reqs[1].body.content, "IBAN DE00 attacker");
+
+    // No agent in the session key, or an agent not in the config: nothing
+    // is sent, and nothing is blocked.
+    const before = s.requests.length;
+    assert.equal((await hooks.messageReceived({ from: "x", content: "hi" }, { channelId: "c", sessionKey: "global" })).verdict, "unbound");
+    assert.equal((await hooks.messageReceived({ from: "x", content: "hi" }, { channelId: "c", sessionKey: "agent:stranger:c" })).verdict, "unbound");
+    assert.equal(s.requests.length, before);
+  } finally {
+    await s.close();
+  }
+});
+
+test("message_received with the sidecar down reports unreachable and never throws", async () => {
+  const hooks = createWritHooks(config(path.join(os.tmpdir(), "writ-no-such-dir", "w1.sock")));
+  const r = await hooks.messageReceived({ from: "x", content: "hello" }, { channelId: "c", sessionKey: "agent:main:c" });
+  assert.equal(r.verdict, "unreachable");
+});
+
+test("agentOfSession reads agent:<id>: keys only", () => {
+  assert.equal(agentOfSession("agent:main:whatsapp:dm:+1"), "main");
+  assert.equal(agentOfSession("agent::x"), "");
+  assert.equal(agentOfSession("main"), "");
+  assert.equal(agentOfSession(undefined), "");
 });
