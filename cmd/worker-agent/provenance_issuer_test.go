@@ -244,15 +244,16 @@ func TestProvenanceRegistrationRefused(t *testing.T) {
 		t.Fatalf("first prompt: %+v", r)
 	}
 	prompts := sourceEvents(receipts(t, env), session)[authority.ChannelUserPrompt]
-	if len(prompts) != 1 || len(prompts[0].Sources) != 1 {
+	if len(prompts) != 1 {
 		t.Fatalf("prompt source receipts: %+v", prompts)
 	}
+	promptID, _, _, _ := prompts[0].SourceDescriptor()
 	nc, err := nats.Connect(env.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	if rev, err := client.New(nc, "operator").Revoke(testCtx(t), api.RevokeRequest{Source: prompts[0].Sources[0]}); err != nil || rev.Decision != grants.Permit {
+	if rev, err := client.New(nc, "operator").Revoke(testCtx(t), api.RevokeRequest{Source: promptID}); err != nil || rev.Decision != grants.Permit {
 		t.Fatalf("revoke: %+v %v", rev, err)
 	}
 	// The same prompt again: the same id, now revoked.
@@ -279,10 +280,11 @@ func TestProvenanceRegistrationRefused(t *testing.T) {
 			}
 		}
 	}
-	if len(results) != 1 || len(results[0].Sources) != 1 {
+	if len(results) != 1 {
 		t.Fatalf("result source receipts: %+v", results)
 	}
-	if rev, err := client.New(nc, "operator").Revoke(testCtx(t), api.RevokeRequest{Source: results[0].Sources[0]}); err != nil || rev.Decision != grants.Permit {
+	resultID, _, _, _ := results[0].SourceDescriptor()
+	if rev, err := client.New(nc, "operator").Revoke(testCtx(t), api.RevokeRequest{Source: resultID}); err != nil || rev.Decision != grants.Permit {
 		t.Fatalf("revoke the result: %+v %v", rev, err)
 	}
 	r = binRun{stdin: post}.run(t, "hook", "claude-code", "--config", cfg, "--state-dir", state)
