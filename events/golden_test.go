@@ -171,6 +171,15 @@ func goldenEvents() []Event {
 			Counters:      []Counter{{Key: "source/src-19f0c2aa7e61", Value: 0}, {Key: "source/src-5c0e9d21f4a8", Value: 0}, {Key: "source/src-77d2e0b4c913", Value: 1}},
 			ContentDigest: Sum([]byte("refund notes")),
 		},
+		// Added with refusal summaries: a worker's requests that admission
+		// control refused without deciding, counted over one window.
+		{
+			Kind: KindRefusalSummary, RaftIndex: 21, Time: t0 + 34_000_000_000, Node: "issuer-a",
+			Worker: "w-flood-1", Tool: "spend", Decision: "deny", Reason: "rate_limited", Missing: "admission",
+			Recovery: "retry_later", Actor: "issuer:issuer-a", Amount: 1234,
+			IssuedAt: t0 + 32_000_000_000, ExpiresAt: t0 + 33_000_000_000,
+			Detail: "worker w-flood-1: 1234 spend requests refused as rate_limited between 2026-01-01T00:00:32Z and 2026-01-01T00:00:33Z",
+		},
 	}
 }
 

@@ -35,6 +35,12 @@ const (
 	// request for the same exact call (tool and digest) is permitted once,
 	// until the approval expires.
 	KindApproval Kind = 12
+	// KindRefusalSummary: requests of one worker that admission control
+	// refused (rate_limited) without deciding them, counted over a window:
+	// Worker, Tool (which request: grant, spend, effect or source), Amount
+	// (how many), IssuedAt and ExpiresAt (the window). Written only at
+	// receipt format level 3 or above (fsm.ReceiptFormatSummaries).
+	KindRefusalSummary Kind = 13
 )
 
 var kindNames = map[Kind]string{
@@ -50,6 +56,7 @@ var kindNames = map[Kind]string{
 	KindApprovalRequired: "approval_required",
 	KindSource:           "source",
 	KindApproval:         "approval",
+	KindRefusalSummary:   "refusal_summary",
 }
 
 var kindSubjects = map[Kind]string{
@@ -65,6 +72,7 @@ var kindSubjects = map[Kind]string{
 	KindApprovalRequired: SubjectPrefix + "approval.required",
 	KindSource:           SubjectPrefix + "source",
 	KindApproval:         SubjectPrefix + "approval",
+	KindRefusalSummary:   SubjectPrefix + "refusal.summary",
 }
 
 // kindKnown is kindNames as a table, for Known: replay asks it of every

@@ -108,6 +108,10 @@ func (e *Event) StaticValidate() error {
 		if e.ReviewID == "" || e.Worker == "" || e.Tool == "" {
 			return bad("an approval names no review, worker or tool")
 		}
+	case KindRefusalSummary:
+		if e.Worker == "" || e.Amount == 0 || e.ExpiresAt < e.IssuedAt {
+			return bad("a refusal summary names no worker, counts nothing or ends before it starts")
+		}
 	}
 	return nil
 }
@@ -126,4 +130,5 @@ var kindDecisions = map[Kind]map[string]bool{
 	KindApprovalRequired: {"approval_required": true},
 	KindSource:           {"permit": true},
 	KindApproval:         {"permit": true},
+	KindRefusalSummary:   {"deny": true},
 }

@@ -63,6 +63,9 @@ const (
 	ctNote     = 33
 	// Added with receipt format levels.
 	ctFormat = 34
+	// Added with refusal summaries.
+	ctSince = 35
+	ctUntil = 36
 )
 
 // Field trace tags inside ctTrace, and match tags inside a trace's
@@ -155,6 +158,8 @@ func (c *Command) appendEncode(buf []byte, sc *encodeScratch) []byte {
 	w.String(ctReviewID, c.ReviewID)
 	w.String(ctNote, c.Note)
 	w.Uint(ctFormat, c.Format)
+	w.Int(ctSince, c.Since)
+	w.Int(ctUntil, c.Until)
 	return w.Bytes()
 }
 
@@ -338,6 +343,14 @@ func decodeCommand(b []byte, c *Command, strs *strCache) error {
 		case ctFormat:
 			if ok = r.Expect(&f, events.WireVarint); ok {
 				c.Format = f.Uint
+			}
+		case ctSince:
+			if ok = r.Expect(&f, events.WireVarint); ok {
+				c.Since = f.Int()
+			}
+		case ctUntil:
+			if ok = r.Expect(&f, events.WireVarint); ok {
+				c.Until = f.Int()
 			}
 		}
 		if !ok {

@@ -24,6 +24,10 @@ var batchGoldenV1 = filepath.Join("testdata", "batch", "v1.hex")
 // added after v1 (receipt format levels): kept forever like v1.
 var batchGoldenV2 = filepath.Join("testdata", "batch", "v2.hex")
 
+// batchGoldenV3 is the committed encoding of goldenBatchV3, the commands
+// added with refusal summaries: kept forever like v1.
+var batchGoldenV3 = filepath.Join("testdata", "batch", "v3.hex")
+
 // goldenBatch is one log entry with every op and every command, trace and
 // match field set at least once (TestBatchGoldenCoversEveryField). Never
 // edit it: add commands for new fields to a new golden batch.
@@ -72,6 +76,16 @@ func goldenBatchV2() fsm.Batch {
 	}}
 }
 
+// goldenBatchV3 holds the commands added after goldenBatchV2: a refusal
+// summary (a negative Since pins the signed encoding). Never edit it: add
+// a v4.
+func goldenBatchV3() fsm.Batch {
+	return fsm.Batch{Time: 1767398400000000000, Node: "issuer-c", Commands: []fsm.Command{
+		{Op: fsm.OpRefusalSummary, Caller: "issuer:issuer-c", Key: "w-flood-1", Tool: "spend", Amount: 1234,
+			Since: -1, Until: 1767398399000000000},
+	}}
+}
+
 // batchGoldens pairs each committed golden file with its batch.
 var batchGoldens = []struct {
 	path  string
@@ -79,6 +93,7 @@ var batchGoldens = []struct {
 }{
 	{batchGoldenV1, goldenBatch},
 	{batchGoldenV2, goldenBatchV2},
+	{batchGoldenV3, goldenBatchV3},
 }
 
 func TestBatchGoldenRewrite(t *testing.T) {
@@ -140,7 +155,7 @@ func TestBatchGoldenCoversEveryField(t *testing.T) {
 			}
 		}
 	}
-	all := append(goldenBatch().Commands, goldenBatchV2().Commands...)
+	all := append(append(goldenBatch().Commands, goldenBatchV2().Commands...), goldenBatchV3().Commands...)
 	for _, c := range all {
 		mark("Command.", reflect.ValueOf(c))
 		for _, tr := range c.Traces {

@@ -35,12 +35,17 @@ const (
 	// ReceiptFormat); the leader proposes it once every voter's build
 	// supports the level.
 	OpRaiseFormat Op = 10
+	// OpRefusalSummary records, as one receipt, how many requests of one
+	// worker the leader's admission control refused (rate_limited) over a
+	// window without proposing them. Refused below receipt format level 3.
+	OpRefusalSummary Op = 11
 )
 
 var opNames = map[Op]string{
 	OpRequest: "request", OpSpend: "spend", OpEffect: "effect", OpRevoke: "revoke",
 	OpSetPolicy: "set_policy", OpPublished: "published", OpReinstate: "reinstate",
 	OpSource: "source", OpApprove: "approve", OpRaiseFormat: "raise_format",
+	OpRefusalSummary: "refusal_summary",
 }
 
 func (o Op) String() string {
@@ -106,6 +111,12 @@ type Command struct {
 
 	// OpRaiseFormat: the receipt format level asked for.
 	Format uint64
+
+	// OpRefusalSummary: Key is the worker, Tool which of its requests were
+	// refused (grant, spend, effect or source), Amount how many, and Since
+	// and Until the window (unix ns, on the proposing leader's clock).
+	Since int64
+	Until int64
 }
 
 // Trace is one argument field's provenance as the worker traced it: Field

@@ -21,6 +21,8 @@ var notFromStateMachine = map[string]string{
 	string(grants.RecoverRerenderArtifact):   "review objects are a later issue",
 	string(grants.RecoverReacquireOwnership): "route ownership is a later issue",
 	string(grants.RecoverRetryAuthority):     "transport: issuer_unavailable",
+	string(grants.ReasonRateLimited):         "issuer: admission control answers it undecided; the state machine writes it only as a refusal summary's count (TestRefusalSummary)",
+	string(grants.RecoverRetryLater):         "issuer: with rate_limited",
 }
 
 // TestScriptsCoverReasons: the transcripts in testdata/scripts between

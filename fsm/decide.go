@@ -62,6 +62,8 @@ func decide(s *State, now int64, node string, c *Command) verdict {
 		return reply(grants.Envelope{Decision: grants.Permit, Seq: s.published})
 	case OpRaiseFormat:
 		return decideRaiseFormat(s, c)
+	case OpRefusalSummary:
+		return decideRefusalSummary(s, now, node, c)
 	}
 	return reply(grants.Refuse(grants.ReasonInvalidRequest, "op", "unknown command "+c.Op.String()))
 }

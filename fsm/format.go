@@ -21,6 +21,10 @@ import (
 //     LedgerUntil, InstrumentUntil, Quotas) and source events their
 //     descriptor in fields of their own (SourceID, Origins, SourcePath,
 //     ModelMade).
+//   - ReceiptFormatSummaries (3): the state machine writes refusal
+//     summaries (OpRefusalSummary, events.KindRefusalSummary), a kind
+//     auditors of earlier builds do not know; below this level the op is
+//     refused and the issuer's admission control stays off.
 //
 // The level only goes up. Evolve reads every form whatever the level.
 //
@@ -40,9 +44,11 @@ import (
 const (
 	ReceiptFormatLegacy uint64 = 1
 	ReceiptFormatFacts  uint64 = 2
+	// ReceiptFormatSummaries (3) adds refusal summary events.
+	ReceiptFormatSummaries uint64 = 3
 	// MaxReceiptFormat is the highest level this build writes: what its
 	// status reports as receipt_format.
-	MaxReceiptFormat = ReceiptFormatFacts
+	MaxReceiptFormat = ReceiptFormatSummaries
 )
 
 // ReceiptFormat is the receipt format level in force (at least
@@ -52,6 +58,10 @@ func (s *State) ReceiptFormat() uint64 { return max(s.format, ReceiptFormatLegac
 // writesFacts reports whether Decide writes the receipt form of
 // ReceiptFormatFacts.
 func (s *State) writesFacts() bool { return s.ReceiptFormat() >= ReceiptFormatFacts }
+
+// WritesSummaries reports whether Decide writes refusal summaries
+// (OpRefusalSummary) at the level in force.
+func (s *State) WritesSummaries() bool { return s.ReceiptFormat() >= ReceiptFormatSummaries }
 
 // decideRaiseFormat answers a request to raise the receipt format level.
 // It records no event (see the level's comment above); Apply moves the

@@ -28,6 +28,7 @@ const (
 	RecoverReconcileConsumption Recovery = "reconcile_consumption"
 	RecoverRetryAuthority       Recovery = "retry_authority_lookup"
 	RecoverFixRequest           Recovery = "fix_request"
+	RecoverRetryLater           Recovery = "retry_later"
 )
 
 // Reasons. Each has one row in Reasons below.
@@ -73,6 +74,8 @@ const (
 	ReasonSourceConflict    Reason = "source_conflict"
 	// Reasons of operator approvals.
 	ReasonUnknownReview Reason = "unknown_review"
+	// Reasons of admission control.
+	ReasonRateLimited Reason = "rate_limited"
 )
 
 // ReasonInfo documents one reason code.
@@ -123,6 +126,7 @@ var Reasons = []ReasonInfo{
 	{ReasonMemoryWrite, RecoverRefreshApproval, "a write to a protected memory or instruction path is recorded as a draft for the owner (approval_required)"},
 	{ReasonSourceConflict, RecoverFixRequest, "a source id was registered before with a different descriptor"},
 	{ReasonUnknownReview, RecoverNone, "no open review has this id (never opened, already approved, or older than the hour a review stays open)"},
+	{ReasonRateLimited, RecoverRetryLater, "the worker's recent requests were refused faster than its admission rate allows; the request was not decided, and the refusals past the rate are recorded as counts (refusal_summary); retry once the rate has passed"},
 }
 
 // RecoveryFor returns the recovery class of a reason (RecoverNone for

@@ -22,6 +22,7 @@ var recoveryAdvice = map[grants.Recovery]string{
 	grants.RecoverReconcileConsumption: "this call's grant was already used; check what the first attempt did instead of retrying",
 	grants.RecoverRetryAuthority:       "writ could not be reached; retry the call later",
 	grants.RecoverFixRequest:           "the request itself is malformed; change it before retrying",
+	grants.RecoverRetryLater:           "writ is limiting this worker after many refused requests; wait, then retry the call",
 }
 
 // RecoveryAdvice returns the advice for a recovery class.
