@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -47,7 +48,27 @@ type Config struct {
 	// FormatCheckEvery is how often a leader whose receipt format level is
 	// below what it offers asks the voters again (0: DefaultFormatCheck).
 	FormatCheckEvery time.Duration
+
+	// RefusalRate is how many refusals per second a worker may cause
+	// before the leader stops proposing its requests and answers them
+	// rate_limited, counted in one refusal summary per RefusalWindow (see
+	// admission.go); 0 turns admission control off. RefusalBurst is how
+	// many refusals in a row a worker may cause before the rate applies.
+	RefusalRate  float64
+	RefusalBurst int
+	// RefusalWindow is how often the leader records the requests it
+	// answered rate_limited, one summary per worker and request kind (0:
+	// DefaultRefusalWindow).
+	RefusalWindow time.Duration
 }
+
+// Admission control defaults: 20 refusals a second per worker after a
+// burst of 100, counted once a second.
+const (
+	DefaultRefusalRate   = 20
+	DefaultRefusalBurst  = 100
+	DefaultRefusalWindow = time.Second
+)
 
 // DefaultFormatCheck is how often a leader retries raising the receipt
 // format level while a voter does not write it yet.
@@ -63,6 +84,10 @@ func DefaultConfig() Config {
 		ConfirmEvery:   50 * time.Millisecond,
 
 		FormatCheckEvery: DefaultFormatCheck,
+
+		RefusalRate:   DefaultRefusalRate,
+		RefusalBurst:  DefaultRefusalBurst,
+		RefusalWindow: DefaultRefusalWindow,
 	}
 }
 
@@ -86,6 +111,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: ReceiptFormat %d is above %d, the highest this build writes", ErrConfig, c.ReceiptFormat, fsm.MaxReceiptFormat)
 	case c.FormatCheckEvery < 0:
 		return fmt.Errorf("%w: FormatCheckEvery must not be negative", ErrConfig)
+	case c.RefusalRate < 0 || math.IsNaN(c.RefusalRate):
+		return fmt.Errorf("%w: RefusalRate must not be negative (0 turns admission control off)", ErrConfig)
+	case c.RefusalRate > 0 && c.RefusalBurst < 1:
+		return fmt.Errorf("%w: RefusalBurst must be at least 1 when RefusalRate is set", ErrConfig)
+	case c.RefusalWindow < 0:
+		return fmt.Errorf("%w: RefusalWindow must not be negative", ErrConfig)
 	}
 	if c.InitialPolicy != nil {
 		if _, err := LogPolicy(c.InitialPolicy); err != nil {

@@ -64,8 +64,8 @@ func registerAndGrant(ctx context.Context, t *testing.T, nc *nats.Conn) (src, pe
 	return receiptAt(ctx, t, nc, s.Seq), receiptAt(ctx, t, nc, g.Seq)
 }
 
-// A single node's build writes receipt format 2 and it is the only voter:
-// leading, it raises the level, and the permits and source registrations
+// A single node's build writes receipt format 2 (and above) and it is the
+// only voter: leading, it raises the level to its build's highest, and the permits and source registrations
 // decided from then on carry the new form, which the auditor's replay
 // folds to the issuer's digest.
 func TestReceiptFormatRaisedWhenEveryVoterWritesIt(t *testing.T) {
@@ -73,8 +73,8 @@ func TestReceiptFormatRaisedWhenEveryVoterWritesIt(t *testing.T) {
 	nc := dial(t, env.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	testenv.WaitFor(t, 10*time.Second, "receipt format 2", func() bool {
-		return env.Service.Status().ReceiptFormatLevel == fsm.ReceiptFormatFacts
+	testenv.WaitFor(t, 10*time.Second, "the build's receipt format", func() bool {
+		return env.Service.Status().ReceiptFormatLevel == fsm.MaxReceiptFormat
 	})
 	if st := env.Service.Status(); st.ReceiptFormat != fsm.MaxReceiptFormat {
 		t.Fatalf("status reports receipt_format %d, want %d", st.ReceiptFormat, fsm.MaxReceiptFormat)

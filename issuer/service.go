@@ -40,6 +40,9 @@ type Service struct {
 	snapSlot chan struct{}
 	// noReply counts API requests dropped for having no reply subject.
 	noReply atomic.Uint64
+	// adm is the admission control of the current leadership term (nil
+	// when not leading or when Config.RefusalRate is 0).
+	adm atomic.Pointer[admission]
 
 	mu        sync.Mutex
 	streamSeq uint64 // last receipt known to be in the stream
@@ -61,6 +64,9 @@ func New(cfg Config, node *raftnode.Node, nc *nats.Conn) (*Service, error) {
 	}
 	if cfg.FormatCheckEvery == 0 {
 		cfg.FormatCheckEvery = DefaultFormatCheck
+	}
+	if cfg.RefusalWindow == 0 {
+		cfg.RefusalWindow = DefaultRefusalWindow
 	}
 	return &Service{
 		cfg: cfg, node: node, nc: nc, js: js, pub: natsbus.NewPublisher(js),
@@ -150,6 +156,23 @@ func (s *Service) lead(ctx context.Context) error {
 		if _, err := natsbus.EnsureStream(ctx, s.js, s.cfg.StreamReplicas); err != nil {
 			return fmt.Errorf("receipt stream: %w", err)
 		}
+	}
+	// Admission control starts each leadership term with full buckets
+	// (admission.go): its state is this leader's, never replicated.
+	if s.cfg.RefusalRate > 0 {
+		a := newAdmission(s.cfg.RefusalRate, s.cfg.RefusalBurst)
+		s.adm.Store(a)
+		actx, stopAdm := context.WithCancel(ctx)
+		admDone := make(chan struct{})
+		go func() {
+			defer close(admDone)
+			s.summaryLoop(actx, a)
+		}()
+		defer func() {
+			stopAdm()
+			<-admDone
+			s.adm.Store(nil)
+		}()
 	}
 	var subs []*nats.Subscription
 	defer func() {
@@ -329,7 +352,14 @@ func (s *Service) worker(m *nats.Msg) {
 		s.respond(m, rerr.envelope())
 		return
 	}
-	s.propose(m, cmd)
+	a := s.adm.Load()
+	if a != nil && !a.admit(worker, op, time.Now()) {
+		s.respond(m, throttled())
+		return
+	}
+	if env := s.propose(m, cmd); a != nil && env.Decision == grants.Deny && env.Seq != 0 {
+		a.refused(worker, time.Now())
+	}
 }
 
 // bindSpend completes a spend that carried its arguments with the tool and
@@ -380,18 +410,18 @@ func (s *Service) operator(m *nats.Msg) {
 // propose commits cmd and answers m with the state machine's answer, or
 // issuer_unavailable when the entry is not confirmed committed within
 // CommitTimeout. ProposeWithin keeps that deadline without a context per
-// request.
-func (s *Service) propose(m *nats.Msg, cmd fsm.Command) {
+// request. It returns the answer sent.
+func (s *Service) propose(m *nats.Msg, cmd fsm.Command) grants.Envelope {
 	env, err := s.node.ProposeWithin(s.cfg.CommitTimeout, cmd)
 	if err != nil {
 		detail := "the entry was not confirmed committed; retry with the same idempotency key"
 		if errors.Is(err, raftnode.ErrNotLeader) {
 			detail = "this node is no longer the leader; retry with the same idempotency key"
 		}
-		s.respond(m, grants.Refuse(grants.ReasonIssuerUnavail, "commit", detail))
-		return
+		env = grants.Refuse(grants.ReasonIssuerUnavail, "commit", detail)
 	}
 	s.respond(m, env)
+	return env
 }
 
 func (s *Service) respond(m *nats.Msg, env grants.Envelope) {

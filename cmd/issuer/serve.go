@@ -27,25 +27,27 @@ import (
 )
 
 type serveFlags struct {
-	dev         bool
-	insecure    bool
-	nodeID      string
-	dataDir     string
-	raftAddr    string
-	raftAdv     string
-	peers       string
-	natsURL     string
-	natsHost    string
-	natsPort    int
-	clusterPort int
-	routes      string
-	authFile    string
-	policyFile  string
-	logLevel    string
-	logFormat   string
-	replicas    int
-	format      uint64
-	sec         secFlags
+	dev          bool
+	insecure     bool
+	nodeID       string
+	dataDir      string
+	raftAddr     string
+	raftAdv      string
+	peers        string
+	natsURL      string
+	natsHost     string
+	natsPort     int
+	clusterPort  int
+	routes       string
+	authFile     string
+	policyFile   string
+	logLevel     string
+	logFormat    string
+	replicas     int
+	format       uint64
+	refusalRate  float64
+	refusalBurst int
+	sec          secFlags
 }
 
 func serveCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -108,6 +110,8 @@ per line, for a log shipper).`,
 	fl.StringVar(&f.logFormat, "log-format", "text", "text (key=value lines) or json (one object per line); raft's and NATS's lines too")
 	fl.IntVar(&f.replicas, "stream-replicas", 0, "receipt stream replicas (default: 1 for one peer, 3 otherwise)")
 	fl.Uint64Var(&f.format, "receipt-format", 0, "highest receipt format level this node reports and, leading, raises the cluster to (default: its build's); 1 holds the cluster at the legacy receipt form")
+	fl.Float64Var(&f.refusalRate, "refusal-rate", issuer.DefaultRefusalRate, "refusals per second a worker may cause before the leader answers its requests rate_limited, counted in one refusal summary per second; 0 turns admission control off")
+	fl.IntVar(&f.refusalBurst, "refusal-burst", issuer.DefaultRefusalBurst, "refusals in a row a worker may cause before -refusal-rate applies")
 	addSecFlags(fl, &f.sec)
 	return cmd
 }
@@ -352,6 +356,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	icfg := issuer.DefaultConfig()
 	icfg.DevMode, icfg.InitialPolicy, icfg.Logger = f.dev, initial, lg
 	icfg.StreamReplicas, icfg.ReceiptFormat = f.replicas, f.format
+	icfg.RefusalRate, icfg.RefusalBurst = f.refusalRate, f.refusalBurst
 	icfg.NATSServer, icfg.RaftTLS, icfg.NATSTLS, icfg.Auth = ns, f.sec.tls(), f.sec.tls(), f.authFile != ""
 	rh.set(func() (uint64, uint64) { return node.Raft().CurrentTerm(), node.Raft().AppliedIndex() })
 	if icfg.StreamReplicas == 0 {
