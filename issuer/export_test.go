@@ -7,3 +7,10 @@ import "context"
 func (s *Service) ClusterFormat(ctx context.Context, voters []string) uint64 {
 	return s.clusterFormat(ctx, voters)
 }
+
+// AdmissionOn reports whether this node, leading, throttles refusals: it
+// has admission control and the receipt format level writes summaries.
+func (s *Service) AdmissionOn() bool {
+	a := s.adm.Load()
+	return a != nil && a.on.Load()
+}
