@@ -159,4 +159,7 @@ func TestAdmissionBoundsARefusalFlood(t *testing.T) {
 	if decided.Load() > maxDecided || summaries > maxSummaries {
 		t.Fatalf("%d decided refusals (bound %d) and %d summaries (bound %d) in %v", decided.Load(), maxDecided, summaries, maxSummaries, elapsed)
 	}
+	// The auditor verifies the stream, summaries included, and folds it
+	// to the issuer's digest.
+	replayToDigest(ctx, t, nc, env.Service.Status())
 }

@@ -148,6 +148,9 @@ func detail(e events.Event) string {
 		return sourceDetail(e)
 	case events.KindApproval:
 		return approvalDetail(e)
+	case events.KindRefusalSummary:
+		// How many requests admission control refused undecided.
+		return fmt.Sprintf("%s count=%d %s", e.Reason, e.Amount, e.Tool)
 	case events.KindPermit:
 		if e.ReviewID != "" {
 			return "approved review=" + e.ReviewID
