@@ -72,9 +72,15 @@
 // before levels existed; the level only goes up, is kept in snapshots and
 // is, like the outbox, left out of Digest and out of the receipt stream.
 //
+// Refusal summaries (summary.go): the issuer's admission control answers a
+// worker that keeps being refused rate_limited without proposing its
+// requests, and proposes OpRefusalSummary once a window with their count;
+// Decide records it as one refusal_summary event (from receipt format
+// level 3; refused below it), which folds like any refusal: evidence only.
+//
 // Layout: each feature's file holds both halves, the decide function and
 // the evolve function for the events it emits (grant.go, spend.go,
-// effect.go, revoke.go, epoch.go, source.go, review.go, format.go); state.go holds
+// effect.go, revoke.go, epoch.go, source.go, review.go, format.go, summary.go); state.go holds
 // the state, its queries and its mutators; usage.go and expiry.go the
 // bookkeeping permits and the clock drive; batch_codec.go and
 // snapshot_codec*.go the log-entry and snapshot encodings.
