@@ -326,6 +326,14 @@ func (h *harness) drawBatch() fsm.Batch {
 		level := rapid.Uint64Range(0, fsm.MaxReceiptFormat+1).Draw(h.t, "format")
 		b.Commands = append(b.Commands, fsm.Command{Op: fsm.OpRaiseFormat, Caller: "issuer:" + b.Node, Format: level})
 	}
+	if rare(h.t, "refusalSummary", 5) {
+		// A refusal summary: refused below level 3 and when it counts
+		// nothing, else one evidence-only receipt.
+		since := h.at - int64(rapid.SampledFrom([]time.Duration{0, time.Second, -time.Second}).Draw(h.t, "summaryWindow"))
+		b.Commands = append(b.Commands, fsm.Command{Op: fsm.OpRefusalSummary, Caller: "issuer:" + b.Node,
+			Key: rapid.SampledFrom([]string{"", "w1", "w2"}).Draw(h.t, "summaryWorker"), Tool: "spend",
+			Amount: rapid.Uint64Range(0, 3).Draw(h.t, "summaryCount"), Since: since, Until: h.at})
+	}
 	for n := rapid.IntRange(1, 6).Draw(h.t, "size"); n > 0; n-- {
 		b.Commands = append(b.Commands, h.drawCommand(seq))
 	}
