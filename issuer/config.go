@@ -62,11 +62,14 @@ type Config struct {
 	RefusalWindow time.Duration
 }
 
-// Admission control defaults: 20 refusals a second per worker after a
-// burst of 100, counted once a second.
+// Admission control defaults: 200 refusals a second per worker after a
+// burst of 1000, counted once a second. A busy worker that races its own
+// spends (one of two racing attempts is refused already_spent) or keeps
+// retrying after a revocation stays well below this; a worker flooding
+// refused requests costs at most this many receipts a second.
 const (
-	DefaultRefusalRate   = 20
-	DefaultRefusalBurst  = 100
+	DefaultRefusalRate   = 200
+	DefaultRefusalBurst  = 1000
 	DefaultRefusalWindow = time.Second
 )
 
