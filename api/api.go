@@ -390,6 +390,8 @@ type Status struct {
 	RaftLogSyncKnown    bool `json:"raft_log_sync_known"`
 	JetStreamSyncAlways bool `json:"jetstream_sync_always"`
 	JetStreamSyncKnown  bool `json:"jetstream_sync_known"`
+	// RaftLogStore is the store holding the raft log: "wal" or "boltdb".
+	RaftLogStore string `json:"raft_log_store,omitempty"`
 	// Transport security of this node.
 	RaftTLS bool `json:"raft_tls"`
 	NATSTLS bool `json:"nats_tls"`

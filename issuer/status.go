@@ -122,6 +122,7 @@ func (s *Service) extendStatus(st *api.Status) {
 		st.LastContactMS = time.Since(in.LastContact).Milliseconds()
 	}
 	st.RaftLogNoSync, st.RaftLogSyncKnown = in.LogNoSync, in.LogSyncKnown
+	st.RaftLogStore = in.LogStore
 	if ns := s.cfg.NATSServer; ns != nil {
 		if jc := ns.JetStreamConfig(); jc != nil {
 			st.JetStreamSyncAlways, st.JetStreamSyncKnown = jc.SyncAlways, true

@@ -18,12 +18,17 @@ type Peer struct {
 // Config configures a node. Start from DefaultConfig.
 type Config struct {
 	NodeID    string
-	DataDir   string // raft.db (boltdb log + stable store) and snapshots/
+	DataDir   string // raft.db (stable store), wal/ (the log) and snapshots/
 	RaftBind  string // host:port the raft transport listens on
 	Advertise string // host:port peers dial; RaftBind when empty
 	// Peers is the full initial membership, this node included. It is used
 	// to bootstrap a brand-new cluster and ignored once state exists.
 	Peers []Peer
+
+	// LogStore is where the raft log lives: LogStoreWAL (default) or
+	// LogStoreBoltDB. A node started with the other one than its data
+	// dir holds moves its log across once (see LogStoreWAL).
+	LogStore string
 
 	// BatchMax bounds the commands coalesced into one log entry; BatchWait
 	// is how long the batcher waits for company once it has one command.
@@ -68,10 +73,12 @@ type Config struct {
 	Clock func() time.Time
 }
 
-// DefaultConfig returns production defaults: fsync on every append (the
-// boltdb store is never opened with NoSync), batches of up to 256 commands.
+// DefaultConfig returns production defaults: the log in raft-wal, fsync
+// on every append (neither store is ever opened without it), batches of
+// up to 256 commands.
 func DefaultConfig() Config {
 	return Config{
+		LogStore:          LogStoreWAL,
 		BatchMax:          256,
 		BatchWait:         200 * time.Microsecond,
 		Pipeline:          1,
@@ -104,6 +111,9 @@ func (c Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		return fieldErr("DataDir", "required (use --data-dir)")
+	}
+	if c.LogStore != LogStoreWAL && c.LogStore != LogStoreBoltDB {
+		return fieldErr("LogStore", "%q is not %q or %q (use --raft-log-store)", c.LogStore, LogStoreWAL, LogStoreBoltDB)
 	}
 	if _, _, err := net.SplitHostPort(c.RaftBind); err != nil {
 		return fieldErr("RaftBind", "%q is not host:port (use --raft-addr): %v", c.RaftBind, err)

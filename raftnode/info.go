@@ -82,6 +82,9 @@ type Info struct {
 	LogNoSync bool
 	// LogSyncKnown is false when the store's flag could not be read.
 	LogSyncKnown bool
+	// LogStore is the store holding the raft log: LogStoreWAL or
+	// LogStoreBoltDB.
+	LogStore string
 }
 
 // Info reads the node's raft statistics and storage settings.
@@ -98,13 +101,20 @@ func (n *Node) Info() Info {
 	if li := u("last_snapshot_index"); li > in.LastIndex {
 		in.LastIndex = li
 	}
-	if fi, err := n.store.FirstIndex(); err == nil {
+	if fi, err := n.logs.FirstIndex(); err == nil {
 		in.FirstIndex = fi
 	}
 	if n.raft.State() != raft.Leader {
 		in.LastContact = n.raft.LastContact()
 	}
-	in.LogNoSync, in.LogSyncKnown = BoltNoSync(n.store)
+	in.LogStore = n.logs.kind
+	if n.logs.kind == LogStoreWAL {
+		// raft-wal has no way to turn its fsync off: every append is
+		// synced before it returns.
+		in.LogNoSync, in.LogSyncKnown = false, true
+	} else {
+		in.LogNoSync, in.LogSyncKnown = BoltNoSync(n.store)
+	}
 	return in
 }
 

@@ -35,7 +35,8 @@ type Node struct {
 	cfg       Config
 	raft      *raft.Raft
 	fsm       *adapter
-	store     *raftboltdb.BoltStore
+	store     *raftboltdb.BoltStore // the stable store (term, vote)
+	logs      *logStore             // the raft log (see LogStoreWAL)
 	transport *raft.NetworkTransport
 
 	proposals chan proposal
@@ -102,31 +103,40 @@ func Start(cfg Config, logOut io.Writer) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftnode: opening %s: %w (is another issuer using this data dir?)", filepath.Join(cfg.DataDir, "raft.db"), err)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.SnapshotRetain, rc.Logger.Named("snapshots"))
+	ls, err := openLogStore(cfg.DataDir, cfg.LogStore, store, rc.Logger)
 	if err != nil {
 		store.Close()
+		return nil, err
+	}
+	closeStores := func() {
+		_ = ls.close()
+		_ = store.Close()
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, cfg.SnapshotRetain, rc.Logger.Named("snapshots"))
+	if err != nil {
+		closeStores()
 		return nil, fmt.Errorf("raftnode: snapshot store: %w", err)
 	}
 	adv, err := net.ResolveTCPAddr("tcp", cfg.advertise())
 	if err != nil {
-		store.Close()
+		closeStores()
 		return nil, fmt.Errorf("raftnode: advertise address %q: %w", cfg.advertise(), err)
 	}
 	trans, err := newTransport(cfg, adv, rc.Logger.Named("transport"))
 	if err != nil {
-		store.Close()
+		closeStores()
 		return nil, fmt.Errorf("raftnode: raft transport on %s: %w", cfg.RaftBind, err)
 	}
-	ws := &watchedStore{BoltStore: store}
+	ws := &watchedStore{log: ls, stable: store}
 	logs, err := raft.NewLogCache(1024, ws)
 	if err != nil {
 		trans.Close()
-		store.Close()
+		closeStores()
 		return nil, err
 	}
 	ad := newAdapter()
 	n := &Node{
-		cfg: cfg, fsm: ad, store: store, transport: trans,
+		cfg: cfg, fsm: ad, store: store, logs: ls, transport: trans,
 		proposals: make(chan proposal, 4*cfg.BatchMax),
 		stop:      make(chan struct{}),
 		applyCond: make(chan struct{}),
@@ -134,15 +144,15 @@ func Start(cfg Config, logOut io.Writer) (*Node, error) {
 	ad.notify = n.signalApplied
 	n.wstore = ws
 
-	has, err := raft.HasExistingState(logs, store, snaps)
+	has, err := raft.HasExistingState(logs, ws, snaps)
 	if err != nil {
 		trans.Close()
-		store.Close()
+		closeStores()
 		return nil, fmt.Errorf("raftnode: inspecting existing state: %w", err)
 	}
 	if !has && len(cfg.Peers) == 0 {
 		trans.Close()
-		store.Close()
+		closeStores()
 		return nil, errNoPeers(cfg)
 	}
 	if !has && len(cfg.Peers) > 0 {
@@ -150,16 +160,16 @@ func Start(cfg Config, logOut io.Writer) (*Node, error) {
 		for _, p := range cfg.Peers {
 			servers = append(servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr), Suffrage: raft.Voter})
 		}
-		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, raft.Configuration{Servers: servers}); err != nil {
+		if err := raft.BootstrapCluster(rc, logs, ws, snaps, trans, raft.Configuration{Servers: servers}); err != nil {
 			trans.Close()
-			store.Close()
+			closeStores()
 			return nil, fmt.Errorf("raftnode: bootstrap: %w", err)
 		}
 	}
 	r, err := raft.NewRaft(rc, ad, logs, ws, snaps, trans)
 	if err != nil {
 		trans.Close()
-		store.Close()
+		closeStores()
 		return nil, fmt.Errorf("raftnode: starting raft: %w", err)
 	}
 	n.raft = r
@@ -167,7 +177,7 @@ func Start(cfg Config, logOut io.Writer) (*Node, error) {
 		if err := checkMembership(cfg, r, rc.Logger); err != nil {
 			_ = r.Shutdown().Error()
 			trans.Close()
-			store.Close()
+			closeStores()
 			return nil, err
 		}
 	}
@@ -243,6 +253,9 @@ func (n *Node) Close() error {
 		}
 		err = n.raft.Shutdown().Error()
 		if cerr := n.transport.Close(); err == nil {
+			err = cerr
+		}
+		if cerr := n.logs.close(); err == nil {
 			err = cerr
 		}
 		if cerr := n.store.Close(); err == nil {

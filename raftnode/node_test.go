@@ -222,8 +222,14 @@ func testBatchedInOrder(t *testing.T, depth int) {
 	}
 }
 
+// TestLiveStoreIsFsynced: the default node keeps its log in raft-wal
+// (which always syncs) and its term and vote in raft.db, whose bbolt
+// handle must not have NoSync set.
 func TestLiveStoreIsFsynced(t *testing.T) {
 	n := start(t, testConfig(t.TempDir(), freeAddr(t)))
+	if in := n.Info(); in.LogStore != LogStoreWAL || in.LogNoSync || !in.LogSyncKnown {
+		t.Fatalf("default node: log store %q, no_sync %v (known %v); want the WAL, synced", in.LogStore, in.LogNoSync, in.LogSyncKnown)
+	}
 	// raft-boltdb does not export its *bbolt.DB; read its NoSync through
 	// reflection so the test checks the handle raft really writes to.
 	conn := reflect.ValueOf(n.store).Elem().FieldByName("conn")

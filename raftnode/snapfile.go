@@ -74,7 +74,7 @@ func (n *Node) StateSnapshot() (SnapshotHeader, []byte, error) {
 	term := uint64(0)
 	if applied > 0 {
 		var l raft.Log
-		if err := n.store.GetLog(applied, &l); err == nil {
+		if err := n.logs.GetLog(applied, &l); err == nil {
 			term = l.Term
 		} else {
 			term = n.raft.CurrentTerm()

@@ -8,13 +8,14 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
-// watchedStore is the raft log and stable store with its write errors
-// recorded. hashicorp/raft logs a failed append and carries on (a leader
+// watchedStore is the raft log store and the stable store with their
+// write errors recorded. hashicorp/raft logs a failed append and carries on (a leader
 // steps down, a follower refuses the entries), so a node whose disk is
 // full or read-only would otherwise linger quietly; Node.StorageHealth
 // lets the process notice, report it in status and stop.
 type watchedStore struct {
-	*raftboltdb.BoltStore
+	log    raft.LogStore
+	stable *raftboltdb.BoltStore
 
 	mu       sync.Mutex
 	lastErr  error
@@ -47,20 +48,34 @@ func (w *watchedStore) note(err error, isAppend bool) error {
 	return nil
 }
 
-func (w *watchedStore) StoreLog(l *raft.Log) error { return w.note(w.BoltStore.StoreLog(l), true) }
+func (w *watchedStore) FirstIndex() (uint64, error)        { return w.log.FirstIndex() }
+func (w *watchedStore) LastIndex() (uint64, error)         { return w.log.LastIndex() }
+func (w *watchedStore) GetLog(i uint64, l *raft.Log) error { return w.log.GetLog(i, l) }
+
+func (w *watchedStore) StoreLog(l *raft.Log) error { return w.note(w.log.StoreLog(l), true) }
 
 func (w *watchedStore) StoreLogs(ls []*raft.Log) error {
-	return w.note(w.BoltStore.StoreLogs(ls), true)
+	return w.note(w.log.StoreLogs(ls), true)
 }
 
 func (w *watchedStore) DeleteRange(min, max uint64) error {
-	return w.note(w.BoltStore.DeleteRange(min, max), false)
+	return w.note(w.log.DeleteRange(min, max), false)
 }
 
-func (w *watchedStore) Set(k, v []byte) error { return w.note(w.BoltStore.Set(k, v), false) }
+// IsMonotonic passes on whether the log store refuses gaps (raft-wal
+// does): raft then empties the log before it installs a snapshot instead
+// of leaving a gap behind it.
+func (w *watchedStore) IsMonotonic() bool {
+	m, ok := w.log.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
 
+func (w *watchedStore) Get(k []byte) ([]byte, error) { return w.stable.Get(k) }
+func (w *watchedStore) Set(k, v []byte) error        { return w.note(w.stable.Set(k, v), false) }
+
+func (w *watchedStore) GetUint64(k []byte) (uint64, error) { return w.stable.GetUint64(k) }
 func (w *watchedStore) SetUint64(k []byte, v uint64) error {
-	return w.note(w.BoltStore.SetUint64(k, v), false)
+	return w.note(w.stable.SetUint64(k, v), false)
 }
 
 // StorageHealth reports the raft store's write errors: the last one and

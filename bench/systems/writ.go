@@ -259,11 +259,13 @@ func (w *Writ) WaitPublished(ctx context.Context, limit time.Duration) (uint64, 
 	}
 }
 
-// DiskUsage sums the files under each node's raft dir: the boltdb log
-// (raft.db) and the snapshots, and the JetStream store.
+// DiskUsage sums the files under each node's raft dir: the stable store
+// (raft.db, which also holds the log on a boltdb node), the WAL's
+// segments, the snapshots, and the JetStream store.
 type DiskUsage struct {
 	Node      string `json:"node"`
 	RaftDB    int64  `json:"raft_db_bytes"`
+	RaftWAL   int64  `json:"raft_wal_bytes"`
 	Snapshots int64  `json:"snapshot_bytes"`
 	JetStream int64  `json:"jetstream_bytes"`
 }
@@ -275,6 +277,7 @@ func (w *Writ) DiskUsage() []DiskUsage {
 		if fi, err := os.Stat(filepath.Join(n.DataDir, "raft", "raft.db")); err == nil {
 			u.RaftDB = fi.Size()
 		}
+		u.RaftWAL = dirSize(filepath.Join(n.DataDir, "raft", "wal"))
 		u.Snapshots = dirSize(filepath.Join(n.DataDir, "raft", "snapshots"))
 		u.JetStream = dirSize(filepath.Join(n.DataDir, "jetstream"))
 		out = append(out, u)

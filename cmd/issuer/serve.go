@@ -33,6 +33,7 @@ type serveFlags struct {
 	dataDir      string
 	raftAddr     string
 	raftAdv      string
+	raftLogStore string
 	peers        string
 	natsURL      string
 	natsHost     string
@@ -98,6 +99,8 @@ per line, for a log shipper).`,
 	fl.StringVar(&f.dataDir, "data-dir", "", "where the raft log, snapshots and JetStream store live (dev: ./writ-data)")
 	fl.StringVar(&f.raftAddr, "raft-addr", "", "host:port for the raft transport (dev: 127.0.0.1:7000)")
 	fl.StringVar(&f.raftAdv, "raft-advertise", "", "host:port peers dial, when different from --raft-addr")
+	fl.StringVar(&f.raftLogStore, "raft-log-store", raftnode.LogStoreWAL,
+		"where the raft log lives: wal (raft-wal, one fsync per append) or boltdb (raft.db, as data dirs before the WAL); a data dir holding the other one is moved across once at start")
 	fl.StringVar(&f.peers, "peers", "", "initial members as id=host:port,... (this node included); used only to bootstrap")
 	fl.StringVar(&f.natsURL, "nats-url", "", "use this NATS cluster instead of an embedded server")
 	fl.StringVar(&f.natsHost, "nats-host", "127.0.0.1", "embedded NATS client listen host")
@@ -272,6 +275,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 
 	rcfg := raftnode.DefaultConfig()
 	rcfg.NodeID, rcfg.DataDir, rcfg.RaftBind, rcfg.Advertise, rcfg.Peers = f.nodeID, filepath.Join(f.dataDir, "raft"), f.raftAddr, f.raftAdv, peers
+	rcfg.LogStore = f.raftLogStore
 	if f.logLevel == "debug" {
 		rcfg.LogLevel = "info"
 	}

@@ -175,9 +175,10 @@ func (r *Report) build() {
 		for _, d := range r.WritDisk {
 			note := ""
 			if entries > 0 {
-				note = fmt.Sprintf("%.0f bytes per raft index (%0.f indexes)", float64(d.RaftDB)/entries, entries)
+				note = fmt.Sprintf("%.0f bytes per raft index (%0.f indexes)", float64(d.RaftDB+d.RaftWAL)/entries, entries)
 			}
-			r.add(Row{Section: s, Metric: d.Node + " boltdb raft.db", Unit: "MB", Writ: f(float64(d.RaftDB) / 1e6), Note: note})
+			r.add(Row{Section: s, Metric: d.Node + " raft log (wal/ segments + raft.db)", Unit: "MB", Writ: f(float64(d.RaftDB+d.RaftWAL) / 1e6),
+				Note: fmt.Sprintf("raft.db %.1f MB; %s", float64(d.RaftDB)/1e6, note)})
 			r.add(Row{Section: s, Metric: d.Node + " raft snapshots / JetStream store", Unit: "MB", Writ: f(float64(d.Snapshots) / 1e6),
 				Note: fmt.Sprintf("JetStream %.1f MB", float64(d.JetStream)/1e6)})
 		}
