@@ -29,6 +29,10 @@ type Config struct {
 	// LogStoreBoltDB. A node started with the other one than its data
 	// dir holds moves its log across once (see LogStoreWAL).
 	LogStore string
+	// WALSegmentSize is the size of each raft-wal segment file, which is
+	// preallocated when it is created (so a full disk does not stop
+	// appends until the segment is used up). raft-wal's default, 64 MiB.
+	WALSegmentSize int
 
 	// BatchMax bounds the commands coalesced into one log entry; BatchWait
 	// is how long the batcher waits for company once it has one command.
@@ -79,6 +83,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		LogStore:          LogStoreWAL,
+		WALSegmentSize:    DefaultWALSegmentSize,
 		BatchMax:          256,
 		BatchWait:         200 * time.Microsecond,
 		Pipeline:          1,
@@ -93,6 +98,13 @@ func DefaultConfig() Config {
 		LogLevel:          "warn",
 	}
 }
+
+// Bounds of Config.WALSegmentSize.
+const (
+	DefaultWALSegmentSize = 64 << 20
+	MinWALSegmentSize     = 1 << 20
+	MaxWALSegmentSize     = 1 << 30
+)
 
 // minTimeout is the smallest raft timeout hashicorp/raft accepts.
 const minTimeout = 5 * time.Millisecond
@@ -114,6 +126,9 @@ func (c Config) Validate() error {
 	}
 	if c.LogStore != LogStoreWAL && c.LogStore != LogStoreBoltDB {
 		return fieldErr("LogStore", "%q is not %q or %q (use --raft-log-store)", c.LogStore, LogStoreWAL, LogStoreBoltDB)
+	}
+	if c.WALSegmentSize < MinWALSegmentSize || c.WALSegmentSize > MaxWALSegmentSize {
+		return fieldErr("WALSegmentSize", "%d bytes is outside %d..%d (use --raft-wal-segment-mb)", c.WALSegmentSize, MinWALSegmentSize, MaxWALSegmentSize)
 	}
 	if _, _, err := net.SplitHostPort(c.RaftBind); err != nil {
 		return fieldErr("RaftBind", "%q is not host:port (use --raft-addr): %v", c.RaftBind, err)

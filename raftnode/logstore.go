@@ -58,12 +58,12 @@ type walStore struct {
 	meta *metadb.BoltMetaDB
 }
 
-func openWAL(dir string, lg hclog.Logger) (*walStore, error) {
+func openWAL(dir string, segSize int, lg hclog.Logger) (*walStore, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	meta := &metadb.BoltMetaDB{}
-	w, err := raftwal.Open(dir, raftwal.WithMetaStore(meta), raftwal.WithLogger(lg))
+	w, err := raftwal.Open(dir, raftwal.WithMetaStore(meta), raftwal.WithLogger(lg), raftwal.WithSegmentSize(segSize))
 	if err != nil {
 		_ = meta.Close()
 		return nil, fmt.Errorf("raftnode: opening the raft log in %s: %w", dir, err)
@@ -95,21 +95,21 @@ func (l *logStore) IsMonotonic() bool {
 
 // openLogStore opens the log in the configured store, first moving it
 // there from the store the stable store names if they differ.
-func openLogStore(raftDir, want string, stable *raftboltdb.BoltStore, lg hclog.Logger) (*logStore, error) {
+func openLogStore(raftDir, want string, segSize int, stable *raftboltdb.BoltStore, lg hclog.Logger) (*logStore, error) {
 	have, err := recordedLogStore(stable)
 	if err != nil {
 		return nil, err
 	}
 	walDir := filepath.Join(raftDir, walDirName)
 	if have != want {
-		if err := moveLog(walDir, have, want, stable, lg); err != nil {
+		if err := moveLog(walDir, have, want, segSize, stable, lg); err != nil {
 			return nil, fmt.Errorf("raftnode: moving the raft log from %s to %s: %w", have, want, err)
 		}
 	}
 	if want == LogStoreBoltDB {
 		return &logStore{LogStore: stable, kind: LogStoreBoltDB, close: func() error { return nil }}, nil
 	}
-	w, err := openWAL(walDir, lg.Named("wal"))
+	w, err := openWAL(walDir, segSize, lg.Named("wal"))
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +134,7 @@ func recordedLogStore(stable *raftboltdb.BoltStore) (string, error) {
 }
 
 // moveLog moves the log from store from to store to (see LogStoreWAL).
-func moveLog(walDir, from, to string, stable *raftboltdb.BoltStore, lg hclog.Logger) error {
+func moveLog(walDir, from, to string, segSize int, stable *raftboltdb.BoltStore, lg hclog.Logger) error {
 	// Empty the destination: what it holds is left from an interrupted
 	// move or from before an earlier one.
 	if to == LogStoreWAL {
@@ -144,7 +144,7 @@ func moveLog(walDir, from, to string, stable *raftboltdb.BoltStore, lg hclog.Log
 	} else if err := clearBolt(stable); err != nil {
 		return err
 	}
-	wal, err := openWAL(walDir, lg.Named("wal"))
+	wal, err := openWAL(walDir, segSize, lg.Named("wal"))
 	if err != nil {
 		return err
 	}

@@ -153,7 +153,7 @@ func TestInterruptedMoveIsRedone(t *testing.T) {
 	want := logEntries(t, b)
 
 	// A half-finished copy into the WAL, with other bytes than raft.db's.
-	w, err := openWAL(filepath.Join(dir, walDirName), lg)
+	w, err := openWAL(filepath.Join(dir, walDirName), MinWALSegmentSize, lg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestInterruptedMoveIsRedone(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ls, err := openLogStore(dir, LogStoreWAL, b, lg)
+	ls, err := openLogStore(dir, LogStoreWAL, MinWALSegmentSize, b, lg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestInterruptedMoveIsRedone(t *testing.T) {
 	if err := b.StoreLogs([]*raft.Log{{Index: 1, Term: 7, Data: []byte("stale")}, {Index: 2, Term: 7, Data: []byte("stale")}}); err != nil {
 		t.Fatal(err)
 	}
-	ls, err = openLogStore(dir, LogStoreBoltDB, b, lg)
+	ls, err = openLogStore(dir, LogStoreBoltDB, MinWALSegmentSize, b, lg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestInterruptedMoveIsRedone(t *testing.T) {
 	if err := b.Set(logStoreKey, []byte("rocksdb")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := openLogStore(dir, LogStoreWAL, b, lg); err == nil || !bytes.Contains([]byte(err.Error()), []byte("rocksdb")) {
+	if _, err := openLogStore(dir, LogStoreWAL, MinWALSegmentSize, b, lg); err == nil || !bytes.Contains([]byte(err.Error()), []byte("rocksdb")) {
 		t.Fatalf("an unknown recorded log store opened or was not named: %v", err)
 	}
 }
@@ -209,7 +209,7 @@ func TestWALReopensInProcess(t *testing.T) {
 	for i := range 3 {
 		done := make(chan error, 1)
 		go func() {
-			w, err := openWAL(dir, hclog.NewNullLogger())
+			w, err := openWAL(dir, MinWALSegmentSize, hclog.NewNullLogger())
 			if err == nil {
 				err = w.Close()
 			}

@@ -103,7 +103,7 @@ func Start(cfg Config, logOut io.Writer) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftnode: opening %s: %w (is another issuer using this data dir?)", filepath.Join(cfg.DataDir, "raft.db"), err)
 	}
-	ls, err := openLogStore(cfg.DataDir, cfg.LogStore, store, rc.Logger)
+	ls, err := openLogStore(cfg.DataDir, cfg.LogStore, cfg.WALSegmentSize, store, rc.Logger)
 	if err != nil {
 		store.Close()
 		return nil, err

@@ -34,6 +34,7 @@ type serveFlags struct {
 	raftAddr     string
 	raftAdv      string
 	raftLogStore string
+	walSegmentMB int
 	peers        string
 	natsURL      string
 	natsHost     string
@@ -101,6 +102,8 @@ per line, for a log shipper).`,
 	fl.StringVar(&f.raftAdv, "raft-advertise", "", "host:port peers dial, when different from --raft-addr")
 	fl.StringVar(&f.raftLogStore, "raft-log-store", raftnode.LogStoreWAL,
 		"where the raft log lives: wal (raft-wal, one fsync per append) or boltdb (raft.db, as data dirs before the WAL); a data dir holding the other one is moved across once at start")
+	fl.IntVar(&f.walSegmentMB, "raft-wal-segment-mb", raftnode.DefaultWALSegmentSize>>20,
+		"size of each raft-wal segment file in MiB (1-1024), preallocated when created")
 	fl.StringVar(&f.peers, "peers", "", "initial members as id=host:port,... (this node included); used only to bootstrap")
 	fl.StringVar(&f.natsURL, "nats-url", "", "use this NATS cluster instead of an embedded server")
 	fl.StringVar(&f.natsHost, "nats-host", "127.0.0.1", "embedded NATS client listen host")
@@ -275,7 +278,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 
 	rcfg := raftnode.DefaultConfig()
 	rcfg.NodeID, rcfg.DataDir, rcfg.RaftBind, rcfg.Advertise, rcfg.Peers = f.nodeID, filepath.Join(f.dataDir, "raft"), f.raftAddr, f.raftAdv, peers
-	rcfg.LogStore = f.raftLogStore
+	rcfg.LogStore, rcfg.WALSegmentSize = f.raftLogStore, f.walSegmentMB<<20
 	if f.logLevel == "debug" {
 		rcfg.LogLevel = "info"
 	}

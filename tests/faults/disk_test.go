@@ -129,7 +129,9 @@ func diskScenario(t *testing.T, fault diskFault) {
 	readOnly := fault == readOnlyDir
 	what := map[diskFault]string{diskFull: "disk full", readOnlyDir: "read-only data dir", jetStreamFull: "JetStream store full"}[fault]
 	disks := map[string]*smallDisk{}
-	c := cluster.StartWith(t, 3, cluster.Options{BeforeLaunch: func(_ *cluster.Cluster, nd *cluster.Node) {
+	// raft-wal preallocates each segment file; 4 MiB segments leave room
+	// for the rest of a node's data on a 48 MiB disk.
+	c := cluster.StartWith(t, 3, cluster.Options{ExtraArgs: []string{"--raft-wal-segment-mb", "4"}, BeforeLaunch: func(_ *cluster.Cluster, nd *cluster.Node) {
 		d := disks[nd.ID]
 		if d == nil {
 			dir := nd.DataDir
