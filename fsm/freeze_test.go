@@ -6,6 +6,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/fsm"
 )
 
@@ -24,14 +25,19 @@ func TestPropFreezeIsIsolated(t *testing.T) {
 			h.next()
 		}
 		want := h.live.Snapshot()
+		wantDigest := h.live.Digest()
 		view := h.live.Freeze()
 		got := make(chan []byte, 1)
-		go func() { got <- view.Encode() }()
+		gotDigest := make(chan events.Hash, 1)
+		go func() { got <- view.Encode(); gotDigest <- view.Digest() }()
 		for i := cut; i < n; i++ {
 			h.next()
 		}
 		if b := <-got; !bytes.Equal(b, want) {
 			t.Fatalf("view encoded concurrently with %d later batches differs from the snapshot at the cut", n-cut)
+		}
+		if d := <-gotDigest; d != wantDigest {
+			t.Fatalf("view's digest, computed concurrently with %d later batches, is %s; the state's at the cut was %s", n-cut, d, wantDigest)
 		}
 		if b := view.Encode(); !bytes.Equal(b, want) {
 			t.Fatalf("view encoded after %d later batches differs from the snapshot at the cut", n-cut)

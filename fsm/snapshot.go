@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 )
 
@@ -68,6 +69,12 @@ func copyRecords[V any](m map[string]*V) map[string]*V {
 	}
 	return out
 }
+
+// Digest returns the state digest as it was when the state was frozen:
+// what State.Digest returned at that moment. Computing it from the frozen
+// copy keeps the encoding and hashing out of whatever lock the caller
+// froze under.
+func (f Frozen) Digest() events.Hash { return f.s.Digest() }
 
 // Encode returns the snapshot encoding of the state as it was when it was
 // frozen: the bytes State.Snapshot returned at that moment.
