@@ -52,7 +52,7 @@ type Service struct {
 	digestMu sync.Mutex
 	digestAt uint64
 	digest   string
-	pubState         // publication health, for status
+	pubState // publication health, for status
 }
 
 // New prepares a service; Run starts it.
