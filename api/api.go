@@ -366,6 +366,10 @@ type Status struct {
 	Published     uint64 `json:"published"`
 	Outbox        int    `json:"outbox"`
 	StreamLastSeq uint64 `json:"stream_last_seq"`
+	// PublishRounds counts the publication rounds this node has completed
+	// while leading (each carries one or more receipts, each its own
+	// stream message).
+	PublishRounds uint64 `json:"publish_rounds,omitempty"`
 	DevMode       bool   `json:"dev_mode"`
 	// Receipt format levels: the highest this node's build writes
 	// (ReceiptFormat; a build that predates levels omits it, which means

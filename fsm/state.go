@@ -173,6 +173,11 @@ func (s *State) Outbox(after uint64, max int) []Pending {
 // OutboxLen is the number of receipts not yet confirmed published.
 func (s *State) OutboxLen() int { return len(s.outbox) }
 
+// OutboxAfter returns how many pending receipts come after seq.
+func (s *State) OutboxAfter(seq uint64) int {
+	return len(s.outbox) - sort.Search(len(s.outbox), func(i int) bool { return s.outbox[i].Seq > seq })
+}
+
 // Grant returns a copy of a live grant.
 func (s *State) Grant(id string) (grants.Grant, bool) {
 	g, ok := s.grants[id]

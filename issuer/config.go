@@ -28,6 +28,13 @@ type Config struct {
 	InitialPolicy []byte
 	// PublishBatch bounds receipts published per round.
 	PublishBatch int
+	// PublishLinger is how long a round of receipts smaller than
+	// PublishBatch waits for company after the first of them could go (0:
+	// it goes at once). Each receipt is still its own stream message;
+	// rounds only share the stream's replication and fsync. Answers never
+	// wait for publication, so the linger adds to the stream's lag, not to
+	// a worker's latency.
+	PublishLinger time.Duration
 	// ConfirmEvery is how often the leader commits the published watermark.
 	ConfirmEvery time.Duration
 	Logger       *slog.Logger
@@ -73,6 +80,14 @@ const (
 	DefaultRefusalWindow = time.Second
 )
 
+// Receipt rounds: a partial round waits at most DefaultPublishLinger for
+// company (see Config.PublishLinger); a linger above MaxPublishLinger is
+// refused.
+const (
+	DefaultPublishLinger = 20 * time.Millisecond
+	MaxPublishLinger     = time.Second
+)
+
 // DefaultFormatCheck is how often a leader retries raising the receipt
 // format level while a voter does not write it yet.
 const DefaultFormatCheck = 3 * time.Second
@@ -85,6 +100,7 @@ func DefaultConfig() Config {
 		StreamReplicas: 1,
 		PublishBatch:   1024,
 		ConfirmEvery:   50 * time.Millisecond,
+		PublishLinger:  DefaultPublishLinger,
 
 		FormatCheckEvery: DefaultFormatCheck,
 
@@ -108,6 +124,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: StreamReplicas must be 1, 3 or 5, got %d", ErrConfig, c.StreamReplicas)
 	case c.PublishBatch < 1:
 		return fmt.Errorf("%w: PublishBatch must be at least 1", ErrConfig)
+	case c.PublishLinger < 0 || c.PublishLinger > MaxPublishLinger:
+		return fmt.Errorf("%w: PublishLinger must be between 0 and %s (use --publish-linger)", ErrConfig, MaxPublishLinger)
 	case c.ConfirmEvery <= 0:
 		return fmt.Errorf("%w: ConfirmEvery must be positive", ErrConfig)
 	case c.ReceiptFormat > fsm.MaxReceiptFormat:

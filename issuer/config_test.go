@@ -20,6 +20,8 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{"StreamReplicas", func(c *Config) { c.StreamReplicas = 2 }},
 		{"PublishBatch", func(c *Config) { c.PublishBatch = 0 }},
 		{"ConfirmEvery", func(c *Config) { c.ConfirmEvery = -time.Second }},
+		{"PublishLinger", func(c *Config) { c.PublishLinger = -time.Millisecond }},
+		{"PublishLinger", func(c *Config) { c.PublishLinger = MaxPublishLinger + 1 }},
 		{"RefusalRate", func(c *Config) { c.RefusalRate = -1 }},
 		{"RefusalBurst", func(c *Config) { c.RefusalBurst = 0 }},
 		{"RefusalWindow", func(c *Config) { c.RefusalWindow = -time.Second }},

@@ -56,6 +56,7 @@ func (s *Service) publishLoop(ctx context.Context) error {
 	s.node.View(func(st *fsm.State, _ uint64) { confirmed = st.Published() })
 	lastConfirm, lastRead := time.Now(), time.Now()
 	retry := 50 * time.Millisecond
+	var roundSince time.Time // when the partial round now waiting could first have gone
 	for ctx.Err() == nil {
 		// A short reading is confirmed (or cleared) by reading again, even
 		// when nothing is waiting to be published.
@@ -68,6 +69,34 @@ func (s *Service) publishLoop(ctx context.Context) error {
 			lastRead = time.Now()
 		}
 		applied := s.node.Applied()
+		// A round goes when a full batch waits, or PublishLinger after the
+		// first receipt of a partial one could have gone: one JetStream
+		// replication round (and fsync on every replica) then carries
+		// many receipts where a quiet cluster would pay one per answer.
+		// Until then only the count is read, not the batch.
+		if s.cfg.PublishLinger > 0 && !s.lossSuspected() {
+			var waiting int
+			s.node.View(func(st *fsm.State, _ uint64) { waiting = st.OutboxAfter(last) })
+			switch {
+			case waiting == 0 || waiting >= s.cfg.PublishBatch:
+				roundSince = time.Time{}
+			case roundSince.IsZero():
+				roundSince = time.Now()
+				fallthrough
+			default:
+				if rest := s.cfg.PublishLinger - time.Since(roundSince); rest > 0 {
+					timer := time.NewTimer(rest)
+					select {
+					case <-ctx.Done():
+					case <-applied:
+					case <-timer.C:
+					}
+					timer.Stop()
+					continue
+				}
+			}
+		}
+		roundSince = time.Time{}
 		var batch []natsbus.Message
 		s.node.View(func(st *fsm.State, _ uint64) {
 			for _, p := range st.Outbox(last, s.cfg.PublishBatch) {
@@ -79,6 +108,11 @@ func (s *Service) publishLoop(ctx context.Context) error {
 			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			top, err := s.pub.Publish(pctx, batch)
 			cancel()
+			if err == nil {
+				s.mu.Lock()
+				s.rounds++
+				s.mu.Unlock()
+			}
 			if top > last {
 				last = top
 				s.setStreamSeq(last)

@@ -498,6 +498,7 @@ func (s *Service) Status() api.Status {
 	st.ReceiptFormat = s.receiptFormat()
 	s.mu.Lock()
 	st.StreamLastSeq = s.streamSeq
+	st.PublishRounds = s.rounds
 	s.mu.Unlock()
 	s.extendStatus(&st)
 	return st

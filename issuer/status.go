@@ -33,6 +33,7 @@ type pubState struct {
 	lostFrom    uint64    // receipts the stream lost: lostFrom..lostThrough
 	lostThrough uint64
 	short       lossWatch // readings of the stream short of the watermark
+	rounds      uint64    // publication rounds completed
 }
 
 // lossWatch follows consecutive stream readings that end below the

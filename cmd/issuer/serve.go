@@ -49,6 +49,7 @@ type serveFlags struct {
 	format       uint64
 	refusalRate  float64
 	refusalBurst int
+	linger       time.Duration
 	sec          secFlags
 }
 
@@ -118,6 +119,8 @@ per line, for a log shipper).`,
 	fl.Uint64Var(&f.format, "receipt-format", 0, "highest receipt format level this node reports and, leading, raises the cluster to (default: its build's); 1 holds the cluster at the legacy receipt form")
 	fl.Float64Var(&f.refusalRate, "refusal-rate", issuer.DefaultRefusalRate, "refusals per second a worker may cause before the leader answers its requests rate_limited, counted in one refusal summary per second; 0 turns admission control off")
 	fl.IntVar(&f.refusalBurst, "refusal-burst", issuer.DefaultRefusalBurst, "refusals in a row a worker may cause before -refusal-rate applies")
+	fl.DurationVar(&f.linger, "publish-linger", issuer.DefaultPublishLinger,
+		"how long a partial round of receipts waits for company before it is published (0: at once, at most 1s); answers never wait for it, only the stream's lag does")
 	addSecFlags(fl, &f.sec)
 	return cmd
 }
@@ -364,6 +367,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	icfg.DevMode, icfg.InitialPolicy, icfg.Logger = f.dev, initial, lg
 	icfg.StreamReplicas, icfg.ReceiptFormat = f.replicas, f.format
 	icfg.RefusalRate, icfg.RefusalBurst = f.refusalRate, f.refusalBurst
+	icfg.PublishLinger = f.linger
 	icfg.NATSServer, icfg.RaftTLS, icfg.NATSTLS, icfg.Auth = ns, f.sec.tls(), f.sec.tls(), f.authFile != ""
 	rh.set(func() (uint64, uint64) { return node.Raft().CurrentTerm(), node.Raft().AppliedIndex() })
 	if icfg.StreamReplicas == 0 {
