@@ -48,7 +48,7 @@ type Service struct {
 	streamSeq uint64 // last receipt known to be in the stream
 
 	// digestMu guards the state digest Status last computed and the
-	// applied index it was computed at (see Status).
+	// state version it was computed at (see Status).
 	digestMu sync.Mutex
 	digestAt uint64
 	digest   string
@@ -468,18 +468,19 @@ func (s *Service) Status() api.Status {
 	// The state digest encodes and hashes the whole state (about 10 ms at
 	// 20,000 grants); under the state machine's read lock that would stall
 	// apply for as long. Under the lock the state is only frozen (copied),
-	// and only when something was applied since the last status; the
-	// digest is computed from the copy after the lock is released.
+	// and only when the state changed since the last status (an applied
+	// entry or a restored snapshot); the digest is computed from the copy
+	// after the lock is released.
 	var (
 		frozen  fsm.Frozen
 		fresh   bool
-		applied uint64
+		version uint64
 	)
 	s.digestMu.Lock()
 	defer s.digestMu.Unlock()
-	s.node.View(func(fs *fsm.State, a uint64) {
-		applied = a
-		if a != s.digestAt || s.digest == "" {
+	s.node.ViewVersion(func(fs *fsm.State, v uint64) {
+		version = v
+		if v != s.digestAt || s.digest == "" {
 			frozen, fresh = fs.Freeze(), true
 		}
 		x := fs.Stats()
@@ -492,7 +493,7 @@ func (s *Service) Status() api.Status {
 		st.ReceiptFormatLevel = fs.ReceiptFormat()
 	})
 	if fresh {
-		s.digest, s.digestAt = frozen.Digest().String(), applied
+		s.digest, s.digestAt = frozen.Digest().String(), version
 	}
 	st.StateDigest = s.digest
 	st.ReceiptFormat = s.receiptFormat()

@@ -24,6 +24,9 @@ type adapter struct {
 	mu      sync.RWMutex
 	state   *fsm.State
 	applied uint64
+	// version counts the changes to state: every applied entry and every
+	// restored snapshot (which leaves applied as it was).
+	version uint64
 	notify  func() // called after every apply, outside the lock
 }
 
@@ -39,12 +42,14 @@ func (a *adapter) Apply(l *raft.Log) any {
 		// Never reachable from our own leader; refuse without touching state.
 		a.mu.Lock()
 		a.applied = l.Index
+		a.version++
 		a.mu.Unlock()
 		return applyResult{err: err}
 	}
 	a.mu.Lock()
 	envs := fsm.Apply(a.state, l.Index, b)
 	a.applied = l.Index
+	a.version++
 	a.mu.Unlock()
 	if a.notify != nil {
 		a.notify()
@@ -78,6 +83,7 @@ func (a *adapter) Restore(rc io.ReadCloser) error {
 	}
 	a.mu.Lock()
 	a.state = s
+	a.version++
 	a.mu.Unlock()
 	if a.notify != nil {
 		a.notify()
@@ -90,6 +96,13 @@ func (a *adapter) view(f func(s *fsm.State, applied uint64)) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	f(a.state, a.applied)
+}
+
+// viewVersion runs f with read access to the state and its version.
+func (a *adapter) viewVersion(f func(s *fsm.State, version uint64)) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	f(a.state, a.version)
 }
 
 // snapshot is the view Snapshot captured; Persist encodes it.

@@ -104,3 +104,41 @@ func TestSnapshotPersistsStateAtSnapshotTime(t *testing.T) {
 		}
 	})
 }
+
+// TestVersionMovesOnApplyAndRestore: the state's version moves with every
+// applied entry and with a restored snapshot, which replaces the state
+// without an entry (the applied index stays where it was). Anything
+// cached against the version (the status digest) is then recomputed.
+func TestVersionMovesOnApplyAndRestore(t *testing.T) {
+	src := newAdapter()
+	src.Apply(commandLog(1, fsm.Batch{Time: 1, Node: "n1", Commands: []fsm.Command{
+		{Op: fsm.OpSetPolicy, Caller: "operator:test", Policy: policy.LegacyDefault().Canonical()}}}))
+	snap, _ := src.Snapshot()
+	var sink memSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+
+	a := newAdapter()
+	version := func() (v uint64, applied uint64, d events.Hash) {
+		a.viewVersion(func(s *fsm.State, ver uint64) { v, d = ver, s.Digest() })
+		a.view(func(_ *fsm.State, ap uint64) { applied = ap })
+		return
+	}
+	v0, ap0, d0 := version()
+	if err := a.Restore(io.NopCloser(&sink)); err != nil {
+		t.Fatal(err)
+	}
+	v1, ap1, d1 := version()
+	if d1 == d0 {
+		t.Fatal("the restored snapshot did not change the state")
+	}
+	if ap1 != ap0 || v1 == v0 {
+		t.Fatalf("restore: applied %d→%d, version %d→%d; want the applied index unchanged and the version moved", ap0, ap1, v0, v1)
+	}
+	a.Apply(commandLog(2, fsm.Batch{Time: 2, Node: "n1", Commands: []fsm.Command{
+		{Op: fsm.OpSetPolicy, Caller: "operator:test", Policy: policy.LegacyDefault().Canonical()}}}))
+	if v2, _, _ := version(); v2 == v1 {
+		t.Fatalf("apply: version stayed %d", v2)
+	}
+}

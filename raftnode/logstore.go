@@ -71,6 +71,23 @@ func openWAL(dir string, segSize int, lg hclog.Logger) (*walStore, error) {
 	return &walStore{WAL: w, meta: meta}, nil
 }
 
+// GetLog reads one entry. raft-wal drops a compacted head by moving its
+// first index and deleting whole segments later, and until then it still
+// answers for entries below the first index from the segment it is
+// writing. Those entries are committed and intact, but the log no longer
+// holds them: raft relies on ErrLogNotFound there to send a lagging
+// follower a snapshot, so they are not found, as in raft-boltdb.
+func (w *walStore) GetLog(index uint64, l *raft.Log) error {
+	first, err := w.WAL.FirstIndex()
+	if err != nil {
+		return err
+	}
+	if index < first {
+		return raft.ErrLogNotFound
+	}
+	return w.WAL.GetLog(index, l)
+}
+
 // Close closes the WAL, then its meta database.
 func (w *walStore) Close() error {
 	err := w.WAL.Close()

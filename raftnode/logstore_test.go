@@ -242,3 +242,39 @@ func TestWALIsMonotonicThroughTheWatcher(t *testing.T) {
 		t.Fatal("the log cache over the watched WAL does not report itself monotonic")
 	}
 }
+
+// TestWALHidesTheCompactedHead: after raft compacts the head of the log
+// (DeleteRange from the first index), an entry below the new first index
+// is not found, even while raft-wal still has it in the segment it is
+// writing; raft sends a lagging follower a snapshot only on that answer.
+func TestWALHidesTheCompactedHead(t *testing.T) {
+	w, err := openWAL(filepath.Join(t.TempDir(), walDirName), MinWALSegmentSize, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var ls []*raft.Log
+	for i := uint64(1); i <= 100; i++ {
+		ls = append(ls, &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte(fmt.Sprintf("e%d", i))})
+	}
+	if err := w.StoreLogs(ls); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.DeleteRange(1, 50); err != nil {
+		t.Fatal(err)
+	}
+	if first, _ := w.FirstIndex(); first != 51 {
+		t.Fatalf("first index after compacting 1..50 is %d, want 51", first)
+	}
+	var l raft.Log
+	for _, i := range []uint64{1, 10, 50} {
+		if err := w.GetLog(i, &l); !errors.Is(err, raft.ErrLogNotFound) {
+			t.Errorf("entry %d below the first index: got %v (index %d), want ErrLogNotFound", i, err, l.Index)
+		}
+	}
+	for _, i := range []uint64{51, 100} {
+		if err := w.GetLog(i, &l); err != nil || l.Index != i || string(l.Data) != fmt.Sprintf("e%d", i) {
+			t.Errorf("entry %d: %v (index %d, %q)", i, err, l.Index, l.Data)
+		}
+	}
+}

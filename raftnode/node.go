@@ -216,6 +216,11 @@ func (n *Node) Barrier(timeout time.Duration) error { return n.raft.Barrier(time
 // View runs f with read access to the applied state. f must not retain s.
 func (n *Node) View(f func(s *fsm.State, applied uint64)) { n.fsm.view(f) }
 
+// ViewVersion is View with the state's version instead of the applied
+// index: a number that moves on every change to the state, a restored
+// snapshot included (which the applied index does not show).
+func (n *Node) ViewVersion(f func(s *fsm.State, version uint64)) { n.fsm.viewVersion(f) }
+
 // Applied returns a channel closed at the next apply.
 func (n *Node) Applied() <-chan struct{} {
 	n.applyMu.Lock()

@@ -46,8 +46,13 @@ func startPluginSidecar(t *testing.T) (socket, opsPassword, w1Password string, e
 			t.Errorf("sidecar: %v", err)
 		}
 	})
-	testenv.WaitFor(t, testenv.SetupTimeout, "the sidecar's socket", func() bool {
-		_, err := os.Stat(socket)
+	// The socket file appears at bind, a moment before the sidecar
+	// listens on it: wait until a connection is accepted.
+	testenv.WaitFor(t, testenv.SetupTimeout, "the sidecar accepting on its socket", func() bool {
+		c, err := net.Dial("unix", socket)
+		if err == nil {
+			c.Close()
+		}
 		return err == nil
 	})
 	return socket, opsPassword, w1Password, env

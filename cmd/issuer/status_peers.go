@@ -32,7 +32,7 @@ func operatorRows(st api.Status) [][2]string {
 		{"stream watermark", fmt.Sprintf("%d in the stream, %d confirmed through the log, %d in the outbox", st.StreamLastSeq, st.Published, st.Outbox)},
 		{"outbox draining", draining},
 		{"log", fmt.Sprintf("index %d..%d, snapshot at %d", st.FirstLogIndex, st.LastLogIndex, st.SnapshotIndex)},
-		{"durability", fmt.Sprintf("raft log (%s) fsync %s, JetStream sync every write %s", cmp.Or(st.RaftLogStore, "boltdb"), known(!st.RaftLogNoSync, st.RaftLogSyncKnown), known(st.JetStreamSyncAlways, st.JetStreamSyncKnown))},
+		{"durability", fmt.Sprintf("raft log fsync %s (%s), JetStream sync every write %s", known(!st.RaftLogNoSync, st.RaftLogSyncKnown), cmp.Or(st.RaftLogStore, "boltdb"), known(st.JetStreamSyncAlways, st.JetStreamSyncKnown))},
 		{"security", fmt.Sprintf("raft TLS %s, NATS TLS %s, NATS auth %s", yes(st.RaftTLS), yes(st.NATSTLS), yes(st.Auth))},
 		{"receipt format", receiptFormat(st)},
 	}
