@@ -1,0 +1,259 @@
+package projection
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/writ-dev/writ/audit"
+	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/fsm"
+	"github.com/writ-dev/writ/grants"
+)
+
+// TestEveryKindIndexed: the scenario writes every kind this build knows,
+// the projection's digest equals the issuer's at the head, and the
+// indexes say what happened to each grant, review and source.
+func TestEveryKindIndexed(t *testing.T) {
+	m, _ := everyKind(t)
+	raw := m.raw()
+	kinds := map[events.Kind]bool{}
+	for _, b := range raw {
+		e, err := events.Decode(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds[e.Kind] = true
+	}
+	for k := events.Kind(1); k.Known(); k++ {
+		if !kinds[k] {
+			t.Errorf("the scenario writes no %s receipt", k)
+		}
+	}
+	d := openTemp(t, "p.db", 5)
+	applyAll(t, d, raw)
+	st, err := d.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Digest != m.s.Digest() || st.Seq != m.s.Chain().Seq || st.Head != m.s.Chain().Head {
+		t.Fatalf("status %+v, issuer seq %d digest %s", st, m.s.Chain().Seq, m.s.Digest())
+	}
+	if st.Violation != nil || st.VerifiedFrom != 1 {
+		t.Fatalf("verification: %+v", st)
+	}
+	for _, c := range []struct {
+		id, closure string
+		effects     int
+	}{
+		{"g1", grants.OutcomeContested, 2}, // confirmed, (v2's repeat wrote nothing), failed -> contested
+		{"g2", grants.OutcomeConfirmed, 2},
+		{"g3", ClosureUnverified, 0},
+		{"g4", ClosureCancelled, 0},
+		{"g7", grants.OutcomeConfirmed, 1},
+	} {
+		g, err := d.Grant(c.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Closure() != c.closure || len(g.Effects) != c.effects || len(g.Anomalies) != 0 {
+			t.Errorf("grant %s: closure %s effects %v anomalies %v, want %s with %d effects", c.id, g.Closure(), g.Effects, g.Anomalies, c.closure, c.effects)
+		}
+	}
+	g1, _ := d.Grant("g1")
+	if len(g1.SpendRefused) != 1 || g1.AttemptSeq == 0 {
+		t.Errorf("g1: %+v", g1)
+	}
+	if _, err := d.Grant("g5"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("g5 (denied) has a grant record: %v", err)
+	}
+	rv, err := d.Review(fsm.ReviewID("g6"))
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	if rv.ApprovalSeq == 0 || rv.GrantID != "g7" || rv.Approver != "operator:alice" || len(rv.RequiredSeqs) != 1 || rv.Open() {
+		t.Errorf("review: %+v", rv)
+	}
+	open, _ := d.Reviews(func(r *Review) bool { return r.Open() })
+	if len(open) != 1 || open[0].ID != fsm.ReviewID("g8") {
+		t.Errorf("open reviews %+v, want rv-g8", open)
+	}
+	if s, err := d.Source("ds1"); err != nil || len(s.Registered) != 1 {
+		t.Errorf("source ds1: %+v %v", s, err)
+	}
+	if s, err := d.Source("s1"); err != nil || len(s.Refused) != 1 {
+		t.Errorf("source s1 registered again with other content: %+v %v", s, err)
+	}
+	rows, _ := d.Refusals(Filter{Kind: events.KindRefusalSummary})
+	if len(rows) != 1 || rows[0].Count != 17 || rows[0].Worker != "w4" {
+		t.Errorf("refusal summaries: %+v", rows)
+	}
+	rows, _ = d.Refusals(Filter{Reason: "worker_revoked"})
+	if len(rows) != 1 || rows[0].Worker != "w2" {
+		t.Errorf("worker_revoked rows: %+v", rows)
+	}
+	tl, _ := d.Timeline(Filter{Worker: "w5"})
+	if len(tl) != 6 || tl[0].Kind != events.KindApprovalRequired || tl[len(tl)-1].Kind != events.KindApprovalRequired {
+		t.Errorf("w5 timeline: %d receipts", len(tl))
+	}
+	tl, _ = d.Timeline(Filter{Lane: "coordinator", Kind: events.KindEffect})
+	if len(tl) != 1 || tl[0].GrantID != "g7" {
+		t.Errorf("coordinator effects: %+v", tl)
+	}
+	ws, _ := d.Workers()
+	if len(ws) != 5 {
+		t.Errorf("workers: %+v", ws)
+	}
+}
+
+// TestRebuildEqualsIncremental: a projection built in one pass from
+// sequence 1, and one built in small steps with the file closed and
+// reopened (the fsm state restored from its snapshot) between steps,
+// reach the same state digest, which is the issuer's at every step, and
+// the same index digest.
+func TestRebuildEqualsIncremental(t *testing.T) {
+	m, _ := everyKind(t)
+	workload(m, 1, 400)
+	raw := m.raw()
+
+	one := openTemp(t, "one.db", 1<<20)
+	applyAll(t, one, raw)
+
+	path := filepath.Join(t.TempDir(), "inc.db")
+	for n := 0; n < len(raw); n += 37 {
+		cfg := DefaultConfig(path)
+		cfg.CommitEvery = 11
+		d, err := Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		applyAll(t, d, raw[:min(n+37, len(raw))])
+		seq := d.Head().Seq
+		if got, want := d.Digest(), m.digests[seq]; got != want && !want.IsZero() {
+			t.Fatalf("after reopening, at seq %d digest %s, issuer %s", seq, got, want)
+		}
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inc, err := Open(DefaultConfig(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inc.Close()
+	if inc.Digest() != one.Digest() || one.Digest() != m.s.Digest() {
+		t.Fatalf("digests: incremental %s, rebuild %s, issuer %s", inc.Digest(), one.Digest(), m.s.Digest())
+	}
+	a, _ := inc.IndexDigest()
+	b, _ := one.IndexDigest()
+	if a != b {
+		t.Fatalf("index digests differ: incremental %s, rebuild %s", a, b)
+	}
+	st, _ := inc.Status()
+	if st.Violation != nil {
+		t.Fatalf("violation: %v", st.Violation)
+	}
+}
+
+// TestRefusesWhatDoesNotExtend: a receipt with a kind this build does not
+// know, a gap, a wrong prev, or bytes that do not decode stop the
+// projection with a clear error, and the file still projects the stream
+// up to the receipt before (same digests as before the bad receipt).
+func TestRefusesWhatDoesNotExtend(t *testing.T) {
+	m, _ := everyKind(t)
+	raw := m.raw()
+	n := len(raw)
+	head := m.s.Chain()
+	future := events.Event{Kind: events.Kind(60), Time: m.now}
+	futureRaw := head.Append(&future, nil)
+	var gap events.Event = events.Event{Kind: events.KindReinstate, Time: m.now, Worker: "w1"}
+	c := head
+	c.Seq++
+	gapRaw := c.Append(&gap, nil)
+	bad := append([]byte(nil), raw[0]...)
+	bad[len(bad)-1] ^= 1
+	for _, tc := range []struct {
+		name string
+		raw  []byte
+		want error
+	}{
+		{"unknown kind", futureRaw, ErrUnknownKind},
+		{"gap", gapRaw, ErrChain},
+		{"replayed receipt", raw[n-1], ErrChain},
+		{"flipped bit", bad, ErrDecode},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "p.db")
+			cfg := DefaultConfig(path)
+			cfg.CommitEvery = 1 << 20
+			d, err := Open(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range raw {
+				if err := d.Apply(b, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before, _ := d.IndexDigest() // pending receipts are not committed yet
+			if err := d.Apply(tc.raw, 0); !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+			st, _ := d.Status()
+			if st.Seq != uint64(n) || st.Digest != m.s.Digest() {
+				t.Fatalf("after the refusal the file is at seq %d digest %s, want %d %s", st.Seq, st.Digest, n, m.s.Digest())
+			}
+			after, _ := d.IndexDigest()
+			if after == before {
+				t.Fatal("the receipts before the refused one were not committed")
+			}
+			d.Close()
+			ref := openTemp(t, "ref.db", 3)
+			applyAll(t, ref, raw)
+			want, _ := ref.IndexDigest()
+			d2, err := Open(DefaultConfig(path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d2.Close()
+			if got, _ := d2.IndexDigest(); got != want || d2.Head().Seq != uint64(n) {
+				t.Fatal("the refused receipt left something in the file")
+			}
+		})
+	}
+}
+
+// TestVerificationRecorded: a stream that breaks an invariant (a second
+// attempt of a spent grant) is still projected, and Status names the
+// violation an audit.Verifier found.
+func TestVerificationRecorded(t *testing.T) {
+	m, at := everyKind(t)
+	raw := m.raw()
+	e, _ := events.Decode(raw[at["g1"]]) // g1's attempt
+	head := m.s.Chain()
+	e.Hash, e.Time = events.Hash{}, m.now
+	again := head.Append(&e, nil)
+	d := openTemp(t, "p.db", 2)
+	applyAll(t, d, append(raw, again))
+	st, _ := d.Status()
+	if st.Violation == nil || st.Violation.Code != audit.CodeDoubleAttempt || st.Violation.Seq != e.Seq {
+		t.Fatalf("violation %+v, want double_attempt at %d", st.Violation, e.Seq)
+	}
+}
+
+// TestReadOnlyShares: a read-only open of a file another DB holds for
+// writing fails with ErrLocked, naming what to do.
+func TestReadOnlyLocked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.db")
+	d, err := Open(DefaultConfig(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	cfg := DefaultConfig(path)
+	cfg.ReadOnly = true
+	cfg.LockTimeout = 50e6
+	if _, err := Open(cfg); !errors.Is(err, ErrLocked) {
+		t.Fatalf("got %v, want ErrLocked", err)
+	}
+}
