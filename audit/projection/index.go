@@ -417,3 +417,5 @@ func putJSON(b *bbolt.Bucket, k []byte, v any) error {
 	}
 	return b.Put(k, data)
 }
+
+func unmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
