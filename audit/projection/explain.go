@@ -39,7 +39,7 @@ type Explanation struct {
 	Grant *Grant `json:"grant,omitempty"`
 	// Attempt, Effects and Refusals: the spend, every effect report and
 	// every spend or effect refused against the grant.
-	Attempt  *Step `json:"attempt,omitempty"`
+	Attempt  *Step  `json:"attempt,omitempty"`
 	Effects  []Step `json:"effects,omitempty"`
 	Refusals []Step `json:"refusals,omitempty"`
 	// Closure is permitted, cancelled, unverified, or the collapsed
