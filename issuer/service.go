@@ -18,6 +18,7 @@ import (
 	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/internal/telemetry"
 	"github.com/writ-dev/writ/natsbus"
 	"github.com/writ-dev/writ/policy"
 	"github.com/writ-dev/writ/raftnode"
@@ -43,6 +44,8 @@ type Service struct {
 	// adm is the admission control of the current leadership term (nil
 	// when not leading or when Config.RefusalRate is 0).
 	adm atomic.Pointer[admission]
+	// metrics is nil unless EnableMetrics was called.
+	metrics atomic.Pointer[telemetry.Issuer]
 
 	mu        sync.Mutex
 	streamSeq uint64 // last receipt known to be in the stream
@@ -319,10 +322,16 @@ func (s *Service) handleWorker(m *nats.Msg) { s.spawn(m, workerHandler) }
 func (s *Service) handleOperator(m *nats.Msg) { s.spawn(m, operatorHandler) }
 
 func (s *Service) worker(m *nats.Msg) {
+	start := time.Now()
 	worker, op, err := api.ParseWorkerSubject(m.Subject)
 	if err != nil {
-		s.respond(m, grants.Refuse(grants.ReasonInvalidRequest, "subject", err.Error()))
+		env := grants.Refuse(grants.ReasonInvalidRequest, "subject", err.Error())
+		s.respond(m, env)
+		s.observe("", &env, "", 0)
 		return
+	}
+	if mt := s.metrics.Load(); op == api.OpSpend && mt != nil {
+		defer func() { mt.Spend(time.Since(start)) }()
 	}
 	var (
 		cmd  fsm.Command
@@ -349,15 +358,22 @@ func (s *Service) worker(m *nats.Msg) {
 		cmd, rerr = sourceCommand(worker, m.Data)
 	}
 	if rerr != nil {
-		s.respond(m, rerr.envelope())
+		env := rerr.envelope()
+		s.respond(m, env)
+		s.observe(op, &env, "", 0)
 		return
 	}
 	a := s.adm.Load()
 	if a != nil && !a.admit(worker, op, time.Now()) {
-		s.respond(m, throttled())
+		env := throttled()
+		s.respond(m, env)
+		s.observe(op, &env, cmd.Lane, 0)
 		return
 	}
-	if env := s.propose(m, cmd); a != nil && env.Decision == grants.Deny && env.Seq != 0 {
+	proposed := time.Now()
+	env := s.propose(m, cmd)
+	s.observe(op, &env, cmd.Lane, time.Since(proposed))
+	if a != nil && env.Decision == grants.Deny && env.Seq != 0 {
 		a.refused(worker, time.Now())
 	}
 }
@@ -400,11 +416,31 @@ func (s *Service) operator(m *nats.Msg) {
 	default:
 		rerr = invalid("subject", "unknown operator subject %q", m.Subject)
 	}
+	op := operatorOp(m.Subject)
 	if rerr != nil {
-		s.respond(m, rerr.envelope())
+		env := rerr.envelope()
+		s.respond(m, env)
+		s.observe(op, &env, "", 0)
 		return
 	}
-	s.propose(m, cmd)
+	proposed := time.Now()
+	env := s.propose(m, cmd)
+	s.observe(op, &env, "", time.Since(proposed))
+}
+
+// operatorOp names an operator subject for metrics.
+func operatorOp(subject string) string {
+	switch subject {
+	case api.SubjectRevoke:
+		return telemetry.OpRevoke
+	case api.SubjectReinstate:
+		return telemetry.OpReinstate
+	case api.SubjectPolicy:
+		return telemetry.OpPolicy
+	case api.SubjectApprove:
+		return telemetry.OpApprove
+	}
+	return ""
 }
 
 // propose commits cmd and answers m with the state machine's answer, or

@@ -1,0 +1,44 @@
+package issuer
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/writ-dev/writ/fsm"
+	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/internal/telemetry"
+)
+
+// EnableMetrics registers this node's metrics on reg (see package
+// telemetry: requests, decisions, refusals by reason, commit and spend
+// latency, raft state, outbox depth, stream lag). It may be called once, before or while
+// the service runs; until then the service records nothing.
+func (s *Service) EnableMetrics(reg prometheus.Registerer) {
+	s.metrics.Store(telemetry.NewIssuer(reg, s.node.ID(), telemetry.IssuerGauges{
+		RaftState: func() string { return s.node.Raft().State().String() },
+		Outbox: func() float64 {
+			var n int
+			s.node.View(func(st *fsm.State, _ uint64) { n = st.OutboxLen() })
+			return float64(n)
+		},
+		StreamLag: func() float64 {
+			var seq uint64
+			s.node.View(func(st *fsm.State, _ uint64) { seq = st.Chain().Seq })
+			s.mu.Lock()
+			in := s.streamSeq
+			s.mu.Unlock()
+			if seq <= in {
+				return 0
+			}
+			return float64(seq - in)
+		},
+	}))
+}
+
+// observe records one answered request. lane is the request's lane (a
+// grant request's; "" otherwise), commit the time its command took to
+// commit (0 when it was answered without proposing).
+func (s *Service) observe(op string, env *grants.Envelope, lane string, commit time.Duration) {
+	s.metrics.Load().Request(op, string(env.Decision), string(env.Reason), lane, env.Consequence, commit)
+}
