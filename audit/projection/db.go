@@ -123,7 +123,13 @@ type DB struct {
 	tx       *bbolt.Tx
 	pending  int
 	broken   bool
+	observe  func(e *events.Event, newViolation *audit.Violation)
 }
+
+// SetObserver has fn called after every receipt Apply accepts, with the
+// violation the checks found at that receipt (nil almost always). fn runs
+// on the goroutine that calls Apply and must not keep e.
+func (d *DB) SetObserver(fn func(e *events.Event, newViolation *audit.Violation)) { d.observe = fn }
 
 // Open opens (or creates) the projection at cfg.Path and loads its head.
 func Open(cfg Config) (*DB, error) {
@@ -260,12 +266,11 @@ func (d *DB) Apply(raw []byte, streamSeq uint64) error {
 		return d.stop(fmt.Errorf("%w: seq %d has kind %d, which this auditor does not know: upgrade the auditor; the projection stays at seq %d",
 			ErrUnknownKind, e.Seq, uint16(e.Kind), d.head.Seq))
 	}
+	var found *audit.Violation
 	if d.viol == nil && d.ver != nil {
 		if err := d.ver.AddEvent(e); err != nil {
-			var v *audit.Violation
-			if errors.As(err, &v) {
-				d.viol = v
-			}
+			errors.As(err, &found)
+			d.viol = found
 		}
 	}
 	if err := d.begin(); err != nil {
@@ -287,6 +292,9 @@ func (d *DB) Apply(raw []byte, streamSeq uint64) error {
 	d.head = events.Chain{Seq: e.Seq, Head: e.Hash}
 	d.lastTime = e.Time
 	d.pending++
+	if d.observe != nil {
+		d.observe(&e, found)
+	}
 	if d.pending >= d.cfg.CommitEvery {
 		return d.Flush()
 	}

@@ -16,7 +16,7 @@ import (
 func TestExplain(t *testing.T) {
 	m, at := everyKind(t)
 	d := openTemp(t, "p.db", 4)
-	applyAll(t, d, m.raw())
+	applyAll(t, d, m.Raw())
 	rv6 := fsm.ReviewID("g6")
 	for _, c := range []struct {
 		arg       string

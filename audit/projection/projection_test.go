@@ -9,6 +9,7 @@ import (
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/internal/testing/receipts"
 )
 
 // TestEveryKindIndexed: the scenario writes every kind this build knows,
@@ -16,7 +17,7 @@ import (
 // indexes say what happened to each grant, review and source.
 func TestEveryKindIndexed(t *testing.T) {
 	m, _ := everyKind(t)
-	raw := m.raw()
+	raw := m.Raw()
 	kinds := map[events.Kind]bool{}
 	for _, b := range raw {
 		e, err := events.Decode(b)
@@ -36,8 +37,8 @@ func TestEveryKindIndexed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Digest != m.s.Digest() || st.Seq != m.s.Chain().Seq || st.Head != m.s.Chain().Head {
-		t.Fatalf("status %+v, issuer seq %d digest %s", st, m.s.Chain().Seq, m.s.Digest())
+	if st.Digest != m.S.Digest() || st.Seq != m.S.Chain().Seq || st.Head != m.S.Chain().Head {
+		t.Fatalf("status %+v, issuer seq %d digest %s", st, m.S.Chain().Seq, m.S.Digest())
 	}
 	if st.Violation != nil || st.VerifiedFrom != 1 {
 		t.Fatalf("verification: %+v", st)
@@ -113,8 +114,8 @@ func TestEveryKindIndexed(t *testing.T) {
 // the same index digest.
 func TestRebuildEqualsIncremental(t *testing.T) {
 	m, _ := everyKind(t)
-	workload(m, 1, 400)
-	raw := m.raw()
+	receipts.Workload(m, 1, 400)
+	raw := m.Raw()
 
 	one := openTemp(t, "one.db", 1<<20)
 	applyAll(t, one, raw)
@@ -129,7 +130,7 @@ func TestRebuildEqualsIncremental(t *testing.T) {
 		}
 		applyAll(t, d, raw[:min(n+37, len(raw))])
 		seq := d.Head().Seq
-		if got, want := d.Digest(), m.digests[seq]; got != want && !want.IsZero() {
+		if got, want := d.Digest(), m.Digests[seq]; got != want && !want.IsZero() {
 			t.Fatalf("after reopening, at seq %d digest %s, issuer %s", seq, got, want)
 		}
 		if err := d.Close(); err != nil {
@@ -141,8 +142,8 @@ func TestRebuildEqualsIncremental(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer inc.Close()
-	if inc.Digest() != one.Digest() || one.Digest() != m.s.Digest() {
-		t.Fatalf("digests: incremental %s, rebuild %s, issuer %s", inc.Digest(), one.Digest(), m.s.Digest())
+	if inc.Digest() != one.Digest() || one.Digest() != m.S.Digest() {
+		t.Fatalf("digests: incremental %s, rebuild %s, issuer %s", inc.Digest(), one.Digest(), m.S.Digest())
 	}
 	a, _ := inc.IndexDigest()
 	b, _ := one.IndexDigest()
@@ -161,12 +162,12 @@ func TestRebuildEqualsIncremental(t *testing.T) {
 // up to the receipt before (same digests as before the bad receipt).
 func TestRefusesWhatDoesNotExtend(t *testing.T) {
 	m, _ := everyKind(t)
-	raw := m.raw()
+	raw := m.Raw()
 	n := len(raw)
-	head := m.s.Chain()
-	future := events.Event{Kind: events.Kind(60), Time: m.now}
+	head := m.S.Chain()
+	future := events.Event{Kind: events.Kind(60), Time: m.Now}
 	futureRaw := head.Append(&future, nil)
-	var gap events.Event = events.Event{Kind: events.KindReinstate, Time: m.now, Worker: "w1"}
+	var gap events.Event = events.Event{Kind: events.KindReinstate, Time: m.Now, Worker: "w1"}
 	c := head
 	c.Seq++
 	gapRaw := c.Append(&gap, nil)
@@ -200,8 +201,8 @@ func TestRefusesWhatDoesNotExtend(t *testing.T) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
 			st, _ := d.Status()
-			if st.Seq != uint64(n) || st.Digest != m.s.Digest() {
-				t.Fatalf("after the refusal the file is at seq %d digest %s, want %d %s", st.Seq, st.Digest, n, m.s.Digest())
+			if st.Seq != uint64(n) || st.Digest != m.S.Digest() {
+				t.Fatalf("after the refusal the file is at seq %d digest %s, want %d %s", st.Seq, st.Digest, n, m.S.Digest())
 			}
 			after, _ := d.IndexDigest()
 			if after == before {
@@ -228,10 +229,10 @@ func TestRefusesWhatDoesNotExtend(t *testing.T) {
 // violation an audit.Verifier found.
 func TestVerificationRecorded(t *testing.T) {
 	m, at := everyKind(t)
-	raw := m.raw()
+	raw := m.Raw()
 	e, _ := events.Decode(raw[at["g1"]]) // g1's attempt
-	head := m.s.Chain()
-	e.Hash, e.Time = events.Hash{}, m.now
+	head := m.S.Chain()
+	e.Hash, e.Time = events.Hash{}, m.Now
 	again := head.Append(&e, nil)
 	d := openTemp(t, "p.db", 2)
 	applyAll(t, d, append(raw, again))

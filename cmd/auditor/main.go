@@ -145,7 +145,7 @@ connecting, which is retried while NATS is unreachable.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr("%v", err) })
 	g.conn.AddFlags(root.PersistentFlags())
 
-	root.AddCommand(newTailCmd(g), newVerifyCmd(g), newProjectCmd(g), newExplainCmd(g))
+	root.AddCommand(newTailCmd(g), newVerifyCmd(g), newProjectCmd(g), newExplainCmd(g), newServeCmd(g))
 	version.Setup(root)
 
 	cmd, err := root.ExecuteContextC(ctx)

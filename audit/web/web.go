@@ -1,0 +1,372 @@
+// Package web is the auditor's read-only web view of a projection
+// (audit/projection): server-rendered HTML, no scripts.
+//
+// Pages:
+//
+//	/                    fleet: projection head and checks, workers, lanes,
+//	                     live grants, reviews waiting for a person
+//	/worker/{id}         a worker's timeline (filters: kind, reason, since)
+//	/grant/{id}          the chain of a grant (the explain view)
+//	/seq/{n}             the chain behind one receipt
+//	/review/{id}         a review, its approval and the grant that used it
+//	/refusals            denials, refused spends and effects, and calls
+//	                     held for approval (filters: worker, lane, kind,
+//	                     reason, since)
+//	/effects             contested and unverified effects, and effect
+//	                     receipts that did not count
+//	/metrics             Prometheus metrics (when a registry is given)
+//
+// The view reads only the projection. It shows identifiers, kinds,
+// reasons and digests; targets and idempotency keys only as digests,
+// approval notes and policy documents not at all.
+package web
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/writ-dev/writ/audit/projection"
+	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/internal/telemetry"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+// StreamInfo is what the server knows of the stream it projects.
+type StreamInfo struct {
+	// LastSeq is the stream's last sequence when last seen (0: unknown).
+	LastSeq uint64
+	// Following says whether the projection is being kept up to date.
+	Following bool
+	// Err is the last error reading the stream, if any.
+	Err string
+}
+
+// Config configures a Server.
+type Config struct {
+	DB *projection.DB
+	// Stream reports the stream's state; nil when the server only reads
+	// a file.
+	Stream func() StreamInfo
+	// Metrics is served at /metrics when not nil.
+	Metrics *prometheus.Registry
+	// Now is the wall clock (for --since durations); time.Now when nil.
+	Now func() time.Time
+}
+
+// Server serves the pages.
+type Server struct {
+	cfg  Config
+	tmpl map[string]*template.Template
+	mux  *http.ServeMux
+}
+
+var funcs = template.FuncMap{
+	"ts": func(t int64) string {
+		if t == 0 {
+			return "-"
+		}
+		return time.Unix(0, t).UTC().Format("2006-01-02 15:04:05.000")
+	},
+	"short": func(h events.Hash) string { return h.Short() },
+	"dash": func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	},
+	"kv": func(m map[string]string) []string {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		out := make([]string, len(keys))
+		for i, k := range keys {
+			v := m[k]
+			if strings.HasSuffix(k, "digest") && len(v) > 16 {
+				v = v[:16]
+			}
+			out[i] = k + "=" + v
+		}
+		return out
+	},
+	"path": url.PathEscape,
+}
+
+// New builds a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.DB == nil {
+		return nil, errors.New("web: a projection is required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{cfg: cfg, tmpl: map[string]*template.Template{}, mux: http.NewServeMux()}
+	for _, page := range []string{"fleet", "worker", "chain", "refusals", "effects"} {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
+		if err != nil {
+			return nil, fmt.Errorf("web: template %s: %w", page, err)
+		}
+		s.tmpl[page] = t
+	}
+	s.mux.HandleFunc("GET /{$}", s.fleet)
+	s.mux.HandleFunc("GET /worker/{id}", s.worker)
+	s.mux.HandleFunc("GET /grant/{id}", s.chain("grant:"))
+	s.mux.HandleFunc("GET /seq/{id}", s.chain("seq:"))
+	s.mux.HandleFunc("GET /review/{id}", s.chain("review:"))
+	s.mux.HandleFunc("GET /refusals", s.refusals)
+	s.mux.HandleFunc("GET /effects", s.effects)
+	if cfg.Metrics != nil {
+		s.mux.Handle("GET /metrics", telemetry.Handler(cfg.Metrics))
+	}
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	s.mux.ServeHTTP(w, r)
+}
+
+// page is what every template gets.
+type page struct {
+	Title  string
+	Status projection.Status
+	Stream StreamInfo
+	Lag    uint64
+	Checks string
+	Data   any
+}
+
+func (s *Server) render(w http.ResponseWriter, name, title string, data any) {
+	st, err := s.cfg.DB.Status()
+	if err != nil {
+		http.Error(w, "reading the projection: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	p := page{Title: title, Status: st, Data: data, Checks: Checks(st)}
+	if s.cfg.Stream != nil {
+		p.Stream = s.cfg.Stream()
+		if p.Stream.LastSeq > st.Seq {
+			p.Lag = p.Stream.LastSeq - st.Seq
+		}
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := s.tmpl[name].Execute(w, p); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}
+
+// Checks describes a projection's verification status in one line.
+func Checks(st projection.Status) string {
+	switch {
+	case st.Violation != nil:
+		return "FAILED: " + st.Violation.Error()
+	case st.Seq == 0:
+		return "no receipts yet"
+	case st.VerifiedFrom <= 1:
+		return fmt.Sprintf("ok: chain and invariants checked from seq 1 to %d", st.Seq)
+	case st.VerifiedFrom > st.Seq:
+		return "nothing checked by this run (run 'auditor verify' for the whole stream)"
+	}
+	return fmt.Sprintf("ok from seq %d to %d (earlier receipts checked by earlier runs; 'auditor verify' checks the whole stream)", st.VerifiedFrom, st.Seq)
+}
+
+type laneCount struct {
+	Lane    string
+	Workers int
+}
+
+type fleetData struct {
+	Workers    []projection.Worker
+	Lanes      []laneCount
+	LiveGrants []projection.Grant
+	LiveTotal  int
+	Reviews    []projection.Review
+}
+
+func (s *Server) fleet(w http.ResponseWriter, r *http.Request) {
+	st, err := s.cfg.DB.Status()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	ws, err := s.cfg.DB.Workers()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	lanes := map[string]int{}
+	for _, wk := range ws {
+		lanes[wk.Lane]++
+	}
+	d := fleetData{Workers: ws}
+	for l, n := range lanes {
+		d.Lanes = append(d.Lanes, laneCount{l, n})
+	}
+	sort.Slice(d.Lanes, func(i, j int) bool { return d.Lanes[i].Lane < d.Lanes[j].Lane })
+	live, err := s.cfg.DB.Grants(func(g *projection.Grant) bool {
+		c := g.Closure()
+		return g.ExpiresAt > st.Time && (c == projection.ClosurePermitted || c == projection.ClosureUnverified)
+	})
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	d.LiveTotal = len(live)
+	d.LiveGrants = live[:min(len(live), 100)]
+	d.Reviews, err = s.cfg.DB.Reviews(func(rv *projection.Review) bool { return rv.Open() })
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	s.render(w, "fleet", "Fleet", d)
+}
+
+// filterForm is the filter form's values, echoed back into it.
+type filterForm struct {
+	Worker, Lane, Kind, Reason, Since string
+	Err                               string
+}
+
+func (s *Server) parseFilter(r *http.Request) (projection.Filter, filterForm) {
+	q := r.URL.Query()
+	ff := filterForm{Worker: q.Get("worker"), Lane: q.Get("lane"), Kind: q.Get("kind"), Reason: q.Get("reason"), Since: q.Get("since")}
+	f := projection.Filter{Worker: ff.Worker, Lane: ff.Lane, Reason: ff.Reason, Limit: 500}
+	if ff.Kind != "" {
+		k, ok := events.KindFromString(ff.Kind)
+		if !ok {
+			ff.Err = fmt.Sprintf("kind %q is not a receipt kind", ff.Kind)
+		}
+		f.Kind = k
+	}
+	if ff.Since != "" {
+		if d, err := time.ParseDuration(ff.Since); err == nil && d > 0 {
+			f.Since = s.cfg.Now().Add(-d).UnixNano()
+		} else if t, err := time.Parse(time.RFC3339Nano, ff.Since); err == nil {
+			f.Since = t.UnixNano()
+		} else {
+			ff.Err = fmt.Sprintf("since %q is neither a duration (1h) nor an RFC 3339 time", ff.Since)
+		}
+	}
+	return f, ff
+}
+
+type workerData struct {
+	ID     string
+	Worker *projection.Worker
+	Events []events.Event
+	Form   filterForm
+}
+
+func (s *Server) worker(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	f, ff := s.parseFilter(r)
+	f.Worker, f.Lane = id, ""
+	ff.Worker = id
+	d := workerData{ID: id, Form: ff}
+	ws, err := s.cfg.DB.Workers()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	for i := range ws {
+		if ws[i].ID == id {
+			d.Worker = &ws[i]
+		}
+	}
+	if d.Worker == nil {
+		w.WriteHeader(http.StatusNotFound)
+	}
+	if ff.Err == "" {
+		d.Events, err = s.cfg.DB.Timeline(f)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+	}
+	s.render(w, "worker", "Worker "+id, d)
+}
+
+type chainData struct {
+	X   *projection.Explanation
+	Err string
+}
+
+func (s *Server) chain(prefix string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		x, err := s.cfg.DB.ExplainArg(prefix + r.PathValue("id"))
+		d := chainData{X: x}
+		if err != nil {
+			d.Err = err.Error()
+			if errors.Is(err, projection.ErrNotFound) {
+				w.WriteHeader(http.StatusNotFound)
+			} else {
+				w.WriteHeader(http.StatusBadRequest)
+			}
+		}
+		s.render(w, "chain", strings.TrimSuffix(prefix, ":")+" "+r.PathValue("id"), d)
+	}
+}
+
+type refusalsData struct {
+	Rows  []projection.Row
+	Form  filterForm
+	Kinds []string
+}
+
+func (s *Server) refusals(w http.ResponseWriter, r *http.Request) {
+	f, ff := s.parseFilter(r)
+	d := refusalsData{Form: ff, Kinds: []string{"deny", "approval_required", "spend_refused", "effect_refused", "refusal_summary"}}
+	if ff.Err != "" {
+		w.WriteHeader(http.StatusBadRequest)
+	} else {
+		var err error
+		d.Rows, err = s.cfg.DB.Refusals(f)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+	}
+	s.render(w, "refusals", "Refusals and held calls", d)
+}
+
+type effectsData struct {
+	Contested  []projection.Grant
+	Unverified []projection.Grant
+	Anomalous  []projection.Grant
+}
+
+func (s *Server) effects(w http.ResponseWriter, r *http.Request) {
+	var d effectsData
+	_, err := s.cfg.DB.Grants(func(g *projection.Grant) bool {
+		switch g.Closure() {
+		case "contested":
+			d.Contested = append(d.Contested, *g)
+		case projection.ClosureUnverified:
+			d.Unverified = append(d.Unverified, *g)
+		}
+		if len(g.Anomalies) > 0 {
+			d.Anomalous = append(d.Anomalous, *g)
+		}
+		return false
+	})
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	s.render(w, "effects", "Contested and unverified effects", d)
+}
