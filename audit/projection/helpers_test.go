@@ -7,7 +7,7 @@ import (
 	"github.com/writ-dev/writ/internal/testing/receipts"
 )
 
-func everyKind(t *testing.T) (*receipts.Sim, map[string]uint64) { return receipts.EveryKind(t) }
+func everyKind(t testing.TB) (*receipts.Sim, map[string]uint64) { return receipts.EveryKind(t) }
 
 func openTemp(t *testing.T, name string, commitEvery int) *DB {
 	t.Helper()
