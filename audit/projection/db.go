@@ -43,23 +43,26 @@ var (
 )
 
 // schemaVersion is written in the meta bucket; Open refuses any other.
-const schemaVersion = 1
+const schemaVersion = 2
 
 // Bucket names.
 var (
 	bMeta      = []byte("meta")
-	bEvents    = []byte("events")   // seq -> raw receipt
-	bGrants    = []byte("grants")   // grant id \0 permit seq -> Grant JSON
-	bReviews   = []byte("reviews")  // review id -> Review JSON
-	bSources   = []byte("sources")  // source id -> Source JSON
-	bRefusals  = []byte("refusals") // seq -> Row JSON
-	bWorkers   = []byte("workers")  // worker \0 seq -> kind
-	bLanes     = []byte("lanes")    // lane \0 seq -> kind
-	bWorkerSum = []byte("fleet")    // worker -> Worker JSON
-	bRevokes   = []byte("revokes")  // counter key \0 seq -> value
-	bCancels   = []byte("cancels")  // grant id \0 seq -> nothing
-	bEpochs    = []byte("epochs")   // seq -> epoch
-	indexes    = [][]byte{bEvents, bGrants, bReviews, bSources, bRefusals, bWorkers, bLanes, bWorkerSum, bRevokes, bCancels, bEpochs}
+	bEvents    = []byte("events")    // seq -> raw receipt
+	bGrants    = []byte("grants")    // grant id \0 permit seq -> Grant JSON
+	bReviews   = []byte("reviews")   // review id -> Review JSON
+	bSources   = []byte("sources")   // source id -> Source JSON
+	bRefusals  = []byte("refusals")  // seq -> Row JSON
+	bWorkers   = []byte("workers")   // worker \0 seq -> kind
+	bLanes     = []byte("lanes")     // lane \0 seq -> kind
+	bWorkerSum = []byte("fleet")     // worker -> Worker JSON
+	bRevokes   = []byte("revokes")   // counter key \0 seq -> value
+	bCancels   = []byte("cancels")   // grant id \0 seq -> nothing
+	bEpochs    = []byte("epochs")    // seq -> epoch
+	bOpen      = []byte("open")      // grant key -> nothing: permitted or unverified
+	bContested = []byte("contested") // grant key -> nothing
+	bAnomalous = []byte("anomalous") // grant key -> nothing: effects that did not count
+	indexes    = [][]byte{bEvents, bGrants, bReviews, bSources, bRefusals, bWorkers, bLanes, bWorkerSum, bRevokes, bCancels, bEpochs, bOpen, bContested, bAnomalous}
 )
 
 // Meta keys.

@@ -210,7 +210,7 @@ func indexPermit(tx *bbolt.Tx, e *events.Event) error {
 		ReviewID: e.ReviewID, Digest: e.Digest, Epoch: e.Epoch, PermitSeq: e.Seq,
 		IssuedAt: e.IssuedAt, ExpiresAt: e.ExpiresAt,
 	}
-	if err := putJSON(tx.Bucket(bGrants), key(e.GrantID, e.Seq), &g); err != nil {
+	if err := putGrant(tx, key(e.GrantID, e.Seq), &g); err != nil {
 		return err
 	}
 	if e.ReviewID != "" {
@@ -251,7 +251,7 @@ func indexGrantEvent(tx *bbolt.Tx, e *events.Event) (string, error) {
 	case events.KindEffect:
 		closeEffect(g, e)
 	}
-	return lane, putJSON(b, k, g)
+	return lane, putGrant(tx, k, g)
 }
 
 // closeEffect applies the effect closure rules to one effect receipt.
@@ -312,7 +312,7 @@ func indexRevoke(tx *bbolt.Tx, e *events.Event) error {
 		}
 		if g != nil && g.AttemptSeq == 0 && g.CancelledSeq == 0 {
 			g.CancelledSeq = e.Seq
-			if err := putJSON(gb, k, g); err != nil {
+			if err := putGrant(tx, k, g); err != nil {
 				return err
 			}
 		}
@@ -408,6 +408,34 @@ func latestGrant(b *bbolt.Bucket, id string) ([]byte, *Grant, error) {
 		return nil, nil, err
 	}
 	return bytes.Clone(last), &g, nil
+}
+
+// putGrant writes a grant record and keeps the grant sets in step with
+// it: open (permitted or unverified), contested, and with anomalies.
+func putGrant(tx *bbolt.Tx, k []byte, g *Grant) error {
+	if err := putJSON(tx.Bucket(bGrants), k, g); err != nil {
+		return err
+	}
+	c := g.Closure()
+	for _, m := range []struct {
+		b  []byte
+		in bool
+	}{
+		{bOpen, c == ClosurePermitted || c == ClosureUnverified},
+		{bContested, c == grants.OutcomeContested},
+		{bAnomalous, len(g.Anomalies) > 0},
+	} {
+		var err error
+		if m.in {
+			err = tx.Bucket(m.b).Put(k, nil)
+		} else {
+			err = tx.Bucket(m.b).Delete(k)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func putJSON(b *bbolt.Bucket, k []byte, v any) error {

@@ -273,3 +273,41 @@ func TestReadOnlyLocked(t *testing.T) {
 		t.Fatalf("got %v, want ErrLocked", err)
 	}
 }
+
+// TestEffectClosure: a late effect receipt counts only when it ties to
+// the grant's attempt, worker and request digest; one that does not is
+// kept as an anomaly (and the checks record a violation), the grant stays
+// unverified, and the later matching confirmation closes it.
+func TestEffectClosure(t *testing.T) {
+	m, _ := everyKind(t)
+	raw := m.Raw()
+	d := openTemp(t, "p.db", 3)
+	applyAll(t, d, raw)
+	g3, err := d.Grant("g3")
+	if err != nil || g3.Closure() != ClosureUnverified {
+		t.Fatalf("g3: %+v %v", g3, err)
+	}
+	c := m.S.Chain()
+	eff := func(worker string, ref uint64, digest events.Hash) []byte {
+		m.Now += receipts.Sec
+		e := events.Event{Kind: events.KindEffect, Time: m.Now, GrantID: "g3", Worker: worker, Outcome: "confirmed",
+			Verifier: "late", RefSeq: ref, Digest: digest, Decision: "permit"}
+		return c.Append(&e, nil)
+	}
+	applyAll(t, d, append(raw,
+		eff("w3", g3.AttemptSeq+1, g3.Digest),              // not the grant's attempt
+		eff("w1", g3.AttemptSeq, g3.Digest),                // another worker
+		eff("w3", g3.AttemptSeq, events.Sum([]byte("x"))), // another request
+		eff("w3", g3.AttemptSeq, g3.Digest),                // the real confirmation
+	))
+	g3, _ = d.Grant("g3")
+	if len(g3.Anomalies) != 3 || g3.Closure() != "confirmed" || len(g3.Effects) != 4 || len(g3.Verifiers) != 1 {
+		t.Fatalf("g3 after late effects: %+v", g3)
+	}
+	if st, _ := d.Status(); st.Violation == nil || st.Violation.Seq != c.Seq-3 {
+		t.Fatalf("the checks did not record the first bad effect: %+v", st.Violation)
+	}
+	if an, _ := d.GrantsIn(SetAnomalous, nil); len(an) != 1 || an[0].ID != "g3" {
+		t.Fatalf("anomalous set: %+v", an)
+	}
+}

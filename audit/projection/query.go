@@ -123,6 +123,40 @@ func (d *DB) Grants(keep func(*Grant) bool) ([]Grant, error) {
 	return out, err
 }
 
+// Grant sets for GrantsIn.
+const (
+	// SetOpen: grants permitted and not spent, or spent with no effect
+	// reported (unverified), expired or not.
+	SetOpen = "open"
+	// SetContested: grants whose effects disagree.
+	SetContested = "contested"
+	// SetAnomalous: grants with effect receipts that did not count.
+	SetAnomalous = "anomalous"
+)
+
+// GrantsIn returns the grants of one set that keep accepts, in grant id
+// order, without reading the others.
+func (d *DB) GrantsIn(set string, keep func(*Grant) bool) ([]Grant, error) {
+	var out []Grant
+	err := d.db.View(func(tx *bbolt.Tx) error {
+		sb, gb := tx.Bucket([]byte(set)), tx.Bucket(bGrants)
+		if sb == nil || gb == nil {
+			return fmt.Errorf("projection: no grant set %q", set)
+		}
+		return sb.ForEach(func(k, _ []byte) error {
+			var g Grant
+			if err := json.Unmarshal(gb.Get(k), &g); err != nil {
+				return err
+			}
+			if keep == nil || keep(&g) {
+				out = append(out, g)
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
 // Reviews returns the reviews keep accepts, in review id order.
 func (d *DB) Reviews(keep func(*Review) bool) ([]Review, error) {
 	var out []Review

@@ -218,10 +218,7 @@ func (s *Server) fleet(w http.ResponseWriter, r *http.Request) {
 		d.Lanes = append(d.Lanes, laneCount{l, n})
 	}
 	sort.Slice(d.Lanes, func(i, j int) bool { return d.Lanes[i].Lane < d.Lanes[j].Lane })
-	live, err := s.cfg.DB.Grants(func(g *projection.Grant) bool {
-		c := g.Closure()
-		return g.ExpiresAt > st.Time && (c == projection.ClosurePermitted || c == projection.ClosureUnverified)
-	})
+	live, err := s.cfg.DB.GrantsIn(projection.SetOpen, func(g *projection.Grant) bool { return g.ExpiresAt > st.Time })
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -352,19 +349,11 @@ type effectsData struct {
 
 func (s *Server) effects(w http.ResponseWriter, r *http.Request) {
 	var d effectsData
-	_, err := s.cfg.DB.Grants(func(g *projection.Grant) bool {
-		switch g.Closure() {
-		case "contested":
-			d.Contested = append(d.Contested, *g)
-		case projection.ClosureUnverified:
-			d.Unverified = append(d.Unverified, *g)
-		}
-		if len(g.Anomalies) > 0 {
-			d.Anomalous = append(d.Anomalous, *g)
-		}
-		return false
-	})
-	if err != nil {
+	var err1, err2, err3 error
+	d.Contested, err1 = s.cfg.DB.GrantsIn(projection.SetContested, nil)
+	d.Unverified, err2 = s.cfg.DB.GrantsIn(projection.SetOpen, func(g *projection.Grant) bool { return g.Closure() == projection.ClosureUnverified })
+	d.Anomalous, err3 = s.cfg.DB.GrantsIn(projection.SetAnomalous, nil)
+	if err := errors.Join(err1, err2, err3); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
