@@ -295,10 +295,10 @@ func TestEffectClosure(t *testing.T) {
 		return c.Append(&e, nil)
 	}
 	applyAll(t, d, append(raw,
-		eff("w3", g3.AttemptSeq+1, g3.Digest),              // not the grant's attempt
-		eff("w1", g3.AttemptSeq, g3.Digest),                // another worker
+		eff("w3", g3.AttemptSeq+1, g3.Digest),             // not the grant's attempt
+		eff("w1", g3.AttemptSeq, g3.Digest),               // another worker
 		eff("w3", g3.AttemptSeq, events.Sum([]byte("x"))), // another request
-		eff("w3", g3.AttemptSeq, g3.Digest),                // the real confirmation
+		eff("w3", g3.AttemptSeq, g3.Digest),               // the real confirmation
 	))
 	g3, _ = d.Grant("g3")
 	if len(g3.Anomalies) != 3 || g3.Closure() != "confirmed" || len(g3.Effects) != 4 || len(g3.Verifiers) != 1 {
