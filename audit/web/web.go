@@ -327,7 +327,10 @@ type refusalsData struct {
 
 func (s *Server) refusals(w http.ResponseWriter, r *http.Request) {
 	f, ff := s.parseFilter(r)
-	d := refusalsData{Form: ff, Kinds: []string{"deny", "approval_required", "spend_refused", "effect_refused", "refusal_summary"}}
+	d := refusalsData{Form: ff}
+	for _, k := range []events.Kind{events.KindDeny, events.KindApprovalRequired, events.KindSpendRefused, events.KindEffectRefused, events.KindRefusalSummary} {
+		d.Kinds = append(d.Kinds, k.String())
+	}
 	if ff.Err != "" {
 		w.WriteHeader(http.StatusBadRequest)
 	} else {

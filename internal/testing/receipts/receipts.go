@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/writ-dev/writ/args"
+	"github.com/writ-dev/writ/authority"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
@@ -76,9 +77,9 @@ func EveryKind(t testing.TB) (*Sim, map[string]uint64) {
 	req := func(id, w, lane, tool string, dg events.Hash) fsm.Command {
 		return fsm.Command{Op: fsm.OpRequest, Caller: w, Lane: lane, Tool: tool, GrantID: id, Digest: dg, IdemKey: "k-" + id}
 	}
-	m.Apply(fsm.Command{Op: fsm.OpSource, Caller: "w1", SourceID: "s1", Channel: "web_fetch", Scope: "task", ContentDigest: d("page")})
-	m.Apply(fsm.Command{Op: fsm.OpSource, Caller: "w1", SourceID: "ds1", Channel: "derived", Scope: "task", Origins: []string{"s1"}, ContentDigest: d("derived")})
-	m.Apply(fsm.Command{Op: fsm.OpSource, Caller: "w1", SourceID: "s1", Channel: "web_fetch", Scope: "task", ContentDigest: d("other page")}) // conflicting: refused
+	m.Apply(fsm.Command{Op: fsm.OpSource, Caller: "w1", SourceID: "s1", Channel: authority.ChannelWebFetch, Scope: "task", ContentDigest: d("page")})
+	m.Apply(fsm.Command{Op: fsm.OpSource, Caller: "w1", SourceID: "ds1", Channel: authority.ChannelDerived, Scope: "task", Origins: []string{"s1"}, ContentDigest: d("derived content")})
+	m.Apply(fsm.Command{Op: fsm.OpSource, Caller: "w1", SourceID: "s1", Channel: authority.ChannelWebFetch, Scope: "task", ContentDigest: d("other page")}) // conflicting: refused
 	m.Apply(req("g1", "w1", "isolated", "Read", d("a")))
 	at["g1"] = m.S.Chain().Seq
 	m.Apply(fsm.Command{Op: fsm.OpSpend, Caller: "w1", GrantID: "g1", Digest: d("a"), IdemKey: "s1"})
