@@ -3,6 +3,7 @@ package projection
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -212,7 +213,7 @@ func (d *DB) ExplainSeq(seq uint64) (*Explanation, error) {
 		}
 		d.stamp(tx, x)
 		x.Event = step(&e)
-		x.Sentence = fmt.Sprintf("Receipt seq %d is a %s receipt at %s%s; it authorizes no side effect by itself.",
+		x.Sentence = fmt.Sprintf("Receipt seq %d (%s) at %s%s authorizes no side effect by itself.",
 			seq, e.Kind, ts(e.Time), who(&e))
 		return nil
 	})
@@ -304,6 +305,7 @@ func (d *DB) explainGrant(tx *bbolt.Tx, x *Explanation, g *Grant) error {
 		x.Later = append(x.Later, Step{Seq: getU64(k), Kind: events.KindEpoch, Fields: map[string]string{
 			"epoch": strconv.FormatUint(getU64(v), 10), "bound_epoch": strconv.FormatUint(g.Epoch, 10)}})
 	}
+	sort.SliceStable(x.Later, func(i, j int) bool { return x.Later[i].Seq < x.Later[j].Seq })
 	for i := range x.Later {
 		if st := stepAt(tx, x.Later[i].Seq); st != nil {
 			x.Later[i].Time, x.Later[i].Hash = st.Time, st.Hash
@@ -439,6 +441,8 @@ func grantSentence(x *Explanation, g *Grant, expired bool) string {
 		}
 	}
 	switch {
+	case len(x.Later) > 0 && x.Later[0].Seq != 0 && g.AttemptSeq != 0 && x.Later[0].Seq > g.AttemptSeq:
+		fmt.Fprintf(&b, "; the %s at seq %d, after the attempt, would refuse it now.", x.Later[0].Kind, x.Later[0].Seq)
 	case len(x.Later) > 0 && x.Later[0].Seq != 0:
 		fmt.Fprintf(&b, "; the %s at seq %d would refuse it now.", x.Later[0].Kind, x.Later[0].Seq)
 	case expired:
