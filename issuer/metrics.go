@@ -42,3 +42,21 @@ func (s *Service) EnableMetrics(reg prometheus.Registerer) {
 func (s *Service) observe(op string, env *grants.Envelope, lane string, commit time.Duration) {
 	s.metrics.Load().Request(op, string(env.Decision), string(env.Reason), lane, env.Consequence, commit)
 }
+
+// clock reads the wall clock for a latency only while metrics are on, so
+// a node without them pays nothing for them.
+func (s *Service) clock() time.Time {
+	if s.metrics.Load() == nil {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+// since is the time elapsed from t, a clock reading (0 when metrics were
+// off when it was taken).
+func (s *Service) since(t time.Time) time.Duration {
+	if t.IsZero() {
+		return 0
+	}
+	return time.Since(t)
+}

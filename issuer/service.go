@@ -322,7 +322,11 @@ func (s *Service) handleWorker(m *nats.Msg) { s.spawn(m, workerHandler) }
 func (s *Service) handleOperator(m *nats.Msg) { s.spawn(m, operatorHandler) }
 
 func (s *Service) worker(m *nats.Msg) {
-	start := time.Now()
+	mt := s.metrics.Load()
+	var start time.Time
+	if mt != nil {
+		start = time.Now()
+	}
 	worker, op, err := api.ParseWorkerSubject(m.Subject)
 	if err != nil {
 		env := grants.Refuse(grants.ReasonInvalidRequest, "subject", err.Error())
@@ -330,7 +334,7 @@ func (s *Service) worker(m *nats.Msg) {
 		s.observe("", &env, "", 0)
 		return
 	}
-	if mt := s.metrics.Load(); op == api.OpSpend && mt != nil {
+	if op == api.OpSpend && mt != nil {
 		defer func() { mt.Spend(time.Since(start)) }()
 	}
 	var (
@@ -370,9 +374,9 @@ func (s *Service) worker(m *nats.Msg) {
 		s.observe(op, &env, cmd.Lane, 0)
 		return
 	}
-	proposed := time.Now()
+	proposed := s.clock()
 	env := s.propose(m, cmd)
-	s.observe(op, &env, cmd.Lane, time.Since(proposed))
+	s.observe(op, &env, cmd.Lane, s.since(proposed))
 	if a != nil && env.Decision == grants.Deny && env.Seq != 0 {
 		a.refused(worker, time.Now())
 	}
@@ -423,9 +427,9 @@ func (s *Service) operator(m *nats.Msg) {
 		s.observe(op, &env, "", 0)
 		return
 	}
-	proposed := time.Now()
+	proposed := s.clock()
 	env := s.propose(m, cmd)
-	s.observe(op, &env, "", time.Since(proposed))
+	s.observe(op, &env, "", s.since(proposed))
 }
 
 // operatorOp names an operator subject for metrics.
