@@ -96,3 +96,58 @@ func TestServeFollowsAndServes(t *testing.T) {
 		t.Fatal("serve did not stop")
 	}
 }
+
+// TestServeWithoutStream: with NATS unreachable serve still serves the
+// projection file, the page says why the stream is not followed, and
+// explain on the file serve holds says who holds it; --offline does not
+// try the stream at all.
+func TestServeWithoutStream(t *testing.T) {
+	cleanEnv(t)
+	url := startJetStream(t)
+	b := newBus(t, url)
+	is := newIssuer()
+	is.scenario(5)
+	b.publish(is.receipts()...)
+	db := filepath.Join(t.TempDir(), "p.db")
+	if r := runCLI(t, "project", "--db", db, "--nats-url", url); r.code != ExitOK {
+		t.Fatalf("project: %d %s", r.code, r.stderr)
+	}
+	for _, offline := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(context.Background())
+		addrc := make(chan string, 1)
+		done := make(chan error, 1)
+		g := &globals{stdout: io.Discard, stderr: &bytes.Buffer{}}
+		g.conn.URL, g.conn.Timeout = "nats://127.0.0.1:1", 200*time.Millisecond // nothing listens on port 1
+		go func() { done <- serveWeb(ctx, g, db, "127.0.0.1:0", offline, func(a string) { addrc <- a }) }()
+		addr := <-addrc
+		var page string
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			resp, err := http.Get("http://" + addr + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			page = string(body)
+			if offline || strings.Contains(page, "stream: ") || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if !strings.Contains(page, is.s.Chain().Head.String()) {
+			t.Errorf("offline=%v: the page lacks the file's head", offline)
+		}
+		if got := strings.Contains(page, "stream: "); got == offline {
+			t.Errorf("offline=%v: stream error shown %v:\n%s", offline, got, page)
+		}
+		r := runCLI(t, "explain", "--db", db, "g0")
+		if r.code != ExitUnavailable || !strings.Contains(r.stderr, "auditor serve") {
+			t.Errorf("explain on a held file: %d %s", r.code, r.stderr)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+	}
+}
