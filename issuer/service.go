@@ -189,6 +189,7 @@ func (s *Service) lead(ctx context.Context) error {
 		api.SubjectReinstate:               s.handleOperator,
 		api.SubjectPolicy:                  s.handleOperator,
 		api.SubjectApprove:                 s.handleOperator,
+		api.SubjectBreakGlass:              s.handleOperator,
 		api.SubjectStatus:                  s.handleStatus,
 		api.OperatorPrefix + "policy.show": s.handlePolicyShow,
 		api.SubjectReviews:                 s.handleReviews,
@@ -417,6 +418,8 @@ func (s *Service) operator(m *nats.Msg) {
 		cmd, rerr = policyCommand(who, m.Data)
 	case api.SubjectApprove:
 		cmd, rerr = approveCommand(who, m.Data)
+	case api.SubjectBreakGlass:
+		cmd, rerr = breakGlassCommand(who, m.Data)
 	default:
 		rerr = invalid("subject", "unknown operator subject %q", m.Subject)
 	}
@@ -443,6 +446,8 @@ func operatorOp(subject string) string {
 		return telemetry.OpPolicy
 	case api.SubjectApprove:
 		return telemetry.OpApprove
+	case api.SubjectBreakGlass:
+		return telemetry.OpBreakGlass
 	}
 	return ""
 }

@@ -18,10 +18,21 @@ type filterFlags struct {
 func (f *filterFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.worker, "worker", "", "only receipts of this worker")
 	fs.StringVar(&f.lane, "lane", "", "only receipts in this lane (a grant's attempt, effects and refusals take its permit's lane)")
-	fs.StringVar(&f.kinds, "kind", "", "only these kinds, comma-separated (permit,deny,attempt,spend_refused,effect,effect_refused,revoke,epoch,reinstate,approval_required,source,approval,refusal_summary)")
+	fs.StringVar(&f.kinds, "kind", "", "only these kinds, comma-separated ("+strings.Join(kindNames(), ",")+")")
 	fs.StringVar(&f.reasons, "reason", "", "only receipts with one of these reasons, comma-separated (worker_revoked,denied_by_policy,...)")
 	fs.StringVar(&f.grant, "grant", "", "only receipts of this grant id")
 	fs.StringVar(&f.since, "since", "", "only receipts at or after this time: a duration back from now (90m, 1h) or an RFC 3339 time")
+}
+
+// kindNames lists the receipt kinds this build knows, in kind order.
+func kindNames() []string {
+	var out []string
+	for k := events.Kind(1); k < 64; k++ {
+		if k.Known() {
+			out = append(out, k.String())
+		}
+	}
+	return out
 }
 
 // receiptFilter is a parsed filterFlags.
@@ -40,7 +51,7 @@ func (f *filterFlags) parse(now time.Time) (*receiptFilter, error) {
 		for _, k := range strings.Split(f.kinds, ",") {
 			kind, ok := events.KindFromString(strings.TrimSpace(k))
 			if !ok {
-				return nil, usageErr("--kind: %q is not a receipt kind (one of permit, deny, attempt, spend_refused, effect, effect_refused, revoke, epoch, reinstate, approval_required, source, approval, refusal_summary)", k)
+				return nil, usageErr("--kind: %q is not a receipt kind (one of %s)", k, strings.Join(kindNames(), ", "))
 			}
 			rf.kinds[kind] = true
 		}

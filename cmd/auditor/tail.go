@@ -169,6 +169,10 @@ func detail(e events.Event) string {
 		return sourceDetail(e)
 	case events.KindApproval:
 		return approvalDetail(e)
+	case events.KindBreakGlass:
+		// Who opened which payloads, until when, and why.
+		return fmt.Sprintf("case=%s scope=%s until=%s by=%s reason=%s", e.CaseID, e.GlassScope,
+			time.Unix(0, e.ExpiresAt).UTC().Format(time.RFC3339), e.Actor, strconv.Quote(e.Detail))
 	case events.KindRefusalSummary:
 		// How many requests admission control refused undecided.
 		return fmt.Sprintf("%s count=%d %s", e.Reason, e.Amount, e.Tool)

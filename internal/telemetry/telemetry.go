@@ -32,14 +32,15 @@ const (
 
 // Operator request operations (the worker API's are api.OpGrant, ...).
 const (
-	OpRevoke    = "revoke"
-	OpReinstate = "reinstate"
-	OpPolicy    = "policy"
-	OpApprove   = "approve"
+	OpRevoke     = "revoke"
+	OpReinstate  = "reinstate"
+	OpPolicy     = "policy"
+	OpApprove    = "approve"
+	OpBreakGlass = "breakglass"
 )
 
 // Ops are the request operations: the worker API's and the operator's.
-var Ops = []string{api.OpGrant, api.OpSpend, api.OpEffect, api.OpSource, OpRevoke, OpReinstate, OpPolicy, OpApprove}
+var Ops = []string{api.OpGrant, api.OpSpend, api.OpEffect, api.OpSource, OpRevoke, OpReinstate, OpPolicy, OpApprove, OpBreakGlass}
 
 // Decisions.
 var Decisions = []string{string(grants.Permit), string(grants.Deny), string(grants.ApprovalRequired)}
