@@ -43,7 +43,7 @@ var (
 )
 
 // schemaVersion is written in the meta bucket; Open refuses any other.
-const schemaVersion = 2
+const schemaVersion = 3
 
 // Bucket names.
 var (
@@ -62,7 +62,11 @@ var (
 	bOpen      = []byte("open")      // grant key -> nothing: permitted or unverified
 	bContested = []byte("contested") // grant key -> nothing
 	bAnomalous = []byte("anomalous") // grant key -> nothing: effects that did not count
-	indexes    = [][]byte{bEvents, bGrants, bReviews, bSources, bRefusals, bWorkers, bLanes, bWorkerSum, bRevokes, bCancels, bEpochs, bOpen, bContested, bAnomalous}
+	bGlass     = []byte("glass")     // case id \0 seq -> Case JSON
+	indexes    = [][]byte{bEvents, bGrants, bReviews, bSources, bRefusals, bWorkers, bLanes, bWorkerSum, bRevokes, bCancels, bEpochs, bOpen, bContested, bAnomalous, bGlass}
+	// bViews is the local record of pages shown under break-glass cases:
+	// not folded from the stream, so not an index (IndexDigest skips it).
+	bViews = []byte("views") // sequence -> View JSON
 )
 
 // Meta keys.
@@ -153,7 +157,7 @@ func Open(cfg Config) (*DB, error) {
 			if err != nil {
 				return err
 			}
-			for _, b := range indexes {
+			for _, b := range append(indexes, bViews) {
 				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 					return err
 				}

@@ -183,6 +183,10 @@ func index(tx *bbolt.Tx, e *events.Event, raw []byte) error {
 		err = indexRevoke(tx, e)
 	case events.KindEpoch:
 		err = tx.Bucket(bEpochs).Put(seqKey, u64(e.Epoch))
+	case events.KindBreakGlass:
+		c := Case{ID: e.CaseID, Scope: e.GlassScope, Worker: e.Worker, Actor: e.Actor, Reason: e.Detail,
+			IssuedAt: e.IssuedAt, ExpiresAt: e.ExpiresAt, Seq: e.Seq}
+		err = putJSON(tx.Bucket(bGlass), key(e.CaseID, e.Seq), &c)
 	}
 	if err != nil {
 		return err

@@ -14,11 +14,16 @@
 //	                     reason, since)
 //	/effects             contested and unverified effects, and effect
 //	                     receipts that did not count
+//	/breakglass          break-glass cases and the pages shown under them
 //	/metrics             Prometheus metrics (when a registry is given)
 //
 // The view reads only the projection. It shows identifiers, kinds,
 // reasons and digests; targets and idempotency keys only as digests,
-// approval notes and policy documents not at all.
+// approval notes and policy documents not at all. While a break-glass
+// case (a break_glass receipt) runs for a worker, that worker's timeline
+// and the chains of its grants also show their receipts' payloads, under
+// a banner, and every such page view is recorded in the projection file
+// before the page is sent (/breakglass lists them).
 package web
 
 import (
@@ -29,6 +34,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -102,6 +108,19 @@ var funcs = template.FuncMap{
 		return out
 	},
 	"path": url.PathEscape,
+	"payload": func(m map[uint64]map[string]string, seq uint64) []string {
+		p := m[seq]
+		keys := make([]string, 0, len(p))
+		for k := range p {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		out := make([]string, len(keys))
+		for i, k := range keys {
+			out[i] = k + "=" + strconv.Quote(p[k])
+		}
+		return out
+	},
 }
 
 // New builds a Server.
@@ -113,7 +132,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, tmpl: map[string]*template.Template{}, mux: http.NewServeMux()}
-	for _, page := range []string{"fleet", "worker", "chain", "refusals", "effects"} {
+	for _, page := range []string{"fleet", "worker", "chain", "refusals", "effects", "breakglass"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("web: template %s: %w", page, err)
@@ -127,6 +146,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /review/{id}", s.chain("review:"))
 	s.mux.HandleFunc("GET /refusals", s.refusals)
 	s.mux.HandleFunc("GET /effects", s.effects)
+	s.mux.HandleFunc("GET /breakglass", s.breakGlass)
 	if cfg.Metrics != nil {
 		s.mux.Handle("GET /metrics", telemetry.Handler(cfg.Metrics))
 	}
@@ -143,6 +163,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // page is what every template gets.
 type page struct {
+	// Glass is the break-glass case this page's payloads are shown
+	// under, or nil (digests only).
+	Glass  *projection.Case
 	Title  string
 	Status projection.Status
 	Stream StreamInfo
@@ -152,12 +175,16 @@ type page struct {
 }
 
 func (s *Server) render(w http.ResponseWriter, name, title string, data any) {
+	s.renderGlass(w, name, title, data, nil)
+}
+
+func (s *Server) renderGlass(w http.ResponseWriter, name, title string, data any, glass *projection.Case) {
 	st, err := s.cfg.DB.Status()
 	if err != nil {
 		http.Error(w, "reading the projection: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	p := page{Title: title, Status: st, Data: data, Checks: Checks(st)}
+	p := page{Title: title, Status: st, Data: data, Checks: Checks(st), Glass: glass}
 	if s.cfg.Stream != nil {
 		p.Stream = s.cfg.Stream()
 		if p.Stream.LastSeq > st.Seq {
@@ -263,10 +290,44 @@ func (s *Server) parseFilter(r *http.Request) (projection.Filter, filterForm) {
 }
 
 type workerData struct {
-	ID     string
-	Worker *projection.Worker
-	Events []events.Event
-	Form   filterForm
+	ID       string
+	Worker   *projection.Worker
+	Events   []events.Event
+	Form     filterForm
+	Payloads map[uint64]map[string]string // under a break-glass case only
+}
+
+// payload is what a receipt carries that pages show only under a
+// break-glass case: the target, the idempotency key, the note or reason,
+// the working directory and the resolved path.
+func payload(e *events.Event) map[string]string {
+	m := map[string]string{}
+	for k, v := range map[string]string{"target": e.Target, "idempotency_key": e.IdemKey, "detail": e.Detail,
+		"cwd": e.Cwd, "resolved": e.Resolved, "target_label": e.TargetLabel} {
+		if v != "" {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// openGlass returns the break-glass case that opens worker's payloads now,
+// after recording this page view under it; nil when no case runs (or the
+// view could not be recorded: then the page shows digests only).
+func (s *Server) openGlass(r *http.Request, worker string) *projection.Case {
+	if worker == "" {
+		return nil
+	}
+	now := s.cfg.Now()
+	c, ok, err := s.cfg.DB.ActiveCase(worker, now.UnixNano())
+	if err != nil || !ok {
+		return nil
+	}
+	if err := s.cfg.DB.RecordView(projection.View{Time: now.UnixNano(), CaseID: c.ID, Worker: worker,
+		Path: r.URL.RequestURI(), Remote: r.RemoteAddr}); err != nil {
+		return nil
+	}
+	return &c
 }
 
 func (s *Server) worker(w http.ResponseWriter, r *http.Request) {
@@ -295,12 +356,55 @@ func (s *Server) worker(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.render(w, "worker", "Worker "+id, d)
+	glass := s.openGlass(r, id)
+	if glass != nil {
+		d.Payloads = map[uint64]map[string]string{}
+		for i := range d.Events {
+			if p := payload(&d.Events[i]); len(p) > 0 {
+				d.Payloads[d.Events[i].Seq] = p
+			}
+		}
+	}
+	s.renderGlass(w, "worker", "Worker "+id, d, glass)
 }
 
 type chainData struct {
-	X   *projection.Explanation
-	Err string
+	X        *projection.Explanation
+	Err      string
+	Payloads map[uint64]map[string]string // under a break-glass case only
+}
+
+// chainWorker is the worker whose side effect an explanation is about.
+func chainWorker(x *projection.Explanation) string {
+	switch {
+	case x == nil:
+		return ""
+	case x.Grant != nil:
+		return x.Grant.Worker
+	case x.Decision != nil:
+		return x.Decision.Fields["worker"]
+	case x.Event != nil:
+		return x.Event.Fields["worker"]
+	}
+	return ""
+}
+
+// chainSeqs are the receipts an explanation shows.
+func chainSeqs(x *projection.Explanation) []uint64 {
+	var out []uint64
+	for _, st := range []*projection.Step{x.Decision, x.Epoch, x.Approval, x.Attempt, x.Event} {
+		if st != nil {
+			out = append(out, st.Seq)
+		}
+	}
+	for _, list := range [][]projection.Step{x.Sources, x.Effects, x.Refusals, x.Later} {
+		for _, st := range list {
+			if st.Seq != 0 {
+				out = append(out, st.Seq)
+			}
+		}
+	}
+	return out
 }
 
 func (s *Server) chain(prefix string) http.HandlerFunc {
@@ -315,8 +419,39 @@ func (s *Server) chain(prefix string) http.HandlerFunc {
 				w.WriteHeader(http.StatusBadRequest)
 			}
 		}
-		s.render(w, "chain", strings.TrimSuffix(prefix, ":")+" "+r.PathValue("id"), d)
+		glass := s.openGlass(r, chainWorker(x))
+		if glass != nil {
+			d.Payloads = map[uint64]map[string]string{}
+			for _, seq := range chainSeqs(x) {
+				if e, err := s.cfg.DB.Event(seq); err == nil && e.Worker == glass.Worker {
+					if p := payload(&e); len(p) > 0 {
+						d.Payloads[seq] = p
+					}
+				}
+			}
+		}
+		s.renderGlass(w, "chain", strings.TrimSuffix(prefix, ":")+" "+r.PathValue("id"), d, glass)
 	}
+}
+
+type glassData struct {
+	Cases []projection.Case
+	Views []projection.View
+	Now   int64
+}
+
+// breakGlass lists the break-glass cases and the pages shown under them.
+func (s *Server) breakGlass(w http.ResponseWriter, r *http.Request) {
+	var d glassData
+	var err1, err2 error
+	d.Cases, err1 = s.cfg.DB.Cases()
+	d.Views, err2 = s.cfg.DB.Views(500)
+	if err := errors.Join(err1, err2); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	d.Now = s.cfg.Now().UnixNano()
+	s.render(w, "breakglass", "Break-glass cases", d)
 }
 
 type refusalsData struct {

@@ -6,6 +6,7 @@
 //	auditor project --db PATH [--follow]                     # local projection
 //	auditor explain --db PATH GRANT|SEQ|REVIEW [--json]      # a side effect's chain
 //	auditor serve --db PATH [--listen ADDR]                  # web view and /metrics
+//	auditor breakglass --case ID --scope worker:W --ttl D --reason TEXT  # operator
 //
 // verify checks the hash chain and the grant invariants of every receipt
 // (package audit has the table of violation codes), folds the stream into
@@ -133,6 +134,8 @@ every permit, refusal, attempt (spend), effect, revocation and policy epoch.
            receipt sequence or a review), read from the projection
   serve    keep the projection current and serve a read-only web view of
            it, with Prometheus metrics at /metrics
+  breakglass  (operator) record a break-glass case that opens one worker's
+           payloads in the web view until it expires, every view recorded
 
 The auditor only reads. Connection flags and their environment variables
 are shared with the other writ tools: --nats-url, else $` + connect.EnvURL + `, else
@@ -147,7 +150,7 @@ connecting, which is retried while NATS is unreachable.
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cmd.SetOut(stderr)
 			_ = cmd.Usage()
-			return usageErr("a command is required (tail, verify, project, explain or serve)")
+			return usageErr("a command is required (tail, verify, project, explain, serve or breakglass)")
 		},
 	}
 	root.SetArgs(args)
@@ -156,7 +159,7 @@ connecting, which is retried while NATS is unreachable.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr("%v", err) })
 	g.conn.AddFlags(root.PersistentFlags())
 
-	root.AddCommand(newTailCmd(g), newVerifyCmd(g), newProjectCmd(g), newExplainCmd(g), newServeCmd(g))
+	root.AddCommand(newTailCmd(g), newVerifyCmd(g), newProjectCmd(g), newExplainCmd(g), newServeCmd(g), newBreakGlassCmd(g))
 	version.Setup(root)
 
 	cmd, err := root.ExecuteContextC(ctx)

@@ -48,6 +48,7 @@ http://ADDR/ (default ` + defaultListen + `, loopback only):
                    and calls held for approval, filtered by worker, lane,
                    kind, reason and since
   /effects         contested and unverified effects
+  /breakglass      break-glass cases and the pages shown under them
   /metrics         Prometheus metrics: receipts by kind, decisions by
                    decision, lane and consequence, refusals by kind and
                    reason, effects by outcome, verification failures by
@@ -56,7 +57,10 @@ http://ADDR/ (default ` + defaultListen + `, loopback only):
 The pages are rendered on the server (no scripts) and read only the
 projection. They show ids, kinds, reasons and digests; targets and
 idempotency keys only as digests, approval notes and policy documents not
-at all. The view has no authentication: keep it on loopback, or put it
+at all — except that while a break-glass case ('auditor breakglass') runs
+for a worker, that worker's timeline and grant chains show the payloads
+under a banner, and each such page view is recorded in the projection
+file first. The view has no authentication: keep it on loopback, or put it
 behind a proxy that authenticates.
 
 serve reads the stream with the auditor's subscribe-only NATS user; it

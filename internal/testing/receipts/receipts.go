@@ -39,7 +39,7 @@ type Sim struct {
 
 func NewSim(t testing.TB) *Sim {
 	m := &Sim{S: fsm.New(), Now: T0, Digests: map[uint64]events.Hash{}}
-	env := fsm.Apply(m.S, 0, fsm.Batch{Time: T0, Node: "n1", Commands: []fsm.Command{{Op: fsm.OpRaiseFormat, Caller: "issuer:n1", Format: fsm.ReceiptFormatSummaries}}})
+	env := fsm.Apply(m.S, 0, fsm.Batch{Time: T0, Node: "n1", Commands: []fsm.Command{{Op: fsm.OpRaiseFormat, Caller: "issuer:n1", Format: fsm.MaxReceiptFormat}}})
 	if env[0].Decision != grants.Permit {
 		t.Fatalf("raise format: %+v", env[0])
 	}
@@ -116,6 +116,9 @@ func EveryKind(t testing.TB) (*Sim, map[string]uint64) {
 	m.Apply(fsm.Command{Op: fsm.OpSpend, Caller: "w5", GrantID: "g7", Digest: vd, IdemKey: "s7"})
 	m.Apply(fsm.Command{Op: fsm.OpEffect, Caller: "w5", GrantID: "g7", Outcome: "confirmed", Verifier: "vault-audit"})
 	m.Apply(vreq("g8")) // held again: the approval is used up
+	m.Apply(fsm.Command{Op: fsm.OpBreakGlass, Caller: "operator", CaseID: "inc-1", GlassScope: "worker:w5",
+		TTL: int64(30 * time.Minute), Note: "which vault entry did w5 read?"})
+	at["glass"] = m.S.Chain().Seq
 	return m, at
 }
 
