@@ -120,4 +120,14 @@ func TestBrowser(t *testing.T) {
 	shot("effects")
 	do(chromedp.Navigate(ts.URL+"/worker/w1"), chromedp.WaitVisible(chromedp.CSS("#timeline")))
 	shot("worker-timeline")
+
+	// Under the scenario's break-glass case for w5.
+	glass, _ := serverAt(t, 0)
+	do(chromedp.Navigate(glass.URL + "/grant/g7"))
+	if banner := text("#glass"); !strings.Contains(banner, "Break-glass case inc-1") {
+		t.Errorf("banner %q", banner)
+	}
+	shot("grant-chain-break-glass")
+	do(chromedp.Navigate(glass.URL+"/breakglass"), chromedp.WaitVisible(chromedp.CSS("#views")))
+	shot("break-glass-views")
 }
