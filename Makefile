@@ -5,7 +5,7 @@ FUZZTIME ?= 30s
 SOAK_N   ?= 20
 PKGS     := ./...
 
-.PHONY: help build test test-js soak test-short bench bench-quick fuzz verify demo clean images cluster-test
+.PHONY: help build test test-js soak test-short bench bench-replay bench-quick fuzz verify demo clean images cluster-test
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -29,9 +29,14 @@ soak: ## run the fault suite SOAK_N times (default 20) and print a table of pass
 test-short: ## quick tests without the race detector
 	$(GO) test -count=1 -short $(PKGS)
 
-bench: ## writ vs etcd vs JetStream KV side by side, one run (< 10 min on 2 cores); table + bench/results/bench.{json,csv,png}
+bench: ## writ vs etcd vs JetStream KV side by side, one run (< 10 min on 2 cores); table + bench/results/bench.{json,csv,png}; then the auditor's replay
 	$(GO) build -trimpath -o $(BIN)/issuer ./cmd/issuer
 	cd bench && $(GO) run ./cmd/writbench -issuer $(abspath $(BIN))/issuer -out results
+	@$(MAKE) --no-print-directory bench-replay
+
+bench-replay: ## the auditor's replay: sequential and pipelined verify (events/s) and the projection (receipts/s)
+	$(GO) test -run '^$$' -bench 'BenchmarkVerify' -benchtime 262144x -count 1 ./audit/
+	$(GO) test -run '^$$' -bench 'BenchmarkProject' -benchtime 40000x -count 1 ./audit/projection/
 
 bench-quick: ## the same with small N (< 2 min with a warm build cache); bench/results/bench-quick.*
 	$(GO) build -trimpath -o $(BIN)/issuer ./cmd/issuer

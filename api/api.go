@@ -49,6 +49,8 @@ const (
 	SubjectPolicyShow = OperatorPrefix + "policy.show"
 	// SubjectApprove approves an open review (ApproveRequest).
 	SubjectApprove = OperatorPrefix + "approve"
+	// SubjectBreakGlass opens a break-glass case (BreakGlassRequest).
+	SubjectBreakGlass = OperatorPrefix + "breakglass"
 )
 
 // WorkerSubject is the subject a worker sends op on.
@@ -291,6 +293,43 @@ const (
 	MaxApprovalTTLMillis     = 24 * 60 * 60 * 1000
 	MaxApprovalNote          = 1024
 )
+
+// BreakGlassRequest opens a break-glass case: for TTLMillis, auditors
+// may show the payloads (targets, idempotency keys, notes) of the
+// receipts in Scope, which they otherwise show only as digests. Scope is
+// BreakGlassWorkerScope followed by a worker id. The case is recorded as
+// a break_glass receipt with Reason; every page an auditor's web view
+// shows under it is recorded by that auditor.
+type BreakGlassRequest struct {
+	V         int    `json:"v"`
+	CaseID    string `json:"case_id"`
+	Scope     string `json:"scope"`
+	TTLMillis int64  `json:"ttl_ms"`
+	Reason    string `json:"reason"`
+}
+
+// Break-glass bounds and the one scope form.
+const (
+	// BreakGlassWorkerScope prefixes a worker id in a break-glass scope.
+	BreakGlassWorkerScope = "worker:"
+	// MaxBreakGlassTTLMillis bounds a case's lifetime (8h).
+	MaxBreakGlassTTLMillis = 8 * 60 * 60 * 1000
+	// MaxBreakGlassReason bounds the reason's length in bytes.
+	MaxBreakGlassReason = 1024
+)
+
+// ParseBreakGlassScope returns the worker a break-glass scope names, or
+// an error saying the one accepted form.
+func ParseBreakGlassScope(scope string) (string, error) {
+	w, ok := strings.CutPrefix(scope, BreakGlassWorkerScope)
+	if !ok {
+		return "", fmt.Errorf("%w: scope %q: want %s<worker id>", ErrBadToken, scope, BreakGlassWorkerScope)
+	}
+	if err := ValidID(w); err != nil {
+		return "", err
+	}
+	return w, nil
+}
 
 // ReinstateRequest lifts a revoked worker's bar.
 type ReinstateRequest struct {

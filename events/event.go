@@ -110,7 +110,11 @@ type Event struct {
 	Origins    []string `json:"origins,omitempty"`
 	SourcePath string   `json:"source_path,omitempty"`
 	ModelMade  bool     `json:"model_made,omitempty"`
-	Hash       Hash     `json:"hash"`
+	// Break-glass cases (tags 80-81), on break_glass events only: the
+	// case's id and its scope ("worker:<id>").
+	CaseID     string `json:"case_id,omitempty"`
+	GlassScope string `json:"glass_scope,omitempty"`
+	Hash       Hash   `json:"hash"`
 }
 
 // QuotaWindow is one quota window a permit counts against: the quota key
@@ -184,8 +188,12 @@ const (
 	tagOrigins      = 55
 	tagSourcePath   = 56
 	tagModelMade    = 57
-	tagLast         = tagModelMade // the highest tag this version knows, bar the hash
-	tagHash         = 127
+	// Tags 58-79 are reserved for other additions; this version skips
+	// them as unknown (gapTag).
+	tagCaseID     = 80
+	tagGlassScope = 81
+	tagLast       = tagGlassScope // the highest tag this version knows, bar the hash
+	tagHash       = 127
 )
 
 // hashFieldLen is the size of the trailing hash field: a two-byte key
@@ -271,6 +279,8 @@ func (e *Event) appendBody(buf []byte) []byte {
 	w.Strings(tagOrigins, e.Origins)
 	w.String(tagSourcePath, e.SourcePath)
 	w.Bool(tagModelMade, e.ModelMade)
+	w.String(tagCaseID, e.CaseID)
+	w.String(tagGlassScope, e.GlassScope)
 	return w.buf
 }
 
@@ -348,6 +358,8 @@ func (e *Event) bodyLen() int {
 	if e.ModelMade {
 		n += uintLen(tagModelMade, 1)
 	}
+	n += strLen(tagCaseID, e.CaseID)
+	n += strLen(tagGlassScope, e.GlassScope)
 	return n
 }
 
@@ -580,8 +592,13 @@ func repeatable(tag uint32) bool {
 	case tagCounters, tagCancelled, tagRules, tagSources, tagGrounds, tagQuotas, tagOrigins:
 		return true
 	}
-	return tag > tagLast && tag != tagHash
+	return tag > tagLast && tag != tagHash || gapTag(tag)
 }
+
+// gapTag reports whether tag lies in the range reserved between the
+// source registration fields and the break-glass fields, which this
+// version does not know.
+func gapTag(tag uint32) bool { return tag > tagModelMade && tag < tagCaseID }
 
 // field stores the current field into e.
 func (d *decoder) field(e *Event) bool {
@@ -714,6 +731,10 @@ func (d *decoder) field(e *Event) bool {
 		return d.str(&e.SourcePath)
 	case tagModelMade:
 		return d.flag(&e.ModelMade)
+	case tagCaseID:
+		return d.str(&e.CaseID)
+	case tagGlassScope:
+		return d.str(&e.GlassScope)
 	case tagHash:
 		return d.hash(&e.Hash)
 	default:

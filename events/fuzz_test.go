@@ -7,7 +7,9 @@ import (
 )
 
 // knownTag reports whether this version of the package decodes tag.
-func knownTag(tag uint32) bool { return tag >= tagSeq && tag <= tagLast || tag == tagHash }
+func knownTag(tag uint32) bool {
+	return tag >= tagSeq && tag <= tagLast && !gapTag(tag) || tag == tagHash
+}
 
 // hasUnknownTags reports whether a decodable encoding carries fields this
 // version skips.

@@ -180,6 +180,14 @@ func goldenEvents() []Event {
 			IssuedAt: t0 + 32_000_000_000, ExpiresAt: t0 + 33_000_000_000,
 			Detail: "worker w-flood-1: 1234 spend requests refused as rate_limited between 2026-01-01T00:00:32Z and 2026-01-01T00:00:33Z",
 		},
+		// Added with break-glass cases: an operator opens the payloads of
+		// one worker's receipts to auditors for 30 minutes.
+		{
+			Kind: KindBreakGlass, RaftIndex: 22, Time: t0 + 35_000_000_000, Node: "issuer-a",
+			Worker: "w-coder-2", Decision: "permit", Actor: "operator", CaseID: "inc-2026-0117",
+			GlassScope: "worker:w-coder-2", IssuedAt: t0 + 35_000_000_000, ExpiresAt: t0 + 35_000_000_000 + 1_800_000_000_000,
+			Detail: "payment to an unknown payee: need the exact targets",
+		},
 	}
 }
 

@@ -41,6 +41,13 @@ const (
 	// (how many), IssuedAt and ExpiresAt (the window). Written only at
 	// receipt format level 3 or above (fsm.ReceiptFormatSummaries).
 	KindRefusalSummary Kind = 13
+	// KindBreakGlass: an operator opened a break-glass case: auditors may
+	// show the payloads of one scope's receipts (targets, keys, notes),
+	// which they otherwise show only as digests, until ExpiresAt. Actor
+	// (who), CaseID, GlassScope ("worker:<id>"), Worker (the scope's
+	// worker), Detail (the reason), IssuedAt and ExpiresAt. Written only
+	// at receipt format level 6 or above (fsm.ReceiptFormatBreakGlass).
+	KindBreakGlass Kind = 30
 )
 
 var kindNames = map[Kind]string{
@@ -57,6 +64,7 @@ var kindNames = map[Kind]string{
 	KindSource:           "source",
 	KindApproval:         "approval",
 	KindRefusalSummary:   "refusal_summary",
+	KindBreakGlass:       "break_glass",
 }
 
 var kindSubjects = map[Kind]string{
@@ -73,6 +81,7 @@ var kindSubjects = map[Kind]string{
 	KindSource:           SubjectPrefix + "source",
 	KindApproval:         SubjectPrefix + "approval",
 	KindRefusalSummary:   SubjectPrefix + "refusal.summary",
+	KindBreakGlass:       SubjectPrefix + "break.glass",
 }
 
 // kindKnown is kindNames as a table, for Known: replay asks it of every

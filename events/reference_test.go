@@ -280,6 +280,10 @@ func refDecodeField(r *refReader, e *Event, f *Field) bool {
 		return list(&e.Origins)
 	case tagSourcePath:
 		return str(&e.SourcePath)
+	case tagCaseID:
+		return str(&e.CaseID)
+	case tagGlassScope:
+		return str(&e.GlassScope)
 	case tagHash:
 		return h(&e.Hash)
 	default:

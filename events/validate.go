@@ -68,6 +68,10 @@ func (e *Event) StaticValidate() error {
 		}
 	}
 
+	if e.Kind != KindBreakGlass && (e.CaseID != "" || e.GlassScope != "") {
+		return bad("break-glass fields outside a break-glass event")
+	}
+
 	// What each kind must carry: what the fold keys its records on, so
 	// that an event without it cannot be folded into a record nobody can
 	// name (a grant without an id, an effect without an outcome, ...).
@@ -112,6 +116,10 @@ func (e *Event) StaticValidate() error {
 		if e.Worker == "" || e.Amount == 0 || e.ExpiresAt < e.IssuedAt {
 			return bad("a refusal summary names no worker, counts nothing or ends before it starts")
 		}
+	case KindBreakGlass:
+		if e.CaseID == "" || e.GlassScope == "" || e.Worker == "" || e.Actor == "" || e.Detail == "" || e.ExpiresAt <= e.IssuedAt {
+			return bad("a break-glass case names no case, scope, worker, operator or reason, or ends before it starts")
+		}
 	}
 	return nil
 }
@@ -131,4 +139,5 @@ var kindDecisions = map[Kind]map[string]bool{
 	KindSource:           {"permit": true},
 	KindApproval:         {"permit": true},
 	KindRefusalSummary:   {"deny": true},
+	KindBreakGlass:       {"permit": true},
 }

@@ -66,6 +66,10 @@ const (
 	// Added with refusal summaries.
 	ctSince = 35
 	ctUntil = 36
+	// Tags 37-59 are reserved for other additions. Added with break-glass
+	// cases (60-64 reserved for them).
+	ctCaseID     = 60
+	ctGlassScope = 61
 )
 
 // Field trace tags inside ctTrace, and match tags inside a trace's
@@ -160,6 +164,8 @@ func (c *Command) appendEncode(buf []byte, sc *encodeScratch) []byte {
 	w.Uint(ctFormat, c.Format)
 	w.Int(ctSince, c.Since)
 	w.Int(ctUntil, c.Until)
+	w.String(ctCaseID, c.CaseID)
+	w.String(ctGlassScope, c.GlassScope)
 	return w.Bytes()
 }
 
@@ -352,6 +358,10 @@ func decodeCommand(b []byte, c *Command, strs *strCache) error {
 			if ok = r.Expect(&f, events.WireVarint); ok {
 				c.Until = f.Int()
 			}
+		case ctCaseID:
+			ok = str(r, &f, &c.CaseID)
+		case ctGlassScope:
+			ok = str(r, &f, &c.GlassScope)
 		}
 		if !ok {
 			break

@@ -28,6 +28,11 @@ var batchGoldenV2 = filepath.Join("testdata", "batch", "v2.hex")
 // added with refusal summaries: kept forever like v1.
 var batchGoldenV3 = filepath.Join("testdata", "batch", "v3.hex")
 
+// batchGoldenV6 is the committed encoding of goldenBatchV6, the commands
+// added with break-glass cases (receipt format level 6): kept forever
+// like v1.
+var batchGoldenV6 = filepath.Join("testdata", "batch", "v6.hex")
+
 // goldenBatch is one log entry with every op and every command, trace and
 // match field set at least once (TestBatchGoldenCoversEveryField). Never
 // edit it: add commands for new fields to a new golden batch.
@@ -86,6 +91,15 @@ func goldenBatchV3() fsm.Batch {
 	}}
 }
 
+// goldenBatchV6 holds the commands added with break-glass cases. Never
+// edit it: add a new golden batch.
+func goldenBatchV6() fsm.Batch {
+	return fsm.Batch{Time: 1767484800000000000, Node: "issuer-a", Commands: []fsm.Command{
+		{Op: fsm.OpBreakGlass, Caller: "operator", CaseID: "inc-2026-0117", GlassScope: "worker:w-coder-2",
+			TTL: 1_800_000_000_000, Note: "payment to an unknown payee: need the exact targets"},
+	}}
+}
+
 // batchGoldens pairs each committed golden file with its batch.
 var batchGoldens = []struct {
 	path  string
@@ -94,6 +108,7 @@ var batchGoldens = []struct {
 	{batchGoldenV1, goldenBatch},
 	{batchGoldenV2, goldenBatchV2},
 	{batchGoldenV3, goldenBatchV3},
+	{batchGoldenV6, goldenBatchV6},
 }
 
 func TestBatchGoldenRewrite(t *testing.T) {
@@ -156,6 +171,7 @@ func TestBatchGoldenCoversEveryField(t *testing.T) {
 		}
 	}
 	all := append(append(goldenBatch().Commands, goldenBatchV2().Commands...), goldenBatchV3().Commands...)
+	all = append(all, goldenBatchV6().Commands...)
 	for _, c := range all {
 		mark("Command.", reflect.ValueOf(c))
 		for _, tr := range c.Traces {

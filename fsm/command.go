@@ -39,6 +39,11 @@ const (
 	// worker the leader's admission control refused (rate_limited) over a
 	// window without proposing them. Refused below receipt format level 3.
 	OpRefusalSummary Op = 11
+	// OpBreakGlass records an operator's break-glass case (CaseID,
+	// GlassScope, TTL, Note as the reason) as a break_glass receipt, from
+	// receipt format level 6 (ReceiptFormatBreakGlass). Evidence only: it
+	// changes no authority.
+	OpBreakGlass Op = 25
 )
 
 var opNames = map[Op]string{
@@ -46,6 +51,7 @@ var opNames = map[Op]string{
 	OpSetPolicy: "set_policy", OpPublished: "published", OpReinstate: "reinstate",
 	OpSource: "source", OpApprove: "approve", OpRaiseFormat: "raise_format",
 	OpRefusalSummary: "refusal_summary",
+	OpBreakGlass:     "break_glass",
 }
 
 func (o Op) String() string {
@@ -117,6 +123,11 @@ type Command struct {
 	// and Until the window (unix ns, on the proposing leader's clock).
 	Since int64
 	Until int64
+
+	// OpBreakGlass: the case id and its scope (api.BreakGlassWorkerScope
+	// and a worker id); TTL is its lifetime and Note its reason.
+	CaseID     string
+	GlassScope string
 }
 
 // Trace is one argument field's provenance as the worker traced it: Field

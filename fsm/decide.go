@@ -64,6 +64,8 @@ func decide(s *State, now int64, node string, c *Command) verdict {
 		return decideRaiseFormat(s, c)
 	case OpRefusalSummary:
 		return decideRefusalSummary(s, now, node, c)
+	case OpBreakGlass:
+		return decideBreakGlass(s, now, node, c)
 	}
 	return reply(grants.Refuse(grants.ReasonInvalidRequest, "op", "unknown command "+c.Op.String()))
 }

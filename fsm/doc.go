@@ -78,9 +78,16 @@
 // Decide records it as one refusal_summary event (from receipt format
 // level 3; refused below it), which folds like any refusal: evidence only.
 //
+// Break-glass cases (breakglass.go): an operator's OpBreakGlass (a case
+// id, a worker scope, a lifetime and a reason) is recorded as one
+// break_glass event from receipt format level 6 (refused below it). No
+// decision depends on it, so it folds as evidence only; auditors read the
+// case from the stream and open that worker's payload views until it
+// expires.
+//
 // Layout: each feature's file holds both halves, the decide function and
 // the evolve function for the events it emits (grant.go, spend.go,
-// effect.go, revoke.go, epoch.go, source.go, review.go, format.go, summary.go); state.go holds
+// effect.go, revoke.go, epoch.go, source.go, review.go, format.go, summary.go, breakglass.go); state.go holds
 // the state, its queries and its mutators; usage.go and expiry.go the
 // bookkeeping permits and the clock drive; batch_codec.go and
 // snapshot_codec*.go the log-entry and snapshot encodings.

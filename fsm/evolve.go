@@ -80,7 +80,7 @@ func evolve(s *State, e *events.Event) error {
 		s.evolveSource(*e, lvl)
 	case events.KindEpoch:
 		s.evolveEpoch(e, pol)
-	case events.KindSpendRefused, events.KindEffectRefused, events.KindRefusalSummary:
+	case events.KindSpendRefused, events.KindEffectRefused, events.KindRefusalSummary, events.KindBreakGlass:
 		// Durable evidence only; no state beyond the clock and the chain.
 	}
 	// Decide only records entries that outlive the clock; an event from a

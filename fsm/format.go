@@ -25,6 +25,9 @@ import (
 //     summaries (OpRefusalSummary, events.KindRefusalSummary), a kind
 //     auditors of earlier builds do not know; below this level the op is
 //     refused and the issuer's admission control stays off.
+//   - ReceiptFormatBreakGlass (6): the state machine writes break-glass
+//     cases (OpBreakGlass, events.KindBreakGlass); below this level the
+//     op is refused.
 //
 // The level only goes up. Evolve reads every form whatever the level.
 //
@@ -46,9 +49,12 @@ const (
 	ReceiptFormatFacts  uint64 = 2
 	// ReceiptFormatSummaries (3) adds refusal summary events.
 	ReceiptFormatSummaries uint64 = 3
+	// ReceiptFormatBreakGlass (6) adds break-glass events
+	// (OpBreakGlass, events.KindBreakGlass); below it the op is refused.
+	ReceiptFormatBreakGlass uint64 = 6
 	// MaxReceiptFormat is the highest level this build writes: what its
 	// status reports as receipt_format.
-	MaxReceiptFormat = ReceiptFormatSummaries
+	MaxReceiptFormat = ReceiptFormatBreakGlass
 )
 
 // ReceiptFormat is the receipt format level in force (at least
@@ -58,6 +64,10 @@ func (s *State) ReceiptFormat() uint64 { return max(s.format, ReceiptFormatLegac
 // writesFacts reports whether Decide writes the receipt form of
 // ReceiptFormatFacts.
 func (s *State) writesFacts() bool { return s.ReceiptFormat() >= ReceiptFormatFacts }
+
+// WritesBreakGlass reports whether Decide writes break-glass cases
+// (OpBreakGlass) at the level in force.
+func (s *State) WritesBreakGlass() bool { return s.ReceiptFormat() >= ReceiptFormatBreakGlass }
 
 // WritesSummaries reports whether Decide writes refusal summaries
 // (OpRefusalSummary) at the level in force.

@@ -334,6 +334,16 @@ func (h *harness) drawBatch() fsm.Batch {
 			Key: rapid.SampledFrom([]string{"", "w1", "w2"}).Draw(h.t, "summaryWorker"), Tool: "spend",
 			Amount: rapid.Uint64Range(0, 3).Draw(h.t, "summaryCount"), Since: since, Until: h.at})
 	}
+	if rare(h.t, "breakGlass", 5) {
+		// A break-glass case: refused below level 6 and when malformed
+		// (no reason, a scope of another form, a lifetime out of range),
+		// else one evidence-only receipt.
+		b.Commands = append(b.Commands, fsm.Command{Op: fsm.OpBreakGlass, Caller: "operator",
+			CaseID:     rapid.SampledFrom([]string{"inc-1", "inc-2", "bad id"}).Draw(h.t, "glassCase"),
+			GlassScope: rapid.SampledFrom([]string{"worker:w1", "worker:w2", "lane:isolated"}).Draw(h.t, "glassScope"),
+			TTL:        int64(rapid.SampledFrom([]time.Duration{0, time.Minute, 9 * time.Hour}).Draw(h.t, "glassTTL")),
+			Note:       rapid.SampledFrom([]string{"", "incident 7"}).Draw(h.t, "glassReason")})
+	}
 	for n := rapid.IntRange(1, 6).Draw(h.t, "size"); n > 0; n-- {
 		b.Commands = append(b.Commands, h.drawCommand(seq))
 	}

@@ -704,3 +704,38 @@ func approveCommand(operator string, data []byte) (fsm.Command, *requestError) {
 	return fsm.Command{Op: fsm.OpApprove, Caller: operator, ReviewID: r.ReviewID,
 		TTL: ttl * int64(time.Millisecond), Note: r.Note}, nil
 }
+
+// breakGlassCommand builds an OpBreakGlass from an operator's break-glass
+// request: a case id of the id shape, a scope api.ParseBreakGlassScope
+// accepts, a lifetime within api.MaxBreakGlassTTLMillis and a reason of
+// at most api.MaxBreakGlassReason bytes of valid UTF-8 without control
+// characters other than newlines and tabs. The state machine checks them
+// again (and refuses the op below receipt format level 6).
+func breakGlassCommand(operator string, data []byte) (fsm.Command, *requestError) {
+	var r api.BreakGlassRequest
+	if err := decodeStrict(data, &r); err != nil {
+		return fsm.Command{}, err
+	}
+	if e := checkID("case_id", r.CaseID, true); e != nil {
+		return fsm.Command{}, e
+	}
+	if _, err := api.ParseBreakGlassScope(r.Scope); err != nil {
+		return fsm.Command{}, invalid("scope", "%v", err)
+	}
+	if r.TTLMillis <= 0 || r.TTLMillis > api.MaxBreakGlassTTLMillis {
+		return fsm.Command{}, invalid("ttl_ms", "must be more than 0 and at most %d (8h)", api.MaxBreakGlassTTLMillis)
+	}
+	if r.Reason == "" || len(r.Reason) > api.MaxBreakGlassReason {
+		return fsm.Command{}, invalid("reason", "required, at most %d bytes", api.MaxBreakGlassReason)
+	}
+	if !utf8.Valid(data) || !utf8.ValidString(r.Reason) {
+		return fsm.Command{}, invalid("reason", "not valid UTF-8")
+	}
+	for _, c := range r.Reason {
+		if (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f {
+			return fsm.Command{}, invalid("reason", "contains control characters")
+		}
+	}
+	return fsm.Command{Op: fsm.OpBreakGlass, Caller: operator, CaseID: r.CaseID, GlassScope: r.Scope,
+		TTL: r.TTLMillis * int64(time.Millisecond), Note: r.Reason}, nil
+}

@@ -471,6 +471,39 @@ func FuzzApproveCommand(f *testing.F) {
 	})
 }
 
+func FuzzBreakGlassCommand(f *testing.F) {
+	addSeeds(f, "operator",
+		`{"v":1,"case_id":"inc-1","scope":"worker:w1","ttl_ms":60000,"reason":"payee"}`,
+		`{"v":1,"case_id":"inc 1","scope":"worker:w1","ttl_ms":60000,"reason":"payee"}`,
+		`{"v":1,"case_id":"inc-1","scope":"lane:isolated","ttl_ms":60000,"reason":"payee"}`,
+		`{"v":1,"case_id":"inc-1","scope":"worker:w1","ttl_ms":28800001,"reason":"payee"}`,
+		`{"v":1,"case_id":"inc-1","scope":"worker:w1","ttl_ms":60000}`,
+		`{"v":1,"case_id":"inc-1","scope":"worker:w1","ttl_ms":60000,"reason":"a\u0007b"}`,
+		"{\"v\":1,\"case_id\":\"inc-1\",\"scope\":\"worker:w1\",\"ttl_ms\":1,\"reason\":\"\xc3\"}",
+	)
+	f.Fuzz(func(t *testing.T, operator string, body []byte) {
+		c, e := breakGlassCommand(operator, body)
+		if e != nil {
+			checkRefusal(t, body, e)
+			return
+		}
+		if c.Op != fsm.OpBreakGlass || c.Caller != operator || !api.IsValidID(c.CaseID) {
+			t.Fatalf("body %q: %+v", body, c)
+		}
+		if _, err := api.ParseBreakGlassScope(c.GlassScope); err != nil {
+			t.Fatalf("body %q: scope %q: %v", body, c.GlassScope, err)
+		}
+		if c.TTL <= 0 || c.TTL > fsm.MaxBreakGlassTTL || c.Note == "" || len(c.Note) > api.MaxBreakGlassReason || !utf8.ValidString(c.Note) {
+			t.Fatalf("body %q: ttl %d reason %q", body, c.TTL, c.Note)
+		}
+		for _, r := range c.Note {
+			if (r < 0x20 && r != '\n' && r != '\t') || r == 0x7f {
+				t.Fatalf("body %q: reason %q has a control character", body, c.Note)
+			}
+		}
+	})
+}
+
 // FuzzDecodeStrict checks the single-pass decode against the two-pass
 // reference (version probe, then strict decode): for every body and every
 // request type, the same refusal with the same message, or the same

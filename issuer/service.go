@@ -18,6 +18,7 @@ import (
 	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/internal/telemetry"
 	"github.com/writ-dev/writ/natsbus"
 	"github.com/writ-dev/writ/policy"
 	"github.com/writ-dev/writ/raftnode"
@@ -43,6 +44,8 @@ type Service struct {
 	// adm is the admission control of the current leadership term (nil
 	// when not leading or when Config.RefusalRate is 0).
 	adm atomic.Pointer[admission]
+	// metrics is nil unless EnableMetrics was called.
+	metrics atomic.Pointer[telemetry.Issuer]
 
 	mu        sync.Mutex
 	streamSeq uint64 // last receipt known to be in the stream
@@ -192,6 +195,7 @@ func (s *Service) lead(ctx context.Context) error {
 		api.SubjectReinstate:               s.handleOperator,
 		api.SubjectPolicy:                  s.handleOperator,
 		api.SubjectApprove:                 s.handleOperator,
+		api.SubjectBreakGlass:              s.handleOperator,
 		api.SubjectStatus:                  s.handleStatus,
 		api.OperatorPrefix + "policy.show": s.handlePolicyShow,
 		api.SubjectReviews:                 s.handleReviews,
@@ -325,10 +329,20 @@ func (s *Service) handleWorker(m *nats.Msg) { s.spawn(m, workerHandler) }
 func (s *Service) handleOperator(m *nats.Msg) { s.spawn(m, operatorHandler) }
 
 func (s *Service) worker(m *nats.Msg) {
+	mt := s.metrics.Load()
+	var start time.Time
+	if mt != nil {
+		start = time.Now()
+	}
 	worker, op, err := api.ParseWorkerSubject(m.Subject)
 	if err != nil {
-		s.respond(m, grants.Refuse(grants.ReasonInvalidRequest, "subject", err.Error()))
+		env := grants.Refuse(grants.ReasonInvalidRequest, "subject", err.Error())
+		s.respond(m, env)
+		s.observe("", &env, "", 0)
 		return
+	}
+	if op == api.OpSpend && mt != nil {
+		defer func() { mt.Spend(time.Since(start)) }()
 	}
 	var (
 		cmd  fsm.Command
@@ -355,15 +369,22 @@ func (s *Service) worker(m *nats.Msg) {
 		cmd, rerr = sourceCommand(worker, m.Data)
 	}
 	if rerr != nil {
-		s.respond(m, rerr.envelope())
+		env := rerr.envelope()
+		s.respond(m, env)
+		s.observe(op, &env, "", 0)
 		return
 	}
 	a := s.adm.Load()
 	if a != nil && !a.admit(worker, op, time.Now()) {
-		s.respond(m, throttled())
+		env := throttled()
+		s.respond(m, env)
+		s.observe(op, &env, cmd.Lane, 0)
 		return
 	}
-	if env := s.propose(m, cmd); a != nil && env.Decision == grants.Deny && env.Seq != 0 {
+	proposed := s.clock()
+	env := s.propose(m, cmd)
+	s.observe(op, &env, cmd.Lane, s.since(proposed))
+	if a != nil && env.Decision == grants.Deny && env.Seq != 0 {
 		a.refused(worker, time.Now())
 	}
 }
@@ -403,14 +424,38 @@ func (s *Service) operator(m *nats.Msg) {
 		cmd, rerr = policyCommand(who, m.Data)
 	case api.SubjectApprove:
 		cmd, rerr = approveCommand(who, m.Data)
+	case api.SubjectBreakGlass:
+		cmd, rerr = breakGlassCommand(who, m.Data)
 	default:
 		rerr = invalid("subject", "unknown operator subject %q", m.Subject)
 	}
+	op := operatorOp(m.Subject)
 	if rerr != nil {
-		s.respond(m, rerr.envelope())
+		env := rerr.envelope()
+		s.respond(m, env)
+		s.observe(op, &env, "", 0)
 		return
 	}
-	s.propose(m, cmd)
+	proposed := s.clock()
+	env := s.propose(m, cmd)
+	s.observe(op, &env, "", s.since(proposed))
+}
+
+// operatorOp names an operator subject for metrics.
+func operatorOp(subject string) string {
+	switch subject {
+	case api.SubjectRevoke:
+		return telemetry.OpRevoke
+	case api.SubjectReinstate:
+		return telemetry.OpReinstate
+	case api.SubjectPolicy:
+		return telemetry.OpPolicy
+	case api.SubjectApprove:
+		return telemetry.OpApprove
+	case api.SubjectBreakGlass:
+		return telemetry.OpBreakGlass
+	}
+	return ""
 }
 
 // propose commits cmd and answers m with the state machine's answer, or

@@ -135,6 +135,12 @@ func (c *Client) Approve(ctx context.Context, r api.ApproveRequest) (grants.Enve
 	return c.envelope(ctx, api.SubjectApprove, r)
 }
 
+// BreakGlass opens a break-glass case (operator).
+func (c *Client) BreakGlass(ctx context.Context, r api.BreakGlassRequest) (grants.Envelope, error) {
+	r.V = api.Version
+	return c.envelope(ctx, api.SubjectBreakGlass, r)
+}
+
 // Revoke bumps a revocation counter.
 func (c *Client) Revoke(ctx context.Context, r api.RevokeRequest) (grants.Envelope, error) {
 	r.V = api.Version

@@ -1,8 +1,12 @@
 // Command auditor reads writ's receipt stream (the JetStream stream
 // WRIT_EVENTS, subjects writ.evt.>) and checks it:
 //
-//	auditor tail [--from N] [--follow] [--json]        # print receipts
+//	auditor tail [--from N] [--follow] [--json] [filters]   # print receipts
 //	auditor verify [--from 1] [--json] [--expect-digest HEX]
+//	auditor project --db PATH [--follow]                     # local projection
+//	auditor explain --db PATH GRANT|SEQ|REVIEW [--json]      # a side effect's chain
+//	auditor serve --db PATH [--listen ADDR]                  # web view and /metrics
+//	auditor breakglass --case ID --scope worker:W --ttl D --reason TEXT  # operator
 //
 // verify checks the hash chain and the grant invariants of every receipt
 // (package audit has the table of violation codes), folds the stream into
@@ -17,7 +21,8 @@
 //	0  ok: the stream was read and (verify) no violation was found
 //	1  verification failed: the first violation is on stderr ("violation at
 //	   seq 42: double_attempt: ...") and in the summary; tail: a message did
-//	   not decode
+//	   not decode; project: a receipt does not extend the projection;
+//	   explain: nothing by that name in the projection
 //	2  usage error: bad flags or arguments; nothing was read
 //	3  unavailable: NATS could not be reached, the stream does not exist,
 //	   reading stalled for --timeout, or verify was interrupted
@@ -50,7 +55,8 @@ const (
 const exitCodesHelp = `Exit codes:
   0  ok: the stream was read and (verify) no violation was found
   1  verification failed: the first violation is printed ("violation at seq
-     42: double_attempt: ..."); tail: a message did not decode
+     42: double_attempt: ..."); tail: a message did not decode; project: a
+     receipt does not extend the projection; explain: nothing by that name
   2  usage error: bad flags or arguments; nothing was read
   3  unavailable: NATS unreachable, no receipt stream, reading stalled for
      --timeout, or verify interrupted before the end`
@@ -122,6 +128,14 @@ every permit, refusal, attempt (spend), effect, revocation and policy epoch.
            names its verifier. It folds the stream into the issuer's state
            and prints the projection digest, which must equal the
            state_digest of 'issuer status' at the same sequence.
+  project  fold the stream into a local projection file (--db), resuming
+           where the last run stopped
+  explain  the chain of receipts behind one side effect (a grant, a
+           receipt sequence or a review), read from the projection
+  serve    keep the projection current and serve a read-only web view of
+           it, with Prometheus metrics at /metrics
+  breakglass  (operator) record a break-glass case that opens one worker's
+           payloads in the web view until it expires, every view recorded
 
 The auditor only reads. Connection flags and their environment variables
 are shared with the other writ tools: --nats-url, else $` + connect.EnvURL + `, else
@@ -136,7 +150,7 @@ connecting, which is retried while NATS is unreachable.
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cmd.SetOut(stderr)
 			_ = cmd.Usage()
-			return usageErr("a command is required (tail or verify)")
+			return usageErr("a command is required (tail, verify, project, explain, serve or breakglass)")
 		},
 	}
 	root.SetArgs(args)
@@ -145,7 +159,7 @@ connecting, which is retried while NATS is unreachable.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr("%v", err) })
 	g.conn.AddFlags(root.PersistentFlags())
 
-	root.AddCommand(newTailCmd(g), newVerifyCmd(g))
+	root.AddCommand(newTailCmd(g), newVerifyCmd(g), newProjectCmd(g), newExplainCmd(g), newServeCmd(g), newBreakGlassCmd(g))
 	version.Setup(root)
 
 	cmd, err := root.ExecuteContextC(ctx)

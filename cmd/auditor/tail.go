@@ -20,9 +20,10 @@ func newTailCmd(g *globals) *cobra.Command {
 		from   uint64
 		follow bool
 		asJSON bool
+		filt   filterFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "tail [--from N] [--follow] [--json]",
+		Use:   "tail [--from N] [--follow] [--json] [--worker W] [--lane L] [--kind K,..] [--reason R,..] [--grant G] [--since T]",
 		Short: "Print receipts from the stream, one per line",
 		Long: `tail prints the receipts of ` + events.StreamName + ` from sequence --from (default 1)
 up to the stream's last sequence when tail started, or, with --follow, keeps
@@ -36,6 +37,15 @@ lines, and review=ID on the latter), the effect outcome, the epoch, the
 revoked counters, or for a source registration the source id, channel, assigned
 authority and origins (a refused registration shows its reason and id).
 
+Filters select what is printed (all of them must match): --worker, --lane,
+--kind and --reason (comma-separated lists), --grant and --since (a
+duration back from now such as 1h, or an RFC 3339 time; compared with the
+control-plane time of each receipt). An attempt, effect or refusal against
+a grant carries no lane itself: it matches --lane by its permit's lane,
+when the permit is at or after --from. For "what did worker w7 do in the
+last hour": tail --worker w7 --since 1h; for the calls waiting for a
+person: tail --kind approval_required.
+
 tail checks only that each message decodes (canonical encoding, stored hash
 matches); a message that does not is reported on stderr and skipped, and
 tail exits 1. Use 'auditor verify' for the chain and invariant checks.`,
@@ -44,17 +54,22 @@ tail exits 1. Use 'auditor verify' for the chain and invariant checks.`,
 			if from == 0 {
 				return usageErr("--from must be 1 or more")
 			}
-			return tail(cmd.Context(), g, from, follow, asJSON)
+			rf, err := filt.parse(time.Now())
+			if err != nil {
+				return err
+			}
+			return tail(cmd.Context(), g, from, follow, asJSON, rf)
 		},
 	}
 	f := cmd.Flags()
 	f.Uint64Var(&from, "from", 1, "first sequence to print")
 	f.BoolVar(&follow, "follow", false, "keep printing new receipts until interrupted")
 	f.BoolVar(&asJSON, "json", false, "print each event as one line of JSON")
+	filt.add(f)
 	return cmd
 }
 
-func tail(ctx context.Context, g *globals, from uint64, follow, asJSON bool) error {
+func tail(ctx context.Context, g *globals, from uint64, follow, asJSON bool, rf *receiptFilter) error {
 	r, err := openReceipts(ctx, g.conn)
 	if err != nil {
 		return err
@@ -79,6 +94,12 @@ func tail(ctx context.Context, g *globals, from uint64, follow, asJSON bool) err
 			bad++
 			out.Flush()
 			fmt.Fprintf(g.stderr, "auditor: seq %d: cannot decode: %v\n", m.seq, err)
+			return nil
+		}
+		if !rf.match(&e) {
+			if m.pending == 0 {
+				out.Flush()
+			}
 			return nil
 		}
 		if asJSON {
@@ -148,6 +169,10 @@ func detail(e events.Event) string {
 		return sourceDetail(e)
 	case events.KindApproval:
 		return approvalDetail(e)
+	case events.KindBreakGlass:
+		// Who opened which payloads, until when, and why.
+		return fmt.Sprintf("case=%s scope=%s until=%s by=%s reason=%s", e.CaseID, e.GlassScope,
+			time.Unix(0, e.ExpiresAt).UTC().Format(time.RFC3339), e.Actor, strconv.Quote(e.Detail))
 	case events.KindRefusalSummary:
 		// How many requests admission control refused undecided.
 		return fmt.Sprintf("%s count=%d %s", e.Reason, e.Amount, e.Tool)

@@ -50,6 +50,7 @@ type serveFlags struct {
 	refusalRate  float64
 	refusalBurst int
 	linger       time.Duration
+	metricsAddr  string
 	sec          secFlags
 }
 
@@ -88,7 +89,15 @@ when the process exits, however it exits.
 
 Every log line, raft's and the embedded NATS server's included, goes to
 stderr in one format: --log-format text (key=value) or json (one object
-per line, for a log shipper).`,
+per line, for a log shipper).
+
+--metrics-listen ADDR (off by default) serves Prometheus metrics at
+http://ADDR/metrics: requests by operation, grant decisions by decision,
+lane and consequence class, refusals by reason, commit and spend latency
+histograms, raft state, outbox depth and stream lag, each labelled with
+this node's id and never with worker ids, targets or tokens. Listen on
+loopback (--metrics-listen 127.0.0.1:9464) unless a scraper on another
+host must reach it; the endpoint has no authentication.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return serve(cmd.Context(), f, stdout, stderr)
@@ -114,6 +123,7 @@ per line, for a log shipper).`,
 	fl.StringVar(&f.authFile, "auth", "", "JSON file of NATS users (see above)")
 	fl.StringVar(&f.policyFile, "policy", "", "policy document applied when the log has none (default: built-in)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "error, warn, info or debug")
+	fl.StringVar(&f.metricsAddr, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty; e.g. 127.0.0.1:9464)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text (key=value lines) or json (one object per line); raft's and NATS's lines too")
 	fl.IntVar(&f.replicas, "stream-replicas", 0, "receipt stream replicas (default: 1 for one peer, 3 otherwise)")
 	fl.Uint64Var(&f.format, "receipt-format", 0, "highest receipt format level this node reports and, leading, raises the cluster to (default: its build's); 1 holds the cluster at the legacy receipt form")
@@ -379,6 +389,13 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	svc, err := issuer.New(icfg, node, nc)
 	if err != nil {
 		return usageError{err}
+	}
+	if f.metricsAddr != "" {
+		stopMetrics, err := serveMetrics(f.metricsAddr, svc, lg)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
 	}
 	if f.dev {
 		devBanner(stdout, f, connURL)

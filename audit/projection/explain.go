@@ -1,0 +1,557 @@
+package projection
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/grants"
+)
+
+// Explanation is the chain of receipts that authorized or refused one
+// side effect, as the projection knows it at Seq.
+type Explanation struct {
+	// Subject is what was asked about: "grant g1", "seq 42", "review rv-..".
+	Subject string `json:"subject"`
+	// Seq and Head: the projection's head when explained.
+	Seq  uint64      `json:"projection_seq"`
+	Head events.Hash `json:"projection_head"`
+	// Decision is the receipt that decided the request: a permit, deny or
+	// approval_required.
+	Decision *Step `json:"decision,omitempty"`
+	// Epoch is the policy epoch the decision was made under, and the
+	// receipt that applied it.
+	Epoch *Step `json:"epoch,omitempty"`
+	// Grounds are the decision's provenance grounds, one per sink field.
+	Grounds []Ground `json:"grounds,omitempty"`
+	// Sources are the registrations of the sources the grounds name.
+	Sources []Step `json:"sources,omitempty"`
+	// Review is the review the request was held for or consumed.
+	Review *Review `json:"review,omitempty"`
+	// Approval is the operator's approval the permit consumed.
+	Approval *Step `json:"approval,omitempty"`
+	// Grant is the grant's projection (a permit only).
+	Grant *Grant `json:"grant,omitempty"`
+	// Attempt, Effects and Refusals: the spend, every effect report and
+	// every spend or effect refused against the grant.
+	Attempt  *Step  `json:"attempt,omitempty"`
+	Effects  []Step `json:"effects,omitempty"`
+	Refusals []Step `json:"refusals,omitempty"`
+	// Closure is permitted, cancelled, unverified, or the collapsed
+	// outcome (confirmed, failed, unknown, contested).
+	Closure string `json:"closure,omitempty"`
+	// Later are the receipts after the decision that would refuse the
+	// same grant now: revocations that moved a counter it bound, a
+	// revoke that cancelled it, a policy epoch change; and its expiry.
+	Later []Step `json:"later,omitempty"`
+	// RefusedNow says whether the grant would be refused if presented now.
+	RefusedNow bool `json:"refused_now"`
+	// Event is the receipt asked about when it is not part of a grant's
+	// chain (a revoke, an epoch, a source, ...).
+	Event *Step `json:"event,omitempty"`
+	// Sentence sums the chain up for an incident report.
+	Sentence string `json:"sentence"`
+}
+
+// Step is one receipt of a chain, with the fields that matter for it.
+type Step struct {
+	Seq    uint64            `json:"seq"`
+	Time   int64             `json:"time"`
+	Kind   events.Kind       `json:"kind"`
+	Hash   events.Hash       `json:"hash"`
+	Fields map[string]string `json:"fields,omitempty"`
+}
+
+// Ground is one parsed grounds line of a decision.
+type Ground struct {
+	Field     string `json:"field,omitempty"`
+	Source    string `json:"source,omitempty"`
+	Authority string `json:"authority,omitempty"`
+	Counter   string `json:"counter,omitempty"`
+	Transform string `json:"transform,omitempty"`
+	// Raw is the line as recorded.
+	Raw string `json:"raw"`
+}
+
+// ParseGround reads a grounds line "field=F source=S authority=A
+// counter=K=N transform=T" (any subset, any order; unknown parts are kept
+// only in Raw).
+func ParseGround(line string) Ground {
+	g := Ground{Raw: line}
+	for _, part := range strings.Fields(line) {
+		k, v, ok := strings.Cut(part, "=")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "field":
+			g.Field = v
+		case "source":
+			g.Source = v
+		case "authority":
+			g.Authority = v
+		case "counter":
+			g.Counter = v
+		case "transform":
+			g.Transform = v
+		}
+	}
+	return g
+}
+
+// ExplainArg explains what arg names: "seq:N" or a bare number (a
+// receipt), "grant:ID", "review:ID", or a bare id looked up as a grant,
+// then as a review.
+func (d *DB) ExplainArg(arg string) (*Explanation, error) {
+	kind, id, ok := strings.Cut(arg, ":")
+	if !ok {
+		kind, id = "", arg
+	}
+	switch kind {
+	case "seq":
+		n, err := strconv.ParseUint(id, 10, 64)
+		if err != nil || n == 0 {
+			return nil, fmt.Errorf("%q is not a sequence number", id)
+		}
+		return d.ExplainSeq(n)
+	case "grant":
+		return d.ExplainGrant(id)
+	case "review":
+		return d.ExplainReview(id)
+	case "":
+	default:
+		// An id with a colon in it.
+		id = arg
+	}
+	if n, err := strconv.ParseUint(id, 10, 64); err == nil && n > 0 {
+		return d.ExplainSeq(n)
+	}
+	x, err := d.ExplainGrant(id)
+	if !errors.Is(err, ErrNotFound) {
+		return x, err
+	}
+	x, rerr := d.ExplainReview(id)
+	if errors.Is(rerr, ErrNotFound) {
+		return nil, fmt.Errorf("%w: %q is neither a grant nor a review in the projection (at seq %d); give a receipt sequence, or catch the projection up with 'auditor project'", ErrNotFound, id, d.statusSeq())
+	}
+	return x, rerr
+}
+
+func (d *DB) statusSeq() uint64 {
+	st, _ := d.Status()
+	return st.Seq
+}
+
+// ExplainGrant explains the latest grant with this id.
+func (d *DB) ExplainGrant(id string) (*Explanation, error) {
+	g, err := d.Grant(id)
+	if err != nil {
+		return nil, err
+	}
+	x := &Explanation{Subject: "grant " + id}
+	err = d.db.View(func(tx *bbolt.Tx) error { return d.explainGrant(tx, x, &g) })
+	return x, err
+}
+
+// ExplainReview explains a review: the call held for it, the approval and
+// the grant that consumed it.
+func (d *DB) ExplainReview(id string) (*Explanation, error) {
+	r, err := d.Review(id)
+	if err != nil {
+		return nil, err
+	}
+	x := &Explanation{Subject: "review " + id}
+	err = d.db.View(func(tx *bbolt.Tx) error {
+		if r.GrantID != "" {
+			if _, g, err := latestGrant(tx.Bucket(bGrants), r.GrantID); err == nil && g != nil && g.PermitSeq == r.PermitSeq {
+				return d.explainGrant(tx, x, g)
+			}
+		}
+		if n := len(r.RequiredSeqs); n > 0 {
+			if err := d.explainRefusal(tx, x, r.RequiredSeqs[n-1]); err != nil {
+				return err
+			}
+		} else {
+			d.stamp(tx, x)
+			x.Review = &r
+		}
+		if r.ApprovalSeq != 0 {
+			x.Approval = stepAt(tx, r.ApprovalSeq)
+		}
+		x.Sentence = reviewSentence(&r)
+		return nil
+	})
+	return x, err
+}
+
+// ExplainSeq explains the receipt at seq: the chain of its grant, the
+// refusal it records, or the receipt itself.
+func (d *DB) ExplainSeq(seq uint64) (*Explanation, error) {
+	x := &Explanation{Subject: fmt.Sprintf("seq %d", seq)}
+	err := d.db.View(func(tx *bbolt.Tx) error {
+		e, err := eventIn(tx, seq)
+		if err != nil {
+			return err
+		}
+		switch e.Kind {
+		case events.KindPermit, events.KindAttempt, events.KindEffect:
+			if g, ok := grantAt(tx, e.GrantID, seq); ok {
+				return d.explainGrant(tx, x, g)
+			}
+		case events.KindDeny, events.KindApprovalRequired, events.KindSpendRefused, events.KindEffectRefused:
+			return d.explainRefusal(tx, x, seq)
+		case events.KindApproval:
+			if v := tx.Bucket(bReviews).Get([]byte(e.ReviewID)); v != nil {
+				x.Subject = fmt.Sprintf("seq %d (approval of review %s)", seq, e.ReviewID)
+			}
+		}
+		d.stamp(tx, x)
+		x.Event = step(&e)
+		x.Sentence = fmt.Sprintf("Receipt seq %d (%s) at %s%s authorizes no side effect by itself.",
+			seq, e.Kind, ts(e.Time), who(&e))
+		return nil
+	})
+	return x, err
+}
+
+// grantAt is the grant whose permit is the latest at or before seq.
+func grantAt(tx *bbolt.Tx, id string, seq uint64) (*Grant, bool) {
+	var found *Grant
+	_ = scanPrefix(tx.Bucket(bGrants), id, false, func(s uint64, v []byte) (bool, error) {
+		if s > seq {
+			return false, nil
+		}
+		var g Grant
+		if err := unmarshal(v, &g); err != nil {
+			return false, err
+		}
+		found = &g
+		return true, nil
+	})
+	return found, found != nil
+}
+
+func (d *DB) stamp(tx *bbolt.Tx, x *Explanation) {
+	m := tx.Bucket(bMeta)
+	x.Seq = getU64(m.Get(kSeq))
+	copy(x.Head[:], m.Get(kHead))
+}
+
+func (d *DB) explainGrant(tx *bbolt.Tx, x *Explanation, g *Grant) error {
+	d.stamp(tx, x)
+	permit, err := eventIn(tx, g.PermitSeq)
+	if err != nil {
+		return err
+	}
+	x.Grant = g
+	x.Decision = step(&permit)
+	d.explainDecision(tx, x, &permit)
+	if g.ReviewID != "" {
+		if v := tx.Bucket(bReviews).Get([]byte(g.ReviewID)); v != nil {
+			var r Review
+			if err := unmarshal(v, &r); err == nil {
+				x.Review = &r
+				if r.ApprovalSeq != 0 && r.ApprovalSeq < g.PermitSeq {
+					x.Approval = stepAt(tx, r.ApprovalSeq)
+				}
+			}
+		}
+	}
+	if g.AttemptSeq != 0 {
+		x.Attempt = stepAt(tx, g.AttemptSeq)
+	}
+	for _, s := range g.Effects {
+		if st := stepAt(tx, s); st != nil {
+			x.Effects = append(x.Effects, *st)
+		}
+	}
+	for _, list := range [][]uint64{g.SpendRefused, g.EffectRefused} {
+		for _, s := range list {
+			if st := stepAt(tx, s); st != nil {
+				x.Refusals = append(x.Refusals, *st)
+			}
+		}
+	}
+	x.Closure = g.Closure()
+
+	// What would refuse the grant now.
+	headTime := int64(getU64(tx.Bucket(bMeta).Get(kTime)))
+	rb := tx.Bucket(bRevokes)
+	for _, c := range permit.Counters {
+		_ = scanPrefix(rb, c.Key, false, func(s uint64, v []byte) (bool, error) {
+			if s > g.PermitSeq && getU64(v) != c.Value {
+				x.Later = append(x.Later, Step{Seq: s, Kind: events.KindRevoke, Fields: map[string]string{
+					"counter": c.Key, "bound": strconv.FormatUint(c.Value, 10), "now": strconv.FormatUint(getU64(v), 10)}})
+				return false, nil // the first move is enough
+			}
+			return true, nil
+		})
+	}
+	_ = scanPrefix(tx.Bucket(bCancels), g.ID, false, func(s uint64, _ []byte) (bool, error) {
+		if s > g.PermitSeq {
+			x.Later = append(x.Later, Step{Seq: s, Kind: events.KindRevoke, Fields: map[string]string{"cancelled": g.ID}})
+			return false, nil
+		}
+		return true, nil
+	})
+	c := tx.Bucket(bEpochs).Cursor()
+	if k, v := c.Seek(u64(g.PermitSeq + 1)); k != nil {
+		x.Later = append(x.Later, Step{Seq: getU64(k), Kind: events.KindEpoch, Fields: map[string]string{
+			"epoch": strconv.FormatUint(getU64(v), 10), "bound_epoch": strconv.FormatUint(g.Epoch, 10)}})
+	}
+	sort.SliceStable(x.Later, func(i, j int) bool { return x.Later[i].Seq < x.Later[j].Seq })
+	for i := range x.Later {
+		if st := stepAt(tx, x.Later[i].Seq); st != nil {
+			x.Later[i].Time, x.Later[i].Hash = st.Time, st.Hash
+		}
+	}
+	expired := headTime >= g.ExpiresAt
+	if expired {
+		x.Later = append(x.Later, Step{Kind: events.KindPermit, Time: g.ExpiresAt, Fields: map[string]string{"expired": ts(g.ExpiresAt)}})
+	}
+	x.RefusedNow = len(x.Later) > 0
+	x.Sentence = grantSentence(x, g, expired)
+	return nil
+}
+
+// explainDecision fills the epoch, grounds and sources of a decision.
+func (d *DB) explainDecision(tx *bbolt.Tx, x *Explanation, e *events.Event) {
+	c := tx.Bucket(bEpochs).Cursor()
+	k, _ := c.Seek(u64(e.Seq))
+	if k == nil {
+		k, _ = c.Last()
+	} else {
+		k, _ = c.Prev()
+	}
+	if k != nil {
+		x.Epoch = stepAt(tx, getU64(k))
+	}
+	seen := map[string]bool{}
+	for _, line := range e.Grounds {
+		gr := ParseGround(line)
+		x.Grounds = append(x.Grounds, gr)
+		if gr.Source == "" || seen[gr.Source] {
+			continue
+		}
+		seen[gr.Source] = true
+		if v := tx.Bucket(bSources).Get([]byte(gr.Source)); v != nil {
+			var s Source
+			if unmarshal(v, &s) == nil {
+				for _, r := range s.Registered {
+					if r < e.Seq {
+						if st := stepAt(tx, r); st != nil {
+							x.Sources = append(x.Sources, *st)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func (d *DB) explainRefusal(tx *bbolt.Tx, x *Explanation, seq uint64) error {
+	d.stamp(tx, x)
+	e, err := eventIn(tx, seq)
+	if err != nil {
+		return err
+	}
+	x.Decision = step(&e)
+	d.explainDecision(tx, x, &e)
+	if e.ReviewID != "" {
+		if v := tx.Bucket(bReviews).Get([]byte(e.ReviewID)); v != nil {
+			var r Review
+			if unmarshal(v, &r) == nil {
+				x.Review = &r
+			}
+		}
+	}
+	x.RefusedNow = true
+	what := "request"
+	switch e.Kind {
+	case events.KindSpendRefused:
+		what = "spend of grant " + e.GrantID
+	case events.KindEffectRefused:
+		what = "effect report for grant " + e.GrantID
+	}
+	epoch := ""
+	if x.Epoch != nil {
+		epoch = " under policy epoch " + x.Epoch.Fields["epoch"]
+	}
+	if e.Kind == events.KindApprovalRequired {
+		x.Sentence = fmt.Sprintf("A %s%s (tool %s) was held for review %s at seq %d (%s) with reason %s%s; %s",
+			what, who(&e), dash(e.Tool), e.ReviewID, e.Seq, ts(e.Time), dash(e.Reason), epoch, reviewState(x.Review))
+		return nil
+	}
+	x.Sentence = fmt.Sprintf("A %s%s (tool %s) was refused at seq %d (%s) with reason %s%s; no side effect was authorized.",
+		what, who(&e), dash(e.Tool), e.Seq, ts(e.Time), dash(e.Reason), epoch)
+	return nil
+}
+
+func reviewState(r *Review) string {
+	switch {
+	case r == nil:
+		return "the review is not in the projection."
+	case r.PermitSeq != 0:
+		return fmt.Sprintf("it was approved by %s at seq %d and the approval was consumed by grant %s at seq %d.", r.Approver, r.ApprovalSeq, r.GrantID, r.PermitSeq)
+	case r.ApprovalSeq != 0:
+		return fmt.Sprintf("it was approved by %s at seq %d, until %s, and no permit has consumed the approval.", r.Approver, r.ApprovalSeq, ts(r.ApprovedTill))
+	}
+	return "it still waits for a person to approve it."
+}
+
+func reviewSentence(r *Review) string {
+	return fmt.Sprintf("Review %s held a call by worker %s (tool %s); %s", r.ID, r.Worker, dash(r.Tool), reviewState(r))
+}
+
+func grantSentence(x *Explanation, g *Grant, expired bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Grant %s (worker %s, lane %s, tool %s) was permitted at seq %d", g.ID, g.Worker, dash(g.Lane), dash(g.Tool), g.PermitSeq)
+	if x.Epoch != nil {
+		fmt.Fprintf(&b, " under policy epoch %s", x.Epoch.Fields["epoch"])
+	}
+	if rules := x.Decision.Fields["rules"]; rules != "" {
+		fmt.Fprintf(&b, " by rules %s", rules)
+	}
+	if x.Approval != nil {
+		fmt.Fprintf(&b, " after review %s was approved by %s at seq %d", g.ReviewID, x.Approval.Fields["actor"], x.Approval.Seq)
+	}
+	if len(x.Grounds) > 0 {
+		fmt.Fprintf(&b, " on %d provenance ground(s)", len(x.Grounds))
+	}
+	switch {
+	case g.AttemptSeq == 0 && g.CancelledSeq != 0:
+		fmt.Fprintf(&b, ", cancelled by the revoke at seq %d before any attempt", g.CancelledSeq)
+	case g.AttemptSeq == 0:
+		b.WriteString(", and has not been spent")
+	default:
+		fmt.Fprintf(&b, ", spent at seq %d", g.AttemptSeq)
+		switch g.Closure() {
+		case ClosureUnverified:
+			b.WriteString(", and no verifier has reported its effect (unverified)")
+		case grants.OutcomeContested:
+			fmt.Fprintf(&b, ", and its effect is contested (verifiers %s disagree, last report seq %d)", strings.Join(g.Verifiers, ", "), g.Effects[len(g.Effects)-1])
+		default:
+			fmt.Fprintf(&b, ", and its effect was %s by %s (seq %d)", g.Outcome, strings.Join(g.Verifiers, ", "), g.Effects[len(g.Effects)-1])
+		}
+	}
+	switch {
+	case len(x.Later) > 0 && x.Later[0].Seq != 0 && g.AttemptSeq != 0 && x.Later[0].Seq > g.AttemptSeq:
+		fmt.Fprintf(&b, "; the %s at seq %d, after the attempt, would refuse it now.", x.Later[0].Kind, x.Later[0].Seq)
+	case len(x.Later) > 0 && x.Later[0].Seq != 0:
+		fmt.Fprintf(&b, "; the %s at seq %d would refuse it now.", x.Later[0].Kind, x.Later[0].Seq)
+	case expired:
+		fmt.Fprintf(&b, "; it expired at %s.", ts(g.ExpiresAt))
+	default:
+		b.WriteString("; nothing recorded since would refuse it now.")
+	}
+	return b.String()
+}
+
+// step describes one receipt with its kind's telling fields.
+func step(e *events.Event) *Step {
+	f := map[string]string{}
+	put := func(k, v string) {
+		if v != "" {
+			f[k] = v
+		}
+	}
+	put("grant", e.GrantID)
+	put("worker", e.Worker)
+	put("lane", e.Lane)
+	put("session", e.Session)
+	put("tool", e.Tool)
+	if !e.Digest.IsZero() {
+		put("request_digest", e.Digest.String())
+	}
+	if e.Epoch != 0 {
+		put("epoch", strconv.FormatUint(e.Epoch, 10))
+	}
+	put("decision", e.Decision)
+	put("reason", e.Reason)
+	put("missing", e.Missing)
+	put("recovery", e.Recovery)
+	put("rules", strings.Join(e.Rules, ","))
+	put("consequence", e.Consequence)
+	put("surface", e.Surface)
+	put("operation", e.Operation)
+	put("target_label", e.TargetLabel)
+	if e.Target != "" {
+		// A target may name a recipient or a path: shown as a digest.
+		put("target_digest", events.Sum([]byte(e.Target)).Short())
+	}
+	put("instrument", e.Instrument)
+	put("instrument_left", e.InstrumentLeft)
+	put("review", e.ReviewID)
+	put("actor", e.Actor)
+	put("outcome", e.Outcome)
+	put("verifier", e.Verifier)
+	put("idempotency_key_digest", shortSum(e.IdemKey))
+	if e.RefSeq != 0 {
+		put("ref_seq", strconv.FormatUint(e.RefSeq, 10))
+	}
+	if e.IssuedAt != 0 {
+		put("issued_at", ts(e.IssuedAt))
+	}
+	if e.ExpiresAt != 0 {
+		put("expires_at", ts(e.ExpiresAt))
+	}
+	if len(e.Counters) > 0 {
+		parts := make([]string, len(e.Counters))
+		for i, c := range e.Counters {
+			parts[i] = fmt.Sprintf("%s=%d", c.Key, c.Value)
+		}
+		put("counters", strings.Join(parts, ","))
+	}
+	put("cancelled", strings.Join(e.Cancelled, ","))
+	if id, _, _, _ := e.SourceDescriptor(); id != "" {
+		put("source", id)
+	}
+	put("channel", e.Channel)
+	put("authority", e.Authority)
+	if !e.PolicyDigest.IsZero() {
+		put("policy_digest", e.PolicyDigest.String())
+	}
+	put("node", e.Node)
+	return &Step{Seq: e.Seq, Time: e.Time, Kind: e.Kind, Hash: e.Hash, Fields: f}
+}
+
+func shortSum(s string) string {
+	if s == "" {
+		return ""
+	}
+	return events.Sum([]byte(s)).Short()
+}
+
+func stepAt(tx *bbolt.Tx, seq uint64) *Step {
+	e, err := eventIn(tx, seq)
+	if err != nil {
+		return nil
+	}
+	return step(&e)
+}
+
+func who(e *events.Event) string {
+	switch {
+	case e.Worker != "" && e.Lane != "":
+		return fmt.Sprintf(" by worker %s in lane %s", e.Worker, e.Lane)
+	case e.Worker != "":
+		return " by worker " + e.Worker
+	}
+	return ""
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// ts formats a control-plane time.
+func ts(t int64) string { return time.Unix(0, t).UTC().Format(time.RFC3339Nano) }

@@ -1,0 +1,199 @@
+package web
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/writ-dev/writ/audit/projection"
+	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/fsm"
+	"github.com/writ-dev/writ/internal/telemetry"
+	"github.com/writ-dev/writ/internal/testing/receipts"
+)
+
+// server projects the every-kind scenario and serves it.
+func server(t *testing.T) (*httptest.Server, *receipts.Sim) {
+	t.Helper()
+	return serverAt(t, time.Hour) // after the scenario's break-glass case
+}
+
+// serverAt serves the every-kind scenario with the wall clock at the
+// scenario's end plus after.
+func serverAt(t *testing.T, after time.Duration) (*httptest.Server, *receipts.Sim) {
+	t.Helper()
+	m, _ := receipts.EveryKind(t)
+	d, err := projection.Open(projection.DefaultConfig(filepath.Join(t.TempDir(), "p.db")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	for _, b := range m.Raw() {
+		if err := d.Apply(b, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	telemetry.NewAuditor(reg).Progress(d.Head().Seq, d.Head().Seq+3)
+	s, err := New(Config{DB: d, Metrics: reg, Stream: func() StreamInfo { return StreamInfo{LastSeq: d.Head().Seq + 3, Following: true} },
+		Now: func() time.Time { return time.Unix(0, m.Now).Add(after) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	return ts, m
+}
+
+func get(t *testing.T, ts *httptest.Server, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(ts.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// section is the text of the table with the given id.
+func section(body, id string) string {
+	i := strings.Index(body, `<table id="`+id+`"`)
+	if i < 0 {
+		return ""
+	}
+	j := strings.Index(body[i:], "</table>")
+	return body[i : i+j]
+}
+
+// TestPages: every page loads, shows what it is for, and the filters
+// select rows; a grant's chain shows its permit, attempt and effect.
+func TestPages(t *testing.T) {
+	ts, m := server(t)
+	head := m.S.Chain().Head.String()
+	rv8 := fsm.ReviewID("g8")
+	for _, c := range []struct {
+		path    string
+		code    int
+		table   string
+		want    []string
+		notWant []string
+		rows    int // rows of the table (header excluded), -1: unchecked
+		rowsOf  string
+	}{
+		{path: "/", code: 200, table: "reviews", want: []string{head, "/review/" + rv8, "ok: chain and invariants checked from seq 1", "projection lag <span class=\"warn\">3</span>"}, rows: 1},
+		{path: "/", code: 200, table: "live", want: []string{"/grant/g3"}, rows: -1},
+		{path: "/worker/w5", code: 200, table: "timeline", want: []string{"approval_required", "/grant/g7", "break_glass"}, notWant: []string{"owner said yes", `id="glass"`}, rows: 7},
+		{path: "/worker/w5?kind=approval_required", code: 200, table: "timeline", rows: 2, rowsOf: `class="approval_required"`},
+		{path: "/worker/nobody", code: 404, want: []string{"No receipt of worker nobody"}, rows: -1},
+		{path: "/grant/g7", code: 200, table: "chain", want: []string{"<th>decision</th>", "permit", "<th>attempt</th>", "<th>effect</th>", "verifier=vault-audit", "<b>confirmed</b>", "Grant g7 (worker w5", "<th>approval</th>"}, rows: -1},
+		{path: "/grant/g1", code: 200, table: "chain", want: []string{"<b>contested</b>", "<th>later</th>"}, rows: -1},
+		{path: "/grant/nope", code: 404, want: []string{"no grant"}, rows: -1},
+		{path: "/review/" + fsm.ReviewID("g6"), code: 200, table: "chain", want: []string{"operator:alice", "/grant/g7"}, notWant: []string{"owner said yes"}, rows: -1},
+		{path: "/refusals", code: 200, table: "rows", rows: -1, want: []string{"worker_revoked", "already_spent", "unknown_grant", "review_required"}},
+		{path: "/refusals?kind=approval_required", code: 200, table: "rows", rows: 2, rowsOf: `class="approval_required"`},
+		{path: "/refusals?worker=w2&reason=worker_revoked", code: 200, table: "rows", rows: 1, rowsOf: `class="deny"`},
+		{path: "/refusals?lane=coordinator&kind=approval_required", code: 200, table: "rows", rows: 2, rowsOf: `class="approval_required"`},
+		{path: "/refusals?since=1h500ms", code: 200, table: "rows", rows: 0},
+		{path: "/refusals?since=1h2s", code: 200, table: "rows", rows: 1},
+		{path: "/refusals?kind=bogus", code: 400, want: []string{"not a receipt kind"}, rows: -1},
+		{path: "/effects", code: 200, table: "contested", want: []string{"/grant/g1"}, rows: 1},
+		{path: "/effects", code: 200, table: "unverified", want: []string{"/grant/g3"}, rows: 1},
+		{path: "/metrics", code: 200, want: []string{"writ_auditor_projection_lag 3"}, rows: -1},
+	} {
+		code, body := get(t, ts, c.path)
+		if code != c.code {
+			t.Errorf("%s: status %d, want %d\n%s", c.path, code, c.code, body)
+			continue
+		}
+		text := body
+		if c.table != "" {
+			text = section(body, c.table)
+			if text == "" {
+				t.Errorf("%s: no table %s", c.path, c.table)
+				continue
+			}
+		}
+		for _, w := range c.want {
+			if !strings.Contains(body, w) {
+				t.Errorf("%s lacks %q", c.path, w)
+			}
+		}
+		for _, w := range c.notWant {
+			if strings.Contains(body, w) {
+				t.Errorf("%s shows %q", c.path, w)
+			}
+		}
+		if c.rows >= 0 {
+			n := strings.Count(text, "<tr") - 1
+			if c.rowsOf != "" && strings.Count(text, "<tr "+c.rowsOf) != n {
+				t.Errorf("%s: %d rows, not all %s:\n%s", c.path, n, c.rowsOf, text)
+			}
+			if n != c.rows {
+				t.Errorf("%s: %d rows in %s, want %d:\n%s", c.path, n, c.table, c.rows, text)
+			}
+		}
+	}
+}
+
+// TestBreakGlassViews: while the scenario's break-glass case for w5 runs,
+// w5's pages show the payloads (the target, keys and the approval note)
+// under a banner and each view is recorded; other workers' pages and the
+// same pages after the case has expired show digests only.
+func TestBreakGlassViews(t *testing.T) {
+	ts, m := serverAt(t, 0)
+	var target string
+	for _, b := range m.Raw() {
+		e, _ := events.Decode(b)
+		if e.Kind == events.KindPermit && e.GrantID == "g7" {
+			target = e.Target
+		}
+	}
+	if target == "" {
+		t.Fatal("g7's permit has no target: the test proves nothing")
+	}
+	for _, c := range []struct {
+		path     string
+		payloads bool
+	}{
+		{"/grant/g7", true},
+		{"/worker/w5", true},
+		{"/review/" + fsm.ReviewID("g6"), true},
+		{"/grant/g1", false}, // w1's
+		{"/worker/w1", false},
+	} {
+		code, body := get(t, ts, c.path)
+		if code != 200 {
+			t.Fatalf("%s: %d", c.path, code)
+		}
+		if got := strings.Contains(body, target) && strings.Contains(body, `id="glass"`); got != c.payloads {
+			t.Errorf("%s: payloads shown %v, want %v", c.path, got, c.payloads)
+		}
+	}
+	_, body := get(t, ts, "/worker/w5")
+	if !strings.Contains(body, "owner said yes") {
+		t.Error("the approval note is not shown under the case")
+	}
+	_, body = get(t, ts, "/breakglass")
+	views := section(body, "views")
+	if n := strings.Count(views, "<tr") - 1; n != 4 || !strings.Contains(views, "/grant/g7") || strings.Contains(views, "/grant/g1") {
+		t.Errorf("recorded views (%d):\n%s", n, views)
+	}
+	if !strings.Contains(section(body, "cases"), "inc-1") || !strings.Contains(section(body, "cases"), "open") {
+		t.Errorf("cases:\n%s", section(body, "cases"))
+	}
+
+	after, _ := serverAt(t, time.Hour)
+	if _, body := get(t, after, "/grant/g7"); strings.Contains(body, target) || strings.Contains(body, `id="glass"`) {
+		t.Error("payloads shown after the case expired")
+	}
+}
