@@ -25,6 +25,12 @@ import (
 //     summaries (OpRefusalSummary, events.KindRefusalSummary), a kind
 //     auditors of earlier builds do not know; below this level the op is
 //     refused and the issuer's admission control stays off.
+//   - ReceiptFormatReviews (4): reviews are decision records (record.go):
+//     captions and keep tokens, artifact reviews (OpOpenReview),
+//     decisions by operators and reviewers (OpDecideReview), plain-text
+//     replies (OpReviewReply), the bindability test when an approval is
+//     used, and the review_* receipt kinds. Below it the new ops are
+//     refused and approvals work as they did before.
 //
 // The level only goes up. Evolve reads every form whatever the level.
 //
@@ -46,9 +52,10 @@ const (
 	ReceiptFormatFacts  uint64 = 2
 	// ReceiptFormatSummaries (3) adds refusal summary events.
 	ReceiptFormatSummaries uint64 = 3
+	// ReceiptFormatReviews (4, record.go) makes reviews decision records.
 	// MaxReceiptFormat is the highest level this build writes: what its
 	// status reports as receipt_format.
-	MaxReceiptFormat = ReceiptFormatSummaries
+	MaxReceiptFormat = ReceiptFormatReviews
 )
 
 // ReceiptFormat is the receipt format level in force (at least

@@ -102,6 +102,7 @@ type State struct {
 	srcByOwner map[string]*idSet[string]
 	reviews    map[string]*review        // open reviews, by review id
 	approvals  map[approvalKey]*approval // live approvals, by the call they cover
+	replies    map[events.Hash]*replySeen // plain-text replies already decoded, by replyKey
 	expiry     expiryHeap                // with expiryRun, what prune will forget when
 	expiryRun  expiryRun
 	chain      events.Chain
@@ -140,6 +141,7 @@ func New() *State {
 		srcByOwner: map[string]*idSet[string]{},
 		reviews:    map[string]*review{},
 		approvals:  map[approvalKey]*approval{},
+		replies:    map[events.Hash]*replySeen{},
 	}
 }
 
