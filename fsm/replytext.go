@@ -169,7 +169,7 @@ func containsRef(refs []ReplyRef, r ReplyRef) bool {
 }
 
 // replyWords splits lower-cased text into words: runs of letters, digits
-// and the characters a slug, a token or "don't" use ('-', '_', '\'').
+// and the characters a slug, a token or "don't" use ('-', '_', '\”).
 func replyWords(s string) []string {
 	isWord := func(b byte) bool {
 		return b >= 'a' && b <= 'z' || b >= '0' && b <= '9' || b == '-' || b == '_' || b == '\''

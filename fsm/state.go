@@ -100,10 +100,10 @@ type State struct {
 	sources  map[string]*source      // the source registry, by id
 	// srcByOwner indexes sources by the worker that registered them.
 	srcByOwner map[string]*idSet[string]
-	reviews    map[string]*review        // open reviews, by review id
-	approvals  map[approvalKey]*approval // live approvals, by the call they cover
+	reviews    map[string]*review         // open reviews, by review id
+	approvals  map[approvalKey]*approval  // live approvals, by the call they cover
 	replies    map[events.Hash]*replySeen // plain-text replies already decoded, by replyKey
-	expiry     expiryHeap                // with expiryRun, what prune will forget when
+	expiry     expiryHeap                 // with expiryRun, what prune will forget when
 	expiryRun  expiryRun
 	chain      events.Chain
 
