@@ -52,6 +52,9 @@ func Apply(s *State, raftIndex uint64, b Batch) []grants.Envelope {
 			}
 		}
 		out[i] = grants.FromEvent(v.event)
+		if v.event.Caption != "" && v.event.ArtifactVersion > 0 {
+			out[i].Caption = Caption(v.event.Caption, v.event.ArtifactVersion)
+		}
 		s.explainWorkspace(&out[i], c)
 	}
 	return out

@@ -163,7 +163,7 @@ func decideOpenReview(s *State, now int64, node string, c *Command) verdict {
 	switch {
 	case !s.WritesReviews():
 		return belowReviews(s)
-	case c.Caller == "" || strings.HasPrefix(c.Caller, CallerOperator) || strings.HasPrefix(c.Caller, CallerReviewer):
+	case c.Caller == "" || isOperator(c.Caller) || strings.HasPrefix(c.Caller, CallerReviewer):
 		return refused(grants.ReasonUnauthorized, "coordinator worker", "reviews are opened by a worker of the coordinator lane")
 	case c.Lane != LaneCoordinator:
 		return refused(grants.ReasonLaneMismatch, "lane="+LaneCoordinator, "only the coordinator lane opens reviews for artifacts")
@@ -269,11 +269,17 @@ func (s *State) evolveReviewStatus(e *events.Event) {
 	s.replaceReview(&n)
 }
 
+// isOperator reports whether caller is an operator: "operator" (the
+// issuer's operator subjects name no one) or "operator:<name>".
+func isOperator(caller string) bool {
+	return caller == "operator" || strings.HasPrefix(caller, CallerOperator) && len(caller) > len(CallerOperator)
+}
+
 // mayDecide says whether caller (with the reviewer roles the transport
 // gave it) may decide r, and if not why.
 func mayDecide(caller string, roles []string, r *review) (bool, string) {
 	switch {
-	case strings.HasPrefix(caller, CallerOperator) && len(caller) > len(CallerOperator):
+	case isOperator(caller):
 		return true, ""
 	case strings.HasPrefix(caller, CallerReviewer) && len(caller) > len(CallerReviewer):
 		name := caller[len(CallerReviewer):]
@@ -447,7 +453,7 @@ func decideReply(s *State, now int64, node string, c *Command) verdict {
 		return refused(grants.ReasonInvalidRequest, "text", "the reply's text is required (at most 2048 bytes)")
 	case len(c.Roles) > MaxReviewerRoles:
 		return refused(grants.ReasonInvalidRequest, "roles", "too many reviewer roles")
-	case !strings.HasPrefix(c.Caller, CallerOperator) && !strings.HasPrefix(c.Caller, CallerReviewer):
+	case !isOperator(c.Caller) && !strings.HasPrefix(c.Caller, CallerReviewer):
 		return refused(grants.ReasonUnauthorized, "operator or reviewer", "replies are relayed by an operator or a reviewer identity; a worker never decides a review")
 	}
 	rf := &replyFacts{Channel: c.Channel, Sender: c.Sender, Text: c.Text, At: c.ReplyAt}

@@ -724,6 +724,7 @@ func formatEnvelope(env grants.Envelope) string {
 	}
 	f = appendKV(f, "outcome", env.Outcome)
 	f = appendKV(f, "review", env.ReviewID)
+	f = appendKV(f, "caption", env.Caption)
 	if env.ExpiresAt != 0 {
 		f = append(f, "expires="+fmtTime(env.ExpiresAt))
 	}
