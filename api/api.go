@@ -83,7 +83,7 @@ func ParseWorkerSubject(subj string) (worker, op string, err error) {
 		return "", "", fmt.Errorf("%w: worker: %v", ErrBadSubject, err)
 	}
 	switch op {
-	case OpGrant, OpSpend, OpEffect, OpSource:
+	case OpGrant, OpSpend, OpEffect, OpSource, OpReview:
 		return worker, op, nil
 	}
 	return "", "", fmt.Errorf("%w: unknown operation %q", ErrBadSubject, op)

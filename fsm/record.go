@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/policy"
@@ -52,12 +53,12 @@ func (s *State) WritesReviews() bool { return s.ReceiptFormat() >= ReceiptFormat
 
 // Bounds of what a review and a reply carry.
 const (
-	MaxArtifactPath  = 1024
-	MaxReviewField   = 256 // transition, destination, role
+	MaxArtifactPath  = api.MaxArtifactPath
+	MaxReviewField   = api.MaxReviewField // transition, destination, role
 	MaxReviewerRoles = 16
-	MaxReplyText     = 2048
-	MaxReplyChannel  = 256
-	MaxReplySender   = 256
+	MaxReplyText     = api.MaxReplyText
+	MaxReplyChannel  = api.MaxReplyChannel
+	MaxReplySender   = api.MaxReplySender
 )
 
 // Caller prefixes the transport gives the people who may decide reviews.
@@ -696,6 +697,12 @@ func (r *review) keepOrEmpty() string {
 		return ""
 	}
 	return r.keep()
+}
+
+// IsReviewRef reports whether ref reads as a caption or a keep token.
+func IsReviewRef(ref string) bool {
+	_, ok := parseReplyRef(ref)
+	return ok
 }
 
 // Records returns every retained review record (any status), oldest
