@@ -127,8 +127,8 @@ type Verifier struct {
 	// toConsume is the permit whose review_consumed must be the next
 	// receipt (decision records, receipt format level 4).
 	toConsume pendingConsume
-	epoch       uint64
-	epochSeq    uint64
+	epoch     uint64
+	epochSeq  uint64
 
 	nEvents    uint64
 	firstSeq   uint64
