@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -107,3 +108,70 @@ const (
 	MaxArtifactPath = 1024
 	MaxReviewField  = 256
 )
+
+// Captions. A review is captioned <slug>_v<N>_review and approved by its
+// keep token <slug>_v<N>_keep: the slug names the artifact (or the tool,
+// for a held call), N its version.
+
+// MaxSlug is the longest review slug.
+const MaxSlug = 48
+
+// Caption and keep token suffixes.
+const (
+	captionSuffix = "_review"
+	keepSuffix    = "_keep"
+)
+
+// ValidSlug reports whether s may name a review: a lower-case letter,
+// then up to MaxSlug-1 lower-case letters, digits and single hyphens, not
+// ending in one.
+func ValidSlug(s string) bool {
+	if s == "" || len(s) > MaxSlug || s[0] < 'a' || s[0] > 'z' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		switch {
+		case b >= 'a' && b <= 'z', b >= '0' && b <= '9':
+		case b == '-' && s[i-1] != '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ReviewCaption is <slug>_v<N>_review.
+func ReviewCaption(slug string, version uint64) string {
+	return slug + "_v" + strconv.FormatUint(version, 10) + captionSuffix
+}
+
+// KeepToken is <slug>_v<N>_keep.
+func KeepToken(slug string, version uint64) string {
+	return slug + "_v" + strconv.FormatUint(version, 10) + keepSuffix
+}
+
+// ParseReviewRef reads a caption or a keep token: its slug, its version
+// (from 1, without leading zeros, at most nine digits) and whether it is a
+// keep token.
+func ParseReviewRef(w string) (slug string, version uint64, keep, ok bool) {
+	rest, isKeep := strings.CutSuffix(w, keepSuffix)
+	if !isKeep {
+		if rest, ok = strings.CutSuffix(w, captionSuffix); !ok {
+			return "", 0, false, false
+		}
+	}
+	i := strings.LastIndex(rest, "_v")
+	if i < 0 {
+		return "", 0, false, false
+	}
+	slug, num := rest[:i], rest[i+2:]
+	if !ValidSlug(slug) || num == "" || num[0] == '0' || len(num) > 9 {
+		return "", 0, false, false
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || n == 0 {
+		return "", 0, false, false
+	}
+	return slug, n, isKeep, true
+}

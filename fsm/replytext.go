@@ -1,8 +1,9 @@
 package fsm
 
 import (
-	"strconv"
 	"strings"
+
+	"github.com/writ-dev/writ/api"
 )
 
 // Plain-text replies. A person answers a review in a chat message ("keep",
@@ -195,60 +196,21 @@ func replyWords(s string) []string {
 
 // parseReplyRef parses <slug>_v<N>_keep or <slug>_v<N>_review.
 func parseReplyRef(w string) (ReplyRef, bool) {
-	var ref ReplyRef
-	rest, ok := strings.CutSuffix(w, "_keep")
-	if ok {
-		ref.Keep = true
-	} else if rest, ok = strings.CutSuffix(w, "_review"); !ok {
-		return ReplyRef{}, false
-	}
-	i := strings.LastIndex(rest, "_v")
-	if i < 0 {
-		return ReplyRef{}, false
-	}
-	slug, num := rest[:i], rest[i+2:]
-	if !ValidSlug(slug) || num == "" || num[0] == '0' || len(num) > 9 {
-		return ReplyRef{}, false
-	}
-	n, err := strconv.ParseUint(num, 10, 64)
-	if err != nil || n == 0 {
-		return ReplyRef{}, false
-	}
-	ref.Slug, ref.Version = slug, n
-	return ref, true
+	slug, n, keep, ok := api.ParseReviewRef(w)
+	return ReplyRef{Slug: slug, Version: n, Keep: keep}, ok
 }
 
 // MaxSlug is the longest review slug.
-const MaxSlug = 48
+const MaxSlug = api.MaxSlug
 
-// ValidSlug reports whether s may name a review: a lower-case letter,
-// then up to MaxSlug-1 lower-case letters, digits and single hyphens, not
-// ending in one.
-func ValidSlug(s string) bool {
-	if s == "" || len(s) > MaxSlug || s[0] < 'a' || s[0] > 'z' || s[len(s)-1] == '-' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		b := s[i]
-		switch {
-		case b >= 'a' && b <= 'z', b >= '0' && b <= '9':
-		case b == '-' && s[i-1] != '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
+// ValidSlug reports whether s may name a review (api.ValidSlug).
+func ValidSlug(s string) bool { return api.ValidSlug(s) }
 
 // Caption is a review's human caption: <slug>_v<N>_review.
-func Caption(slug string, version uint64) string {
-	return slug + "_v" + strconv.FormatUint(version, 10) + "_review"
-}
+func Caption(slug string, version uint64) string { return api.ReviewCaption(slug, version) }
 
 // KeepToken is the word that approves exactly that review: <slug>_v<N>_keep.
-func KeepToken(slug string, version uint64) string {
-	return slug + "_v" + strconv.FormatUint(version, 10) + "_keep"
-}
+func KeepToken(slug string, version uint64) string { return api.KeepToken(slug, version) }
 
 // SlugFor derives a review slug from a tool name (for the reviews an
 // approval_required answer opens): lower case, runs of other characters
