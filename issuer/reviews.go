@@ -2,6 +2,7 @@ package issuer
 
 import (
 	"encoding/hex"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -41,10 +42,14 @@ func reviewOpenCommand(worker string, data []byte) (fsm.Command, *requestError) 
 		return fsm.Command{}, err
 	}
 	sum, err := hex.DecodeString(r.SHA256)
-	if err != nil || len(sum) != len(events.Hash{}) {
+	if err != nil || len(sum) != len(events.Hash{}) || events.Hash(sum).IsZero() {
 		return fsm.Command{}, invalid("sha256", "want the artifact's SHA-256 as 64 hex digits")
 	}
 	switch {
+	case r.Path == "" || len(r.Path) > api.MaxArtifactPath:
+		return fsm.Command{}, invalid("path", "required, at most %d bytes", api.MaxArtifactPath)
+	case len(r.Transition) > api.MaxReviewField || !strings.Contains(r.Transition, "->"):
+		return fsm.Command{}, invalid("transition", "want FROM->TO, e.g. review_ready->send")
 	case r.Lane == "":
 		return fsm.Command{}, invalid("lane", "required (the coordinator lane opens artifact reviews)")
 	case r.Recipient != "" && r.DestinationClass != "":
