@@ -38,7 +38,11 @@ var captionPattern = regexp.MustCompile(`[a-z][a-z0-9-]*_v[0-9]+_review`)
 // new caption. Then the coordinator puts an artifact up for review with
 // `worker-agent review open` (the binary hashes the file): a person keeps
 // v2, the artifact is regenerated as v3, and a reply carrying the v2 keep
-// token binds nothing (review_orphaned) and leaves v3 undecided.
+// token binds nothing (review_orphaned); `worker-agent request --review
+// q3-report_v2_keep --artifact FILE` (the file now v3) is refused
+// approval_unbindable, missing artifact_digest, recovery
+// rerender_artifact; once a person keeps v3 the call naming it is
+// permitted once, and again is refused (missing spent).
 func TestPlainTextReplyReleasesAHeldCallOnce(t *testing.T) {
 	env := testenv.StartSingle(t, t.TempDir(), func(_ *raftnode.Config, c *issuer.Config) {
 		c.InitialPolicy = policy.Recommended().Canonical()
@@ -125,6 +129,31 @@ func TestPlainTextReplyReleasesAHeldCallOnce(t *testing.T) {
 	if err != nil || e.Kind != events.KindReviewOrphaned {
 		t.Fatalf("the v2 token against v3: %+v %v", e, err)
 	}
+	// A call that names the v2 approval, with the artifact as it is now
+	// (v3): refused, the artifact is not the version approved.
+	send := func(ref string) (grants.Envelope, result) {
+		t.Helper()
+		r := binRun{}.run(t, "request", "--worker", "w1", "--lane", "coordinator", "--nats-url", env.URL,
+			"--tool", "Bash", "--args", `{"command":"ls out"}`, "--review", ref, "--artifact", art)
+		var e grants.Envelope
+		if err := json.Unmarshal([]byte(r.stdout), &e); err != nil {
+			t.Fatalf("request --review %s: %+v", ref, r)
+		}
+		return e, r
+	}
+	if e, r := send("q3-report_v2_keep"); r.code != ExitDeny || e.Reason != grants.ReasonApprovalUnbindable ||
+		e.Missing != grants.MissingArtifactDigest || e.Recovery != grants.RecoverRerenderArtifact {
+		t.Fatalf("the v2 approval for the v3 artifact: %+v", r)
+	}
+	if e, err := op.ReplyReview(ctx, "", api.ReviewReplyRequest{Channel: "slack:#finance", Sender: "dana", At: at + 3, Text: "keep q3-report_v3_keep"}); err != nil || e.Kind != events.KindReviewApproved {
+		t.Fatalf("keeping v3: %+v %v", e, err)
+	}
+	if e, r := send("q3-report_v3_keep"); r.code != 0 || e.Decision != grants.Permit || e.Caption != "" && e.ReviewID == "" {
+		t.Fatalf("the v3 approval for the v3 artifact: %+v", r)
+	}
+	if e, r := send("q3-report_v3_keep"); r.code != ExitDeny || e.Missing != grants.MissingSpent {
+		t.Fatalf("the v3 approval used again: %+v", r)
+	}
 	states := map[string]string{}
 	rs, err := op.Reviews(ctx, "")
 	if err != nil {
@@ -133,7 +162,7 @@ func TestPlainTextReplyReleasesAHeldCallOnce(t *testing.T) {
 	for _, r := range rs.Reviews {
 		states[r.Caption] = r.State
 	}
-	if states["q3-report_v2_review"] != "superseded" || states["q3-report_v3_review"] != "open" || states[caption] != "consumed" {
+	if states["q3-report_v2_review"] != "superseded" || states["q3-report_v3_review"] != "consumed" || states[caption] != "consumed" {
 		t.Fatalf("review states: %v", states)
 	}
 }
