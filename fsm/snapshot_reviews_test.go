@@ -17,9 +17,9 @@ import (
 // snapshotReviews is the committed snapshot of reviewsState: review
 // records in every status, an artifact review superseded by its next
 // version, a reviewer's approval bound to its counter, and replies already
-// decoded (section 23). Kept forever like v1-e753700.bin, which
-// TestRestoresEarlierSnapshots restores with it.
-var snapshotReviews = filepath.Join("testdata", "snapshots", "v4-reviews.bin")
+// decoded (section 23). Kept forever, like the snapshots of
+// testdata/snapshots (which are all from before receipt format levels).
+var snapshotReviews = filepath.Join("testdata", "reviews", "snapshot-v4.bin")
 
 // reviewsState builds a state at receipt format 4 holding decision
 // records of every kind.
@@ -85,8 +85,11 @@ func TestReviewsSnapshotGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Digest() != s.Digest() {
-		t.Fatal("restored digest differs")
+	if r.Digest() != s.Digest() || r.ReceiptFormat() != fsm.ReceiptFormatReviews {
+		t.Fatal("restored digest or level differs")
+	}
+	if _, left := fsm.ExpiryRemovals(r); len(left) > 0 {
+		t.Fatalf("entries never scheduled for removal: %v", left)
 	}
 	statuses := map[string]string{}
 	for _, rv := range r.Records() {
