@@ -188,7 +188,10 @@ func decideOpenReview(s *State, now int64, node string, c *Command) verdict {
 	if pinned, ok := s.policy.Workers[c.Caller]; ok && pinned != c.Lane {
 		return refused(grants.ReasonLaneMismatch, "lane="+pinned, "the policy places "+c.Caller+" in lane "+pinned)
 	}
-	live := s.recordsBy(func(r *review) bool { return r.Slug == c.Caption && now < r.Until })
+	// The live artifact reviews of this slug (a held call's review that
+	// happens to share the slug is another series: its captions only
+	// take versions from the same count).
+	live := s.recordsBy(func(r *review) bool { return r.Slug == c.Caption && r.artifact() && now < r.Until })
 	var old []*review
 	for _, r := range live {
 		if r.Worker != c.Caller && (r.Status == rsOpen || r.Status == rsApproved) {
