@@ -215,7 +215,14 @@ func (s *State) Stats() Stats {
 		Counters: s.counters.Len(), Barred: len(s.barred), Seq: s.chain.Seq,
 		Head: s.chain.Head.String(), Published: s.published, Outbox: len(s.outbox),
 		Ledger: len(s.ledger), Preauths: len(s.preauth), Quotas: len(s.quota),
-		Sources: len(s.sources), Reviews: len(s.reviews), Approvals: len(s.approvals),
+		Sources: len(s.sources), Approvals: len(s.approvals),
+	}
+	for _, r := range s.reviews {
+		// Decision records stay after they are decided, as history:
+		// only the undecided ones are open.
+		if r.Status == rsOpen {
+			st.Reviews++
+		}
 	}
 	for _, g := range s.grants {
 		switch g.Status {
