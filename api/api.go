@@ -85,7 +85,7 @@ func ParseWorkerSubject(subj string) (worker, op string, err error) {
 		return "", "", fmt.Errorf("%w: worker: %v", ErrBadSubject, err)
 	}
 	switch op {
-	case OpGrant, OpSpend, OpEffect, OpSource:
+	case OpGrant, OpSpend, OpEffect, OpSource, OpReview:
 		return worker, op, nil
 	}
 	return "", "", fmt.Errorf("%w: unknown operation %q", ErrBadSubject, op)
@@ -181,6 +181,13 @@ type GrantRequest struct {
 	// FieldTrace). Omitted: the worker traced nothing, and every sink
 	// field counts as model-made (evidence). At most MaxTraces.
 	Provenance []FieldTrace `json:"provenance,omitempty"`
+	// Review names the artifact review that approves this call (its id,
+	// caption or keep token), with ArtifactSHA256 the SHA-256 of the
+	// artifact as it is now (64 hex digits): the issuer permits the call
+	// only if that review was approved for exactly this version and still
+	// binds (receipt format level 4; docs/reviews.md).
+	Review         string `json:"review,omitempty"`
+	ArtifactSHA256 string `json:"artifact_sha256,omitempty"`
 }
 
 // Provenance limits.

@@ -48,6 +48,19 @@ type Review struct {
 	Surface string   `json:"surface,omitempty"`
 	Target  string   `json:"target,omitempty"`
 	Grounds []string `json:"grounds,omitempty"`
+	// Decision records (receipt format level 4): the caption a person
+	// decides (<slug>_v<N>_review) and its keep token, and for an
+	// artifact review the artifact, the transition, the destination and
+	// the reviewer role; who decided it. State is then also rejected,
+	// consumed, superseded or expired (kept until Until, as history).
+	Caption        string `json:"caption,omitempty"`
+	Keep           string `json:"keep,omitempty"`
+	ArtifactPath   string `json:"artifact_path,omitempty"`
+	ArtifactSHA256 string `json:"artifact_sha256,omitempty"`
+	Transition     string `json:"transition,omitempty"`
+	Destination    string `json:"destination,omitempty"`
+	ReviewerRole   string `json:"reviewer_role,omitempty"`
+	DecidedBy      string `json:"decided_by,omitempty"`
 }
 
 // Reviews answers ReviewsRequest: Clock is the leader's control-plane

@@ -86,6 +86,12 @@ func DecodeGrantFast(data []byte, r *GrantRequest) bool {
 		case "provenance":
 			r.Provenance, ok = d.traces()
 			bit = 1 << 13
+		case "review":
+			r.Review, ok = d.str()
+			bit = 1 << 14
+		case "artifact_sha256":
+			r.ArtifactSHA256, ok = d.str()
+			bit = 1 << 15
 		}
 		return bit, ok
 	})

@@ -66,6 +66,8 @@ func (r *GrantRequest) AppendJSON(dst []byte) ([]byte, error) {
 		}
 		dst = append(dst, ']')
 	}
+	dst = jsonwire.AppendStringField(dst, `,"review":`, r.Review)
+	dst = jsonwire.AppendStringField(dst, `,"artifact_sha256":`, r.ArtifactSHA256)
 	return append(dst, '}'), nil
 }
 
@@ -143,7 +145,8 @@ func (r *GrantRequest) SizeHint() int {
 	n := len(`{"v":,"lane":"","tool":"","args":,"idempotency_key":""}`) + hintSlack +
 		len(r.Lane) + len(r.Tool) + len(r.Args) + len(r.IdempotencyKey) +
 		optLen(`,"session":""`, len(r.Session)) + optLen(`,"target_label":""`, len(r.TargetLabel)) +
-		optLen(`,"cwd":""`, len(r.Cwd)) + optLen(`,"resolved_target":""`, len(r.ResolvedTarget))
+		optLen(`,"cwd":""`, len(r.Cwd)) + optLen(`,"resolved_target":""`, len(r.ResolvedTarget)) +
+		optLen(`,"review":""`, len(r.Review)) + optLen(`,"artifact_sha256":""`, len(r.ArtifactSHA256))
 	if r.Args == nil {
 		n += len("null")
 	}

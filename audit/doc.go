@@ -72,7 +72,8 @@
 //	effect_without_attempt      the effect                the grant is not live, was never attempted, or the effect names another attempt sequence
 //	effect_missing_verifier     the effect                the effect does not name the verifier that observed it
 //	effect_bad_outcome          the effect                the outcome is not confirmed, failed, unknown or contested
-//	permit_without_approval     the permit                the permit names a review (an approved call) but no earlier approval event of that review covers it: none, used, expired, revoked with its worker, for another worker, tool or digest, or expiring before the grant
+//	permit_without_approval     the permit                the permit names a review (an approved call) but no earlier approval event of that review covers it: none, used, expired, revoked with its worker, for another worker, tool or digest, or expiring before the grant; for a decision record (review_approved), also rejected, superseded or expired
+//	approval_not_consumed       the receipt after it      a permit used a review approved as a decision record and the next receipt is not that review's review_consumed, or a review_consumed follows no such permit
 //	fold_failed                 the event                 fsm.Evolve refused the event (an epoch event whose policy does not parse, a source event without an id or a known authority)
 //	state_digest_mismatch       the last event            the projection digest differs from the one expected (CheckDigest)
 //

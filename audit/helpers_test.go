@@ -72,6 +72,19 @@ func effectEv(t int64, id, worker, outcome, verifier string, attemptSeq uint64) 
 
 // validStream is a short stream with every kind, in the shapes the issuer
 // writes them.
+// reviewApprovedEv approves the decision record rv (receipt format level
+// 4) for worker's call with digest d, for ttl.
+func reviewApprovedEv(t int64, rv, worker string, d events.Hash, ttl int64) events.Event {
+	return events.Event{Kind: events.KindReviewApproved, Time: t, Worker: worker, Lane: "isolated", Tool: "Read", Digest: d,
+		Decision: "permit", Actor: "operator", ReviewID: rv, ExpiresAt: t + ttl, Caption: "read", ArtifactVersion: 1}
+}
+
+// consumedEv records that the permit at permitSeq used review rv.
+func consumedEv(t int64, rv, worker string, permitSeq uint64) events.Event {
+	return events.Event{Kind: events.KindReviewConsumed, Time: t, Worker: worker, Tool: "Read", Decision: "permit",
+		ReviewID: rv, RefSeq: permitSeq, Caption: "read", ArtifactVersion: 1}
+}
+
 // approvalEv approves review rv for worker's call with digest d, for ttl.
 func approvalEv(t int64, rv, worker string, d events.Hash, ttl int64) events.Event {
 	return events.Event{Kind: events.KindApproval, Time: t, Worker: worker, Lane: "isolated", Tool: "Read", Digest: d,

@@ -124,8 +124,11 @@ type Verifier struct {
 	// approvals by review id, until used, expired or their worker revoked
 	approvals   map[string]approvalState
 	approvalExp approvalHeap
-	epoch       uint64
-	epochSeq    uint64
+	// toConsume is the permit whose review_consumed must be the next
+	// receipt (decision records, receipt format level 4).
+	toConsume pendingConsume
+	epoch     uint64
+	epochSeq  uint64
 
 	nEvents    uint64
 	firstSeq   uint64
@@ -295,7 +298,19 @@ func (v *Verifier) add(e *events.Event, owned bool) error {
 	v.forgetApprovals(e.Time)
 
 	var x *Violation
+	if v.toConsume.review != "" && e.Kind != events.KindReviewConsumed {
+		x := violation(e.Seq, CodeApprovalNotConsumed, "permit seq %d used review %s, and the next receipt is %s, not its review_consumed",
+			v.toConsume.permit, v.toConsume.review, e.Kind)
+		v.toConsume = pendingConsume{}
+		return v.fail(x)
+	}
 	switch e.Kind {
+	case events.KindReviewApproved:
+		v.reviewApproved(e)
+	case events.KindReviewRejected, events.KindReviewSuperseded, events.KindReviewExpired:
+		v.reviewClosed(e)
+	case events.KindReviewConsumed:
+		x = v.consumed(e)
 	case events.KindPermit:
 		x = v.permit(e, owned)
 		if x == nil && e.ReviewID != "" {

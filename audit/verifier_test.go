@@ -81,6 +81,34 @@ func TestViolationCodes(t *testing.T) {
 				add(events.Event{Kind: events.KindReinstate, Time: t0 + 4*sec, Worker: "w1"}).
 				add(approvedPermitEv(t0+5*sec, "g2", "w1", digestB, 30*sec, "rv-1"))
 		}},
+		// Decision records (receipt format level 4): every permit naming a
+		// review consumed exactly one live approval.
+		{name: "permit of a review approved as a decision record", build: func() *stream {
+			return base().add(reviewApprovedEv(t0+2*sec, "rv-1", "w1", digestB, 60*sec)).
+				add(approvedPermitEv(t0+3*sec, "g2", "w1", digestB, 30*sec, "rv-1")).
+				add(consumedEv(t0+3*sec, "rv-1", "w1", 4)).
+				add(attemptEv(t0+4*sec, "g2", "w1", digestB, 4))
+		}},
+		{name: "approval_not_consumed: no review_consumed after the permit", code: CodeApprovalNotConsumed, seq: 5, build: func() *stream {
+			return base().add(reviewApprovedEv(t0+2*sec, "rv-1", "w1", digestB, 60*sec)).
+				add(approvedPermitEv(t0+3*sec, "g2", "w1", digestB, 30*sec, "rv-1")).
+				add(attemptEv(t0+4*sec, "g2", "w1", digestB, 4))
+		}},
+		{name: "approval_not_consumed: review_consumed without a permit", code: CodeApprovalNotConsumed, seq: 4, build: func() *stream {
+			return base().add(reviewApprovedEv(t0+2*sec, "rv-1", "w1", digestB, 60*sec)).
+				add(consumedEv(t0+3*sec, "rv-1", "w1", 3))
+		}},
+		{name: "permit of a rejected decision record", code: CodePermitWithoutApproval, seq: 5, build: func() *stream {
+			return base().add(reviewApprovedEv(t0+2*sec, "rv-1", "w1", digestB, 60*sec)).
+				add(events.Event{Kind: events.KindReviewRejected, Time: t0 + 2*sec, Worker: "w1", ReviewID: "rv-1", Decision: "deny"}).
+				add(approvedPermitEv(t0+3*sec, "g2", "w1", digestB, 30*sec, "rv-1"))
+		}},
+		{name: "decision record used twice", code: CodePermitWithoutApproval, seq: 6, build: func() *stream {
+			return base().add(reviewApprovedEv(t0+2*sec, "rv-1", "w1", digestB, 60*sec)).
+				add(approvedPermitEv(t0+3*sec, "g2", "w1", digestB, 30*sec, "rv-1")).
+				add(consumedEv(t0+3*sec, "rv-1", "w1", 4)).
+				add(approvedPermitEv(t0+4*sec, "g3", "w1", digestB, 30*sec, "rv-1"))
+		}},
 		{name: "revoke of a counter the grant did not bind", build: func() *stream {
 			return base().add(events.Event{Kind: events.KindRevoke, Time: t0 + 2*sec, Counters: []events.Counter{{Key: "worker/w9", Value: 1}}}).
 				add(attemptEv(t0+3*sec, "g1", "w1", digestA, 2))
@@ -634,13 +662,14 @@ func TestCodesTable(t *testing.T) {
 	for _, c := range []string{CodeDecode, CodeStreamSeqMismatch, CodeSeqGap, CodeChainBroken, CodeUnknownKind,
 		CodeInvalidEvent, CodeTimeBackwards, CodeDuplicatePermit, CodeAttemptWithoutPermit, CodeNotGrantee, CodeAttemptDigestMismatch,
 		CodeDoubleAttempt, CodeAttemptAfterExpiry, CodeAttemptAfterEpochChange, CodeAttemptAfterRevocation,
-		CodeEffectWithoutAttempt, CodeEffectMissingVerifier, CodeEffectBadOutcome, CodePermitWithoutApproval, CodeFoldFailed, CodeStateDigestMismatch} {
+		CodeEffectWithoutAttempt, CodeEffectMissingVerifier, CodeEffectBadOutcome, CodePermitWithoutApproval, CodeApprovalNotConsumed,
+		CodeFoldFailed, CodeStateDigestMismatch} {
 		if !seen[c] {
 			t.Errorf("code %s missing from Codes", c)
 		}
 	}
-	if len(seen) != 21 {
-		t.Errorf("Codes has %d entries, constants 21", len(seen))
+	if len(seen) != 22 {
+		t.Errorf("Codes has %d entries, constants 22", len(seen))
 	}
 	doc, err := os.ReadFile("doc.go")
 	if err != nil {

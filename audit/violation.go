@@ -24,6 +24,7 @@ const (
 	CodeEffectMissingVerifier   = "effect_missing_verifier"
 	CodeEffectBadOutcome        = "effect_bad_outcome"
 	CodePermitWithoutApproval   = "permit_without_approval"
+	CodeApprovalNotConsumed     = "approval_not_consumed"
 	CodeFoldFailed              = "fold_failed"
 	CodeStateDigestMismatch     = "state_digest_mismatch"
 )
@@ -55,6 +56,7 @@ var Codes = []CodeInfo{
 	{CodeEffectMissingVerifier, "an effect that does not name its verifier"},
 	{CodeEffectBadOutcome, "an effect outcome other than confirmed, failed, unknown or contested"},
 	{CodePermitWithoutApproval, "a permit names a review that no earlier, unexpired, unused approval of the same call covers"},
+	{CodeApprovalNotConsumed, "a permit that used a review approved as a decision record is not followed by that review's review_consumed receipt, or a review_consumed receipt follows no such permit"},
 	{CodeFoldFailed, "the event cannot be folded into the projection (fsm.Evolve refused it)"},
 	{CodeStateDigestMismatch, "the projection digest differs from the expected state digest"},
 }

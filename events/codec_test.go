@@ -109,6 +109,20 @@ func genEvent(t *rapid.T) Event {
 	e.Origins = genStrings(t, "origins")
 	e.SourcePath = genString(t, "source_path")
 	e.ModelMade = rapid.Bool().Draw(t, "model_made")
+	e.ArtifactPath = genString(t, "artifact_path")
+	e.ArtifactVersion = genUint(t, "artifact_version")
+	if rapid.Bool().Draw(t, "artifact_digest") {
+		e.ArtifactDigest = Sum([]byte(genString(t, "artifact")))
+	}
+	e.Caption = genString(t, "caption")
+	e.Transition = genString(t, "transition")
+	e.Destination = genString(t, "destination")
+	e.ReviewerRole = genString(t, "reviewer_role")
+	e.ReplyChannel = genString(t, "reply_channel")
+	e.ReplySender = genString(t, "reply_sender")
+	e.ReplyAt = genInt(t, "reply_at")
+	e.ReplyText = genString(t, "reply_text")
+	e.Candidates = genStrings(t, "candidates")
 	for i := range rapid.IntRange(0, 4).Draw(t, "counters_n") {
 		_ = i
 		e.Counters = append(e.Counters, Counter{Key: genString(t, "counter_key"), Value: genUint(t, "counter_value")})

@@ -110,6 +110,30 @@ type Event struct {
 	Origins    []string `json:"origins,omitempty"`
 	SourcePath string   `json:"source_path,omitempty"`
 	ModelMade  bool     `json:"model_made,omitempty"`
+	// Reviews (tags 58-69), on review receipts written at receipt format
+	// level 4 or above (fsm.ReceiptFormatReviews) and on the
+	// approval_required answers that open a review at that level. Caption
+	// is the review's slug and ArtifactVersion its version N (the human
+	// caption is <slug>_v<N>_review, the keep token <slug>_v<N>_keep);
+	// ArtifactPath and ArtifactDigest name the artifact an explicit review
+	// covers (the SHA-256 of its bytes); Transition is the step the review
+	// would authorize ("review_ready->send"), Destination where it leads
+	// ("recipient:<r>" or "class:<c>") and ReviewerRole who may decide it.
+	// A plain-text reply is kept verbatim: ReplyChannel, ReplySender,
+	// ReplyAt (unix ns, as the transport stamped it) and ReplyText.
+	// Candidates lists the captions a reply could have bound to.
+	ArtifactPath    string   `json:"artifact_path,omitempty"`
+	ArtifactVersion uint64   `json:"artifact_version,omitempty"`
+	ArtifactDigest  Hash     `json:"artifact_digest,omitzero"`
+	Caption         string   `json:"caption,omitempty"`
+	Transition      string   `json:"transition,omitempty"`
+	Destination     string   `json:"destination,omitempty"`
+	ReviewerRole    string   `json:"reviewer_role,omitempty"`
+	ReplyChannel    string   `json:"reply_channel,omitempty"`
+	ReplySender     string   `json:"reply_sender,omitempty"`
+	ReplyAt         int64    `json:"reply_at,omitempty"`
+	ReplyText       string   `json:"reply_text,omitempty"`
+	Candidates      []string `json:"candidates,omitempty"`
 	// Break-glass cases (tags 80-81), on break_glass events only: the
 	// case's id and its scope ("worker:<id>").
 	CaseID     string `json:"case_id,omitempty"`
@@ -128,7 +152,7 @@ type QuotaWindow struct {
 // Field tags. Append only; never renumber or reuse. Retired tags: none.
 // Tags 34-44 were added with version 2 policy documents, 45-49 with
 // provenance, 50-53 with recorded usage facts and 54-57 with source
-// registration fields; a decoder that predates them skips them (they
+// registration fields, 58-69 with reviews; a decoder that predates them skips them (they
 // still count towards the hash).
 const (
 	tagSeq          = 1
@@ -188,7 +212,19 @@ const (
 	tagOrigins      = 55
 	tagSourcePath   = 56
 	tagModelMade    = 57
-	// Tags 58-79 are reserved for other additions; this version skips
+	tagArtPath      = 58
+	tagArtVersion   = 59
+	tagArtDigest    = 60
+	tagCaption      = 61
+	tagTransition   = 62
+	tagDestination  = 63
+	tagReviewerRole = 64
+	tagReplyChannel = 65
+	tagReplySender  = 66
+	tagReplyAt      = 67
+	tagReplyText    = 68
+	tagCandidates   = 69
+	// Tags 70-79 are reserved for other additions; this version skips
 	// them as unknown (gapTag).
 	tagCaseID     = 80
 	tagGlassScope = 81
@@ -279,6 +315,18 @@ func (e *Event) appendBody(buf []byte) []byte {
 	w.Strings(tagOrigins, e.Origins)
 	w.String(tagSourcePath, e.SourcePath)
 	w.Bool(tagModelMade, e.ModelMade)
+	w.String(tagArtPath, e.ArtifactPath)
+	w.Uint(tagArtVersion, e.ArtifactVersion)
+	w.Hash(tagArtDigest, e.ArtifactDigest)
+	w.String(tagCaption, e.Caption)
+	w.String(tagTransition, e.Transition)
+	w.String(tagDestination, e.Destination)
+	w.String(tagReviewerRole, e.ReviewerRole)
+	w.String(tagReplyChannel, e.ReplyChannel)
+	w.String(tagReplySender, e.ReplySender)
+	w.Int(tagReplyAt, e.ReplyAt)
+	w.String(tagReplyText, e.ReplyText)
+	w.Strings(tagCandidates, e.Candidates)
 	w.String(tagCaseID, e.CaseID)
 	w.String(tagGlassScope, e.GlassScope)
 	return w.buf
@@ -358,6 +406,18 @@ func (e *Event) bodyLen() int {
 	if e.ModelMade {
 		n += uintLen(tagModelMade, 1)
 	}
+	n += strLen(tagArtPath, e.ArtifactPath)
+	n += uintLen(tagArtVersion, e.ArtifactVersion)
+	n += hashLen(tagArtDigest, e.ArtifactDigest)
+	n += strLen(tagCaption, e.Caption)
+	n += strLen(tagTransition, e.Transition)
+	n += strLen(tagDestination, e.Destination)
+	n += strLen(tagReviewerRole, e.ReviewerRole)
+	n += strLen(tagReplyChannel, e.ReplyChannel)
+	n += strLen(tagReplySender, e.ReplySender)
+	n += intLen(tagReplyAt, e.ReplyAt)
+	n += strLen(tagReplyText, e.ReplyText)
+	n += strsLen(tagCandidates, e.Candidates)
 	n += strLen(tagCaseID, e.CaseID)
 	n += strLen(tagGlassScope, e.GlassScope)
 	return n
@@ -477,9 +537,9 @@ func Decode(b []byte) (Event, error) {
 //
 //   - Every field of *e is overwritten; a field absent from b is left zero,
 //     except that an absent list (Counters, Cancelled, Rules, Sources,
-//     Grounds, Quotas, Origins) or Policy is left empty but possibly
+//     Grounds, Quotas, Origins, Candidates) or Policy is left empty but possibly
 //     non-nil: test it with len, not against nil.
-//   - The backing arrays of those eight slices are reused: after the call they
+//   - The backing arrays of those nine slices are reused: after the call they
 //     may share memory with the slices *e held before it, whose contents
 //     are overwritten. A caller that keeps one of them (or a subslice)
 //     across a later DecodeInto with the same e must copy it first
@@ -512,6 +572,8 @@ func (e *Event) reset() {
 		Policy:    e.Policy[:0],
 		Quotas:    e.Quotas[:0],
 		Origins:   e.Origins[:0],
+
+		Candidates: e.Candidates[:0],
 	}
 }
 
@@ -589,16 +651,16 @@ func decode(b []byte, e *Event) error {
 // list fields, and tags this version does not know.
 func repeatable(tag uint32) bool {
 	switch tag {
-	case tagCounters, tagCancelled, tagRules, tagSources, tagGrounds, tagQuotas, tagOrigins:
+	case tagCounters, tagCancelled, tagRules, tagSources, tagGrounds, tagQuotas, tagOrigins, tagCandidates:
 		return true
 	}
 	return tag > tagLast && tag != tagHash || gapTag(tag)
 }
 
 // gapTag reports whether tag lies in the range reserved between the
-// source registration fields and the break-glass fields, which this
+// review fields and the break-glass fields, which this
 // version does not know.
-func gapTag(tag uint32) bool { return tag > tagModelMade && tag < tagCaseID }
+func gapTag(tag uint32) bool { return tag > tagCandidates && tag < tagCaseID }
 
 // field stores the current field into e.
 func (d *decoder) field(e *Event) bool {
@@ -731,6 +793,30 @@ func (d *decoder) field(e *Event) bool {
 		return d.str(&e.SourcePath)
 	case tagModelMade:
 		return d.flag(&e.ModelMade)
+	case tagArtPath:
+		return d.str(&e.ArtifactPath)
+	case tagArtVersion:
+		return d.uint(&e.ArtifactVersion)
+	case tagArtDigest:
+		return d.hash(&e.ArtifactDigest)
+	case tagCaption:
+		return d.str(&e.Caption)
+	case tagTransition:
+		return d.str(&e.Transition)
+	case tagDestination:
+		return d.str(&e.Destination)
+	case tagReviewerRole:
+		return d.str(&e.ReviewerRole)
+	case tagReplyChannel:
+		return d.str(&e.ReplyChannel)
+	case tagReplySender:
+		return d.str(&e.ReplySender)
+	case tagReplyAt:
+		return d.int(&e.ReplyAt)
+	case tagReplyText:
+		return d.str(&e.ReplyText)
+	case tagCandidates:
+		return d.list(&e.Candidates)
 	case tagCaseID:
 		return d.str(&e.CaseID)
 	case tagGlassScope:

@@ -180,6 +180,53 @@ func goldenEvents() []Event {
 			IssuedAt: t0 + 32_000_000_000, ExpiresAt: t0 + 33_000_000_000,
 			Detail: "worker w-flood-1: 1234 spend requests refused as rate_limited between 2026-01-01T00:00:32Z and 2026-01-01T00:00:33Z",
 		},
+		// Added with reviews as decision records: an artifact put up for
+		// review, approved by a plain-text reply kept verbatim, used by a
+		// permit, a reply that bound nothing, a rejection, an approval
+		// that lapsed and a version superseded by the next one.
+		{
+			Kind: KindReviewOpened, RaftIndex: 22, Time: t0 + 35_000_000_000, Node: "issuer-a",
+			Worker: "w-coord-1", Lane: "coordinator", Actor: "w-coord-1", Decision: "permit", Epoch: 1,
+			ReviewID: "rv-5e1f0a2b3c4d5e6f7a8b", ExpiresAt: t0 + 3_635_000_000_000,
+			ArtifactPath: "out/q3-report.pdf", ArtifactVersion: 2, ArtifactDigest: Sum([]byte("q3 report v2")),
+			Caption: "q3-report", Transition: "review_ready->send", Destination: "recipient:cfo@example.com",
+			ReviewerRole: "finance", Candidates: []string{"rv-0a1b2c3d4e5f6a7b8c9d"},
+		},
+		{
+			Kind: KindReviewApproved, RaftIndex: 23, Time: t0 + 36_000_000_000, Node: "issuer-a",
+			Worker: "w-coord-1", Lane: "coordinator", Actor: "reviewer:dana", Decision: "permit", Epoch: 1,
+			ReviewID: "rv-5e1f0a2b3c4d5e6f7a8b", RefSeq: 17, ExpiresAt: t0 + 936_000_000_000,
+			Caption: "q3-report", ArtifactVersion: 2, ArtifactDigest: Sum([]byte("q3 report v2")),
+			ReviewerRole: "finance", Counters: []Counter{{Key: "reviewer/dana", Value: 0}},
+			ReplyChannel: "slack:#finance", ReplySender: "dana", ReplyAt: t0 + 35_900_000_000, ReplyText: "q3-report_v2_keep",
+		},
+		{
+			Kind: KindReviewConsumed, RaftIndex: 24, Time: t0 + 37_000_000_000, Node: "issuer-a",
+			Worker: "w-coord-1", Lane: "coordinator", Tool: "send_email", Decision: "permit", GrantID: "g-0c1d2e3f",
+			ReviewID: "rv-5e1f0a2b3c4d5e6f7a8b", RefSeq: 19, Caption: "q3-report", ArtifactVersion: 2,
+			Transition: "review_ready->send",
+		},
+		{
+			Kind: KindReviewOrphaned, RaftIndex: 25, Time: t0 + 38_000_000_000, Node: "issuer-a",
+			Actor: "reviewer:dana", Decision: "deny", Missing: "live review", RefSeq: 18,
+			ReplyChannel: "slack:#finance", ReplySender: "dana", ReplyAt: t0 + 37_900_000_000, ReplyText: "lgtm",
+			Detail: "the reply binds to no live review dana may decide",
+		},
+		{
+			Kind: KindReviewRejected, RaftIndex: 26, Time: t0 + 39_000_000_000, Node: "issuer-a",
+			Worker: "w-coord-1", Actor: "operator:root", Decision: "deny", ReviewID: "rv-6f2a1b3c4d5e6f7a8b9c",
+			RefSeq: 20, Caption: "q4-plan", ArtifactVersion: 1, Detail: "numbers are stale",
+		},
+		{
+			Kind: KindReviewExpired, RaftIndex: 27, Time: t0 + 40_000_000_000, Node: "issuer-a",
+			Worker: "w-coord-1", Decision: "deny", ReviewID: "rv-7a3b2c4d5e6f7a8b9c0d", RefSeq: 21,
+			Caption: "bash", ArtifactVersion: 3, ExpiresAt: t0 + 39_500_000_000,
+		},
+		{
+			Kind: KindReviewSuperseded, RaftIndex: 28, Time: t0 + 41_000_000_000, Node: "issuer-a",
+			Worker: "w-coord-1", Decision: "deny", ReviewID: "rv-0a1b2c3d4e5f6a7b8c9d", RefSeq: 17,
+			Caption: "q3-report", ArtifactVersion: 1, ArtifactDigest: Sum([]byte("q3 report v1")),
+		},
 		// Added with break-glass cases: an operator opens the payloads of
 		// one worker's receipts to auditors for 30 minutes.
 		{

@@ -32,6 +32,9 @@ func normalize(e Event) Event {
 	if len(e.Origins) == 0 {
 		e.Origins = nil
 	}
+	if len(e.Candidates) == 0 {
+		e.Candidates = nil
+	}
 	return e
 }
 

@@ -41,6 +41,31 @@ const (
 	// (how many), IssuedAt and ExpiresAt (the window). Written only at
 	// receipt format level 3 or above (fsm.ReceiptFormatSummaries).
 	KindRefusalSummary Kind = 13
+	// Review receipts, written only at receipt format level 4 or above
+	// (fsm.ReceiptFormatReviews). A review is a durable decision record:
+	// who asked for what (the request digest, or an artifact's path,
+	// version and digest), which transition it would authorize, where to,
+	// and which reviewer role may decide it.
+	//
+	// KindReviewOpened: a review was opened explicitly for an artifact.
+	KindReviewOpened Kind = 14
+	// KindReviewApproved: an operator or a reviewer approved a review (by
+	// command or by a plain-text reply, kept verbatim).
+	KindReviewApproved Kind = 15
+	// KindReviewRejected: an operator or a reviewer rejected a review.
+	KindReviewRejected Kind = 16
+	// KindReviewConsumed: an approved review was used by the permit with
+	// the sequence number RefSeq; it authorizes nothing more.
+	KindReviewConsumed Kind = 17
+	// KindReviewOrphaned: a plain-text reply bound to no live review (or
+	// repeated one already seen): evidence only, it decides nothing.
+	KindReviewOrphaned Kind = 18
+	// KindReviewExpired: an approved review's approval lapsed before it
+	// was used, seen when a request tried to use it.
+	KindReviewExpired Kind = 19
+	// KindReviewSuperseded: a new version of the artifact was put up for
+	// review; the old review can no longer be decided or used.
+	KindReviewSuperseded Kind = 20
 	// KindBreakGlass: an operator opened a break-glass case: auditors may
 	// show the payloads of one scope's receipts (targets, keys, notes),
 	// which they otherwise show only as digests, until ExpiresAt. Actor
@@ -64,6 +89,13 @@ var kindNames = map[Kind]string{
 	KindSource:           "source",
 	KindApproval:         "approval",
 	KindRefusalSummary:   "refusal_summary",
+	KindReviewOpened:     "review_opened",
+	KindReviewApproved:   "review_approved",
+	KindReviewRejected:   "review_rejected",
+	KindReviewConsumed:   "review_consumed",
+	KindReviewOrphaned:   "review_orphaned",
+	KindReviewExpired:    "review_expired",
+	KindReviewSuperseded: "review_superseded",
 	KindBreakGlass:       "break_glass",
 }
 
@@ -81,6 +113,13 @@ var kindSubjects = map[Kind]string{
 	KindSource:           SubjectPrefix + "source",
 	KindApproval:         SubjectPrefix + "approval",
 	KindRefusalSummary:   SubjectPrefix + "refusal.summary",
+	KindReviewOpened:     SubjectPrefix + "review.opened",
+	KindReviewApproved:   SubjectPrefix + "review.approved",
+	KindReviewRejected:   SubjectPrefix + "review.rejected",
+	KindReviewConsumed:   SubjectPrefix + "review.consumed",
+	KindReviewOrphaned:   SubjectPrefix + "review.orphaned",
+	KindReviewExpired:    SubjectPrefix + "review.expired",
+	KindReviewSuperseded: SubjectPrefix + "review.superseded",
 	KindBreakGlass:       SubjectPrefix + "break.glass",
 }
 

@@ -280,6 +280,30 @@ func refDecodeField(r *refReader, e *Event, f *Field) bool {
 		return list(&e.Origins)
 	case tagSourcePath:
 		return str(&e.SourcePath)
+	case tagArtPath:
+		return str(&e.ArtifactPath)
+	case tagArtVersion:
+		return u(&e.ArtifactVersion)
+	case tagArtDigest:
+		return h(&e.ArtifactDigest)
+	case tagCaption:
+		return str(&e.Caption)
+	case tagTransition:
+		return str(&e.Transition)
+	case tagDestination:
+		return str(&e.Destination)
+	case tagReviewerRole:
+		return str(&e.ReviewerRole)
+	case tagReplyChannel:
+		return str(&e.ReplyChannel)
+	case tagReplySender:
+		return str(&e.ReplySender)
+	case tagReplyAt:
+		return i(&e.ReplyAt)
+	case tagReplyText:
+		return str(&e.ReplyText)
+	case tagCandidates:
+		return list(&e.Candidates)
 	case tagCaseID:
 		return str(&e.CaseID)
 	case tagGlassScope:

@@ -116,10 +116,25 @@ func (e *Event) StaticValidate() error {
 		if e.Worker == "" || e.Amount == 0 || e.ExpiresAt < e.IssuedAt {
 			return bad("a refusal summary names no worker, counts nothing or ends before it starts")
 		}
+	case KindReviewOpened:
+		if e.ReviewID == "" || e.Worker == "" || e.Caption == "" || e.ArtifactVersion == 0 || e.ArtifactDigest.IsZero() {
+			return bad("an opened review names no review, worker, caption, version or artifact digest")
+		}
+	case KindReviewApproved, KindReviewRejected, KindReviewConsumed, KindReviewExpired, KindReviewSuperseded:
+		if e.ReviewID == "" {
+			return bad("a review receipt names no review")
+		}
 	case KindBreakGlass:
 		if e.CaseID == "" || e.GlassScope == "" || e.Worker == "" || e.Actor == "" || e.Detail == "" || e.ExpiresAt <= e.IssuedAt {
 			return bad("a break-glass case names no case, scope, worker, operator or reason, or ends before it starts")
 		}
+	}
+	hasReply := e.ReplyChannel != "" || e.ReplySender != "" || e.ReplyText != "" || e.ReplyAt != 0
+	if hasReply && e.Kind != KindReviewApproved && e.Kind != KindReviewRejected && e.Kind != KindReviewOrphaned {
+		return bad("a reply outside a review decision or an orphaned reply")
+	}
+	if e.Kind == KindReviewOrphaned && !hasReply {
+		return bad("an orphaned reply without the reply")
 	}
 	return nil
 }
@@ -139,5 +154,12 @@ var kindDecisions = map[Kind]map[string]bool{
 	KindSource:           {"permit": true},
 	KindApproval:         {"permit": true},
 	KindRefusalSummary:   {"deny": true},
+	KindReviewOpened:     {"permit": true},
+	KindReviewApproved:   {"permit": true},
+	KindReviewRejected:   {"deny": true},
+	KindReviewConsumed:   {"permit": true},
+	KindReviewOrphaned:   {"deny": true},
+	KindReviewExpired:    {"deny": true},
+	KindReviewSuperseded: {"deny": true},
 	KindBreakGlass:       {"permit": true},
 }

@@ -37,23 +37,41 @@ func Apply(s *State, raftIndex uint64, b Batch) []grants.Envelope {
 			s.explainWorkspace(&out[i], c)
 			continue
 		}
-		e := &v.event
-		e.RaftIndex = raftIndex
-		e.Seq, e.Prev = s.chain.Seq+1, s.chain.Head
-		data := e.Seal(nil)
-		// Evolve is the only place that moves state, the chain head
-		// included.
-		if err := evolve(s, e); err != nil {
+		if err := s.commit(raftIndex, &v.event); err != nil {
 			// Unreachable: Decide only emits events Evolve accepts.
 			// Refuse loudly rather than fork state.
 			out[i] = grants.Refuse(grants.ReasonInvalidRequest, "", "internal: "+err.Error())
 			continue
 		}
-		s.outbox = append(s.outbox, Pending{Seq: e.Seq, Subject: events.Subject(e.Kind), Data: data})
-		out[i] = grants.FromEvent(*e)
+		for k := range v.more {
+			// Further receipts of the same command (a reply decided
+			// several reviews, a permit used an approval, ...): each
+			// chained and folded in turn; the answer is the first's.
+			if err := s.commit(raftIndex, &v.more[k]); err != nil {
+				break // unreachable, as above
+			}
+		}
+		out[i] = grants.FromEvent(v.event)
+		if v.event.Caption != "" && v.event.ArtifactVersion > 0 {
+			out[i].Caption = Caption(v.event.Caption, v.event.ArtifactVersion)
+		}
 		s.explainWorkspace(&out[i], c)
 	}
 	return out
+}
+
+// commit seals, chains and folds one event Decide wrote, and queues it in
+// the outbox. Evolve is the only place that moves state, the chain head
+// included.
+func (s *State) commit(raftIndex uint64, e *events.Event) error {
+	e.RaftIndex = raftIndex
+	e.Seq, e.Prev = s.chain.Seq+1, s.chain.Head
+	data := e.Seal(nil)
+	if err := evolve(s, e); err != nil {
+		return err
+	}
+	s.outbox = append(s.outbox, Pending{Seq: e.Seq, Subject: events.Subject(e.Kind), Data: data})
+	return nil
 }
 
 // explainWorkspace adds to the answer of a call held because its path lies

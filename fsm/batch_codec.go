@@ -66,6 +66,15 @@ const (
 	// Added with refusal summaries.
 	ctSince = 35
 	ctUntil = 36
+	// Added with reviews as decision records.
+	ctCaption      = 37
+	ctTransition   = 38
+	ctDestination  = 39
+	ctReviewerRole = 40
+	ctRole         = 41 // one per role the caller holds
+	ctSender       = 42
+	ctText         = 43
+	ctReplyAt      = 44
 	// Tags 37-59 are reserved for other additions. Added with break-glass
 	// cases (60-64 reserved for them).
 	ctCaseID     = 60
@@ -164,6 +173,14 @@ func (c *Command) appendEncode(buf []byte, sc *encodeScratch) []byte {
 	w.Uint(ctFormat, c.Format)
 	w.Int(ctSince, c.Since)
 	w.Int(ctUntil, c.Until)
+	w.String(ctCaption, c.Caption)
+	w.String(ctTransition, c.Transition)
+	w.String(ctDestination, c.Destination)
+	w.String(ctReviewerRole, c.ReviewerRole)
+	w.Strings(ctRole, c.Roles)
+	w.String(ctSender, c.Sender)
+	w.String(ctText, c.Text)
+	w.Int(ctReplyAt, c.ReplyAt)
 	w.String(ctCaseID, c.CaseID)
 	w.String(ctGlassScope, c.GlassScope)
 	return w.Bytes()
@@ -357,6 +374,32 @@ func decodeCommand(b []byte, c *Command, strs *strCache) error {
 		case ctUntil:
 			if ok = r.Expect(&f, events.WireVarint); ok {
 				c.Until = f.Int()
+			}
+		case ctCaption:
+			ok = str(r, &f, &c.Caption)
+		case ctTransition:
+			ok = str(r, &f, &c.Transition)
+		case ctDestination:
+			ok = str(r, &f, &c.Destination)
+		case ctReviewerRole:
+			ok = str(r, &f, &c.ReviewerRole)
+		case ctRole:
+			if len(c.Roles) >= MaxReviewerRoles {
+				r.Failf("more than %d reviewer roles", MaxReviewerRoles)
+				ok = false
+				break
+			}
+			var s string
+			if ok = str(r, &f, &s); ok {
+				c.Roles = append(c.Roles, s)
+			}
+		case ctSender:
+			ok = str(r, &f, &c.Sender)
+		case ctText:
+			ok = str(r, &f, &c.Text)
+		case ctReplyAt:
+			if ok = r.Expect(&f, events.WireVarint); ok {
+				c.ReplyAt = f.Int()
 			}
 		case ctCaseID:
 			ok = str(r, &f, &c.CaseID)

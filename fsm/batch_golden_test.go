@@ -28,6 +28,10 @@ var batchGoldenV2 = filepath.Join("testdata", "batch", "v2.hex")
 // added with refusal summaries: kept forever like v1.
 var batchGoldenV3 = filepath.Join("testdata", "batch", "v3.hex")
 
+// batchGoldenV4 is the committed encoding of goldenBatchV4, the commands
+// added with reviews as decision records: kept forever like v1.
+var batchGoldenV4 = filepath.Join("testdata", "batch", "v4.hex")
+
 // batchGoldenV6 is the committed encoding of goldenBatchV6, the commands
 // added with break-glass cases (receipt format level 6): kept forever
 // like v1.
@@ -91,6 +95,25 @@ func goldenBatchV3() fsm.Batch {
 	}}
 }
 
+// goldenBatchV4 holds the commands added after goldenBatchV3: an artifact
+// review opened, decided by a reviewer holding two roles, a plain-text
+// reply relayed by a gateway, and a request naming the approved review.
+// Never edit it: add a v5.
+func goldenBatchV4() fsm.Batch {
+	art := events.Sum([]byte("q3 report v2"))
+	return fsm.Batch{Time: 1767398400000000000, Node: "issuer-d", Commands: []fsm.Command{
+		{Op: fsm.OpOpenReview, Caller: "w-coord-1", Lane: "coordinator", Session: "s1", Path: "out/q3-report.pdf",
+			ContentDigest: art, Caption: "q3-report", Transition: "review_ready->send",
+			Destination: "recipient:cfo@example.com", ReviewerRole: "finance"},
+		{Op: fsm.OpDecideReview, Caller: "reviewer:dana", Roles: []string{"finance", "legal"},
+			ReviewID: "q3-report_v2_review", Outcome: "approve", Note: "figures checked", TTL: 600_000_000_000},
+		{Op: fsm.OpReviewReply, Caller: "reviewer:gateway", Roles: []string{"finance"}, Channel: "slack:#finance",
+			Sender: "dana", ReplyAt: -5, Text: "q3-report_v2_keep"},
+		{Op: fsm.OpRequest, Caller: "w-coord-1", Lane: "coordinator", Tool: "send_email", GrantID: "g-4",
+			ReviewID: "q3-report_v2_keep", ContentDigest: art},
+	}}
+}
+
 // goldenBatchV6 holds the commands added with break-glass cases. Never
 // edit it: add a new golden batch.
 func goldenBatchV6() fsm.Batch {
@@ -108,6 +131,7 @@ var batchGoldens = []struct {
 	{batchGoldenV1, goldenBatch},
 	{batchGoldenV2, goldenBatchV2},
 	{batchGoldenV3, goldenBatchV3},
+	{batchGoldenV4, goldenBatchV4},
 	{batchGoldenV6, goldenBatchV6},
 }
 
@@ -171,6 +195,7 @@ func TestBatchGoldenCoversEveryField(t *testing.T) {
 		}
 	}
 	all := append(append(goldenBatch().Commands, goldenBatchV2().Commands...), goldenBatchV3().Commands...)
+	all = append(all, goldenBatchV4().Commands...)
 	all = append(all, goldenBatchV6().Commands...)
 	for _, c := range all {
 		mark("Command.", reflect.ValueOf(c))

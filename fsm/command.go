@@ -39,6 +39,19 @@ const (
 	// worker the leader's admission control refused (rate_limited) over a
 	// window without proposing them. Refused below receipt format level 3.
 	OpRefusalSummary Op = 11
+	// OpOpenReview opens a review for an artifact (a worker of the
+	// coordinator lane): Path, ContentDigest (the artifact's SHA-256),
+	// Caption (the slug), Transition, Destination and ReviewerRole.
+	// Refused below receipt format level 4, as are the two below.
+	OpOpenReview Op = 12
+	// OpDecideReview approves or rejects (Outcome "approve" or "reject")
+	// the review ReviewID names (an id, a caption or a keep token): an
+	// operator's or a reviewer's command.
+	OpDecideReview Op = 13
+	// OpReviewReply is a person's plain-text reply, as a chat gateway or
+	// the operator relays it: Channel, Sender, ReplyAt and Text, decoded by
+	// DecodeReply and bound to the live reviews the caller may decide.
+	OpReviewReply Op = 14
 	// OpBreakGlass records an operator's break-glass case (CaseID,
 	// GlassScope, TTL, Note as the reason) as a break_glass receipt, from
 	// receipt format level 6 (ReceiptFormatBreakGlass). Evidence only: it
@@ -50,8 +63,9 @@ var opNames = map[Op]string{
 	OpRequest: "request", OpSpend: "spend", OpEffect: "effect", OpRevoke: "revoke",
 	OpSetPolicy: "set_policy", OpPublished: "published", OpReinstate: "reinstate",
 	OpSource: "source", OpApprove: "approve", OpRaiseFormat: "raise_format",
-	OpRefusalSummary: "refusal_summary",
-	OpBreakGlass:     "break_glass",
+	OpRefusalSummary: "refusal_summary", OpOpenReview: "open_review", OpDecideReview: "decide_review",
+	OpReviewReply: "review_reply",
+	OpBreakGlass:  "break_glass",
 }
 
 func (o Op) String() string {
@@ -124,6 +138,22 @@ type Command struct {
 	Since int64
 	Until int64
 
+	// Reviews (OpOpenReview, OpDecideReview, OpReviewReply, and OpRequest
+	// naming an approved artifact review in ReviewID with the artifact's
+	// current digest in ContentDigest). Caption is the review's slug,
+	// Transition the step it authorizes, Destination "recipient:<r>" or
+	// "class:<c>", ReviewerRole the role that may decide it. Roles are the
+	// reviewer roles the transport established for the caller (never a
+	// value the client wrote), as Caller is. Sender, Text and ReplyAt are a
+	// plain-text reply as the transport received it (with Channel).
+	Caption      string
+	Transition   string
+	Destination  string
+	ReviewerRole string
+	Roles        []string
+	Sender       string
+	Text         string
+	ReplyAt      int64
 	// OpBreakGlass: the case id and its scope (api.BreakGlassWorkerScope
 	// and a worker id); TTL is its lifetime and Note its reason.
 	CaseID     string

@@ -18,7 +18,6 @@ var notFromStateMachine = map[string]string{
 	string(grants.ReasonRequestTooLarge):     "issuer: the request body's size",
 	string(grants.ReasonOwnerStale):          "route ownership is a later issue",
 	string(grants.ReasonDestRevoked):         "no grant binds a destination counter yet",
-	string(grants.RecoverRerenderArtifact):   "review objects are a later issue",
 	string(grants.RecoverReacquireOwnership): "route ownership is a later issue",
 	string(grants.RecoverRetryAuthority):     "transport: issuer_unavailable",
 	string(grants.ReasonRateLimited):         "issuer: admission control answers it undecided; the state machine writes it only as a refusal summary's count (TestRefusalSummary)",

@@ -19,6 +19,7 @@ type Outcome struct {
 // an event of close to a kilobyte per command.
 type verdict struct {
 	event events.Event
+	more  []events.Event   // further receipts of the same command (reviews), after event
 	reply *grants.Envelope // set for an answer that records nothing
 }
 
@@ -33,7 +34,7 @@ func Decide(s *State, now int64, node string, c Command) Outcome {
 	if v.reply != nil {
 		return Outcome{Reply: v.reply}
 	}
-	return Outcome{Events: []events.Event{v.event}}
+	return Outcome{Events: append([]events.Event{v.event}, v.more...)}
 }
 
 // decide is Decide for a command the caller holds by reference (a command
@@ -64,6 +65,12 @@ func decide(s *State, now int64, node string, c *Command) verdict {
 		return decideRaiseFormat(s, c)
 	case OpRefusalSummary:
 		return decideRefusalSummary(s, now, node, c)
+	case OpOpenReview:
+		return decideOpenReview(s, now, node, c)
+	case OpDecideReview:
+		return decideReview(s, now, node, c)
+	case OpReviewReply:
+		return decideReply(s, now, node, c)
 	case OpBreakGlass:
 		return decideBreakGlass(s, now, node, c)
 	}

@@ -64,6 +64,18 @@
 // source still refuses. Revoking a worker drops its reviews and
 // approvals.
 //
+// Reviews as decision records (record.go, replytext.go; receipt format
+// level 4): reviews carry a caption (<slug>_v<N>_review) and a keep
+// token, are opened by approval_required answers or for an artifact
+// (OpOpenReview), decided by operators and reviewers (OpDecideReview) or
+// by a plain-text reply decoded by DecodeReply (OpReviewReply), and stay
+// in the state with their status until their retention ends. An approval
+// is bound to its use when the permit is minted (one review, the artifact
+// digest, the reviewer's counter, the epoch, unused, unexpired), else the
+// request is refused approval_unbindable. A command may record several
+// receipts (a supersession, a batch reply, review_consumed after its
+// permit): Apply chains them in order and the answer is the first's.
+//
 // Receipt format levels (format.go): a new receipt form is written only
 // once the cluster has raised the level to it in the log (OpRaiseFormat,
 // which the leader proposes when every voter's build supports the level),
@@ -87,7 +99,8 @@
 //
 // Layout: each feature's file holds both halves, the decide function and
 // the evolve function for the events it emits (grant.go, spend.go,
-// effect.go, revoke.go, epoch.go, source.go, review.go, format.go, summary.go, breakglass.go); state.go holds
+// effect.go, revoke.go, epoch.go, source.go, review.go, record.go, format.go, summary.go,
+// breakglass.go); state.go holds
 // the state, its queries and its mutators; usage.go and expiry.go the
 // bookkeeping permits and the clock drive; batch_codec.go and
 // snapshot_codec*.go the log-entry and snapshot encodings.

@@ -80,6 +80,15 @@ func evolve(s *State, e *events.Event) error {
 		s.evolveSource(*e, lvl)
 	case events.KindEpoch:
 		s.evolveEpoch(e, pol)
+	case events.KindReviewOpened:
+		s.evolveReviewOpened(e)
+	case events.KindReviewApproved, events.KindReviewRejected, events.KindReviewConsumed,
+		events.KindReviewSuperseded, events.KindReviewExpired:
+		s.evolveReviewStatus(e)
+	case events.KindReviewOrphaned:
+		// Evidence: the reply is remembered, so that seeing it again
+		// decides nothing.
+		s.noteReply(e)
 	case events.KindSpendRefused, events.KindEffectRefused, events.KindRefusalSummary, events.KindBreakGlass:
 		// Durable evidence only; no state beyond the clock and the chain.
 	}

@@ -45,10 +45,11 @@ const (
 	expireSource                 // a registered source
 	expireReview                 // an open review
 	expireApproval               // an approval instrument
+	expireReply                  // a plain-text reply already decoded
 )
 
 // kindBits is how many low bits of expiryItem.Ord hold the kind.
-const kindBits = 3
+const kindBits = 4
 
 // expiryItem schedules one entry for removal at At. Ord is the entry's
 // event sequence number shifted left by kindBits, or-ed with its kind (a
@@ -83,6 +84,8 @@ func (it *expiryItem) key() (string, string) {
 		return r.ID, ""
 	case *approval:
 		return r.Key.Worker, r.Key.Tool + "\x00" + string(r.Key.Digest[:])
+	case *replySeen:
+		return string(r.Key[:]), ""
 	}
 	return "", ""
 }
@@ -309,6 +312,10 @@ func (s *State) prune() {
 		case *approval:
 			if cur, ok := s.approvals[r.Key]; ok && cur == r && cur.ExpiresAt == it.At {
 				delete(s.approvals, r.Key)
+			}
+		case *replySeen:
+			if cur, ok := s.replies[r.Key]; ok && cur == r && cur.Until == it.At {
+				delete(s.replies, r.Key)
 			}
 		default:
 			s.pruneUsage(it)

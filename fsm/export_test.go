@@ -40,6 +40,9 @@ func ExpiryRemovals(s *State) (removed, left []string) {
 	for k, a := range s.approvals {
 		until["approval "+k.Worker+"/"+k.Tool+"/"+k.Digest.String()] = a.ExpiresAt
 	}
+	for k, r := range s.replies {
+		until["reply "+k.String()] = r.Until
+	}
 	drop := func(at int64, name string) {
 		if t, ok := until[name]; ok && t == at {
 			delete(until, name)
@@ -74,6 +77,10 @@ func ExpiryRemovals(s *State) (removed, left []string) {
 		case *approval:
 			if s.approvals[r.Key] == r {
 				drop(it.At, "approval "+r.Key.Worker+"/"+r.Key.Tool+"/"+r.Key.Digest.String())
+			}
+		case *replySeen:
+			if s.replies[r.Key] == r {
+				drop(it.At, "reply "+r.Key.String())
 			}
 		default:
 			panic(fmt.Sprintf("expiry item refers to %T", it.Ref))

@@ -25,6 +25,13 @@ import (
 //     summaries (OpRefusalSummary, events.KindRefusalSummary), a kind
 //     auditors of earlier builds do not know; below this level the op is
 //     refused and the issuer's admission control stays off.
+//   - ReceiptFormatReviews (4): reviews are decision records (record.go):
+//     captions and keep tokens, artifact reviews (OpOpenReview),
+//     decisions by operators and reviewers (OpDecideReview), plain-text
+//     replies (OpReviewReply), the bindability test when an approval is
+//     used, and the review_* receipt kinds. Below it the new ops are
+//     refused and approvals work as they did before.
+//   - Level 5 is reserved for route ownership leases.
 //   - ReceiptFormatBreakGlass (6): the state machine writes break-glass
 //     cases (OpBreakGlass, events.KindBreakGlass); below this level the
 //     op is refused.
@@ -49,6 +56,7 @@ const (
 	ReceiptFormatFacts  uint64 = 2
 	// ReceiptFormatSummaries (3) adds refusal summary events.
 	ReceiptFormatSummaries uint64 = 3
+	// ReceiptFormatReviews (4, record.go) makes reviews decision records.
 	// ReceiptFormatBreakGlass (6) adds break-glass events
 	// (OpBreakGlass, events.KindBreakGlass); below it the op is refused.
 	ReceiptFormatBreakGlass uint64 = 6

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -306,6 +307,68 @@ func FuzzApply(f *testing.F) {
 		}
 		if !bytes.Equal(r.Snapshot(), snap) {
 			t.Fatalf("snapshot bytes changed across restore")
+		}
+	})
+}
+
+// FuzzDecodeReply: the reply decode table is total and deterministic;
+// every review a reply names is a well-formed caption or keep token that
+// reads back to itself; a reply approves only with an acceptance word or
+// a keep token in it; and appending a keep token to any text adds exactly
+// that version of that slug, never another one.
+func FuzzDecodeReply(f *testing.F) {
+	for _, s := range []string{"lgtm", "keep", "keep all three", "q3-report_v2_keep", "no", "yes but no",
+		"approve it", "report_v2_keep report_v3_keep", "don't approve", "KEEP BOTH!", "x_v0_keep", "a_v01_keep",
+		"_v1_keep", "a--b_v1_keep", "a_v1_v2_keep", strings.Repeat("keep ", 2000)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		in := fsm.DecodeReply(text)
+		if again := fsm.DecodeReply(text); !reflect.DeepEqual(in, again) {
+			t.Fatalf("not deterministic: %+v then %+v", in, again)
+		}
+		if len(in.Refs) > fsm.MaxReplyRefs {
+			t.Fatalf("%d refs", len(in.Refs))
+		}
+		keep := false
+		for _, r := range in.Refs {
+			if !fsm.ValidSlug(r.Slug) || r.Version == 0 {
+				t.Fatalf("bad ref %+v from %q", r, text)
+			}
+			back := fsm.DecodeReply(r.Token())
+			if len(back.Refs) != 1 || back.Refs[0] != r {
+				t.Fatalf("ref %+v reads back as %+v", r, back.Refs)
+			}
+			keep = keep || r.Keep
+		}
+		if in.Verdict == fsm.VerdictApprove && !keep {
+			lower := strings.ToLower(text)
+			found := false
+			for _, w := range []string{"keep", "approve", "yes", "yep", "yeah", "y", "lgtm", "ok", "accept", "confirm", "proceed", "ship", "ahead", "good"} {
+				found = found || strings.Contains(lower, w)
+			}
+			if !found {
+				t.Fatalf("%q approves without an acceptance word", text)
+			}
+		}
+		if len(in.Refs) < fsm.MaxReplyRefs && len(text) < fsm.MaxReplyScan-64 {
+			tok := fsm.KeepToken("zz-fuzz", 7)
+			more := fsm.DecodeReply(text + " " + tok)
+			var added []fsm.ReplyRef
+			for _, r := range more.Refs {
+				if r.Slug == "zz-fuzz" {
+					added = append(added, r)
+				}
+			}
+			had := 0
+			for _, r := range in.Refs {
+				if r.Slug == "zz-fuzz" {
+					had++
+				}
+			}
+			if had == 0 && (len(added) != 1 || added[0].Version != 7 || !added[0].Keep) {
+				t.Fatalf("%.200q + %s names %+v", text, tok, added)
+			}
 		}
 	})
 }

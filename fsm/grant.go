@@ -69,7 +69,10 @@ func decideRequest(s *State, now int64, node string, c *Command) verdict {
 			"the request would bind %d revocation counters; a grant may bind at most %d", len(bound), MaxGrantCounters)))
 	}
 	if s.policy.Version == policy.SchemaVersion {
-		return decideJudged(s, now, e, c, prov.fields, bound)
+		return decideJudged(s, now, node, e, c, prov.fields, bound)
+	}
+	if c.ReviewID != "" && s.WritesReviews() {
+		return record(deny(e, grants.ReasonInvalidRequest, "version 2 policy", "a request binds an artifact review only under a version 2 policy"))
 	}
 	v := s.policy.Evaluate(c.Caller, c.Lane, c.Tool)
 	e.Rules = []string{v.Rule}
@@ -139,7 +142,7 @@ func (s *State) hasLiveGrant(id string, now int64) bool {
 // origins are the request's field provenance as the source registry knows
 // it; the engine's provenance grounds go into the event whatever the
 // answer. bound are the revocation counters a permit binds.
-func decideJudged(s *State, now int64, e events.Event, c *Command, origins []policy.FieldOrigin, bound []events.Counter) verdict {
+func decideJudged(s *State, now int64, node string, e events.Event, c *Command, origins []policy.FieldOrigin, bound []events.Counter) verdict {
 	req := policy.Request{
 		Worker: c.Caller, Lane: c.Lane, Tool: c.Tool, Args: c.Args, Digest: c.Digest,
 		Cwd: c.Cwd, Resolved: c.Resolved, Label: c.TargetLabel,
@@ -152,16 +155,33 @@ func decideJudged(s *State, now int64, e events.Event, c *Command, origins []pol
 	e.Surface, e.Operation, e.Consequence = j.Surface, j.Operation, j.Consequence
 	e.Target, e.TargetLabel, e.Cwd, e.Resolved = j.Target, c.TargetLabel, j.Cwd, j.Resolved
 	e.Amount, e.Bytes, e.LedgerKey = j.Amount, j.Bytes, j.LedgerKey
+	if c.ReviewID != "" && s.WritesReviews() && j.Decision != grants.Deny {
+		// A request that names the artifact review approving it.
+		return s.decideArtifactUse(now, node, e, c, &j, bound)
+	}
 	switch j.Decision {
 	case grants.Permit:
 	case grants.ApprovalRequired:
 		if pe, ok := s.approvedPermit(now, e, c, &j, bound); ok {
 			return record(pe)
 		}
+		if s.WritesReviews() {
+			if r, f, ok := s.heldApproval(now, c); ok {
+				if f != nil {
+					return s.unbindable(e, f, now, node, c)
+				}
+				return s.recordPermit(now, node, e, c, &j, bound, r)
+			}
+		}
 		e.Kind = events.KindApprovalRequired
 		e = deny(e, j.Reason, j.Missing, j.Detail)
 		e.Decision = string(grants.ApprovalRequired)
 		e.ReviewID = ReviewID(c.GrantID)
+		if s.WritesReviews() {
+			// A decision record: its caption, under the tool's slug.
+			e.Caption = SlugFor(c.Tool)
+			e.ArtifactVersion = s.nextVersion(e.Caption)
+		}
 		return record(e)
 	default:
 		return record(deny(e, j.Reason, j.Missing, j.Detail))
@@ -236,10 +256,15 @@ func (s *State) evolveRefusal(e *events.Event) {
 		s.addIdem(idemID{e.Worker, e.IdemKey}, r, false)
 	}
 	if e.Kind == events.KindApprovalRequired && e.ReviewID != "" {
-		s.addReview(&review{
+		r := &review{
 			ID: e.ReviewID, Worker: s.intern.str(e.Worker), Lane: s.intern.str(e.Lane),
 			Session: s.intern.str(e.Session), Tool: s.intern.str(e.Tool), Digest: e.Digest,
 			Reason: s.intern.str(e.Reason), Seq: e.Seq, Until: AddSat(e.Time, ReviewRetention),
-		})
+		}
+		if e.Caption != "" {
+			// A decision record (receipt format level 4).
+			r.Slug, r.Version, r.Epoch = s.intern.str(e.Caption), e.ArtifactVersion, e.Epoch
+		}
+		s.addReview(r)
 	}
 }

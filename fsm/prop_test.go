@@ -347,7 +347,57 @@ func (h *harness) drawBatch() fsm.Batch {
 	for n := rapid.IntRange(1, 6).Draw(h.t, "size"); n > 0; n-- {
 		b.Commands = append(b.Commands, h.drawCommand(seq))
 	}
+	for n := rapid.IntRange(0, 2).Draw(h.t, "reviewOps"); n > 0; n-- {
+		b.Commands = append(b.Commands, h.drawReviewOp())
+	}
 	return b
+}
+
+// drawReviewOp draws a command of reviews as decision records (refused
+// below receipt format level 4): an artifact review opened (few slugs and
+// digests, so versions and supersession occur), a decision by an
+// operator, a reviewer or a worker, a plain-text reply (few texts, so
+// duplicates, batches and ambiguity occur), or a request naming an
+// artifact review.
+func (h *harness) drawReviewOp() fsm.Command {
+	t := h.t
+	slug := rapid.SampledFrom([]string{"report", "plan", "Bad Slug"}).Draw(t, "slug")
+	version := rapid.SampledFrom([]string{"1", "2", "3"}).Draw(t, "version")
+	ref := rapid.SampledFrom([]string{slug + "_v" + version + "_keep", slug + "_v" + version + "_review",
+		"vault-read_v1_keep", "bash_v1_review", "send-email_v2_keep", ""}).Draw(t, "ref")
+	if len(h.reviews) > 0 && rapid.Bool().Draw(t, "refByID") {
+		ref = h.reviews[rapid.IntRange(max(0, len(h.reviews)-4), len(h.reviews)-1).Draw(t, "refReview")]
+	}
+	art := events.Sum([]byte(rapid.SampledFrom([]string{"a1", "a2", "a3"}).Draw(t, "artifact")))
+	switch rapid.IntRange(0, 3).Draw(t, "reviewOp") {
+	case 0:
+		return fsm.Command{Op: fsm.OpOpenReview, Caller: rapid.SampledFrom(workers).Draw(t, "opener"),
+			Lane: weighted(t, "openLane", []string{"coordinator"}, "specialist", 9), Caption: slug,
+			Path: "out/" + slug + ".pdf", ContentDigest: art, Transition: "review_ready->send",
+			Destination:  rapid.SampledFrom([]string{"", "recipient:amy@example.com", "class:finance"}).Draw(t, "dest"),
+			ReviewerRole: rapid.SampledFrom([]string{"", "finance"}).Draw(t, "role")}
+	case 1:
+		return fsm.Command{Op: fsm.OpDecideReview,
+			Caller:   rapid.SampledFrom([]string{"operator:root", "reviewer:dana", "reviewer:w1", "w1"}).Draw(t, "decider"),
+			Roles:    rapid.SampledFrom([][]string{nil, {"finance"}}).Draw(t, "roles"),
+			ReviewID: ref, Outcome: rapid.SampledFrom([]string{"approve", "approve", "reject", "maybe"}).Draw(t, "outcome"),
+			TTL: int64(rapid.SampledFrom([]time.Duration{0, 30 * time.Second, 48 * time.Hour, -1}).Draw(t, "decideTTL"))}
+	case 2:
+		text := rapid.SampledFrom([]string{"lgtm", "keep", "no", "keep all", "keep all three", "yes but no", "hmm",
+			ref, ref + " " + slug + "_v1_keep", "reject " + ref}).Draw(t, "replyText")
+		return fsm.Command{Op: fsm.OpReviewReply,
+			Caller:  rapid.SampledFrom([]string{"operator:root", "reviewer:dana", "w1"}).Draw(t, "relay"),
+			Roles:   rapid.SampledFrom([][]string{nil, {"finance"}}).Draw(t, "replyRoles"),
+			Channel: "chat", Sender: rapid.SampledFrom([]string{"dana", "w1"}).Draw(t, "sender"),
+			ReplyAt: int64(rapid.IntRange(0, 2).Draw(t, "replyAt")), Text: text}
+	}
+	h.nextID++
+	c := fsm.Command{Op: fsm.OpRequest, Caller: rapid.SampledFrom(workers).Draw(t, "artCaller"), Lane: "coordinator",
+		Tool: "send_email", GrantID: "ga" + strconv.Itoa(h.nextID), ReviewID: ref, ContentDigest: art}
+	raw := `{"to":"bob@outside.net"}`
+	c.Digest = grants.RequestDigest(c.Tool, []byte(raw))
+	c.Args, _ = policy.FlattenArgs([]byte(raw))
+	return c
 }
 
 // apply applies b to the live state and collects its events from the
@@ -663,17 +713,33 @@ func TestPropRepliesRecordNothing(t *testing.T) {
 		for i, n := 0, drawSteps(t); i < n; i++ {
 			s := h.next()
 			cursor := s.before
-			for j, env := range s.envs {
-				if env.Seq > cursor {
-					if env.Seq != cursor+1 || s.evs[env.Seq-s.before-1].Kind != env.Kind {
-						t.Fatalf("batch %d command %d: answered seq %d kind %s, next event %d", i, j, env.Seq, env.Kind, cursor+1)
+			// followUps checks that the events after a command's first
+			// one, up to seq, are the further receipts a command may
+			// record (reviews: supersession, batch replies, consumption,
+			// expiry).
+			followUps := func(j int, seq uint64) {
+				for ; cursor < seq; cursor++ {
+					if cursor == s.before {
+						t.Fatalf("batch %d: event %d belongs to no command", i, cursor+1)
 					}
-					cursor = env.Seq // Decide records at most one event per command
+					switch k := s.evs[cursor-s.before].Kind; k {
+					case events.KindReviewApproved, events.KindReviewRejected, events.KindReviewOrphaned,
+						events.KindReviewConsumed, events.KindReviewSuperseded, events.KindReviewExpired:
+					default:
+						t.Fatalf("batch %d before command %d: event %d (%s) belongs to no command", i, j, cursor+1, k)
+					}
 				}
 			}
-			if cursor != h.live.Chain().Seq {
-				t.Fatalf("batch %d: events %d..%d belong to no command", i, cursor+1, h.live.Chain().Seq)
+			for j, env := range s.envs {
+				if env.Seq > cursor {
+					followUps(j, env.Seq-1)
+					if s.evs[env.Seq-s.before-1].Kind != env.Kind {
+						t.Fatalf("batch %d command %d: answered seq %d kind %s, next event %d", i, j, env.Seq, env.Kind, cursor+1)
+					}
+					cursor = env.Seq
+				}
 			}
+			followUps(len(s.envs), h.live.Chain().Seq)
 			snap := h.live.Snapshot()
 			for j := range s.envs {
 				scribbleEnvelope(&s.envs[j])

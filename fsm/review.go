@@ -48,6 +48,26 @@ type review struct {
 	Reason  string
 	Seq     uint64 // the approval_required event that opened it
 	Until   int64  // closed unapproved when the clock reaches this
+
+	// Decision records (receipt format level 4, see record.go): the
+	// caption's slug and version, the artifact an explicit review covers
+	// (path and digest), the transition, destination and reviewer role,
+	// the epoch it was opened under, and where it is in its lifecycle.
+	Slug          string
+	Version       uint64
+	Path          string
+	Artifact      events.Hash
+	Transition    string
+	Destination   string
+	Role          string
+	Epoch         uint64
+	Status        reviewStatus
+	Decider       string // who approved or rejected it
+	DeciderKey    string // the approving reviewer's revocation counter ("" for an operator)
+	DeciderCount  uint64 // its value when it approved
+	ApprovedUntil int64  // the approval lapses unused at this time
+	ApprovedEpoch uint64 // the epoch it was approved under
+	DecidedSeq    uint64 // the decision's receipt
 }
 
 // approvalKey is the exact call an approval covers.
@@ -110,6 +130,10 @@ type ReviewInfo struct {
 	Digest                                  events.Hash
 	Seq                                     uint64
 	Until                                   int64
+	// Caption and Keep are set for decision records (receipt format
+	// level 4): <slug>_v<N>_review and <slug>_v<N>_keep. Status is open,
+	// approved, rejected, consumed, superseded or expired.
+	Caption, Keep, Status string
 }
 
 // Review returns the open review id names, if the state holds it.
@@ -118,8 +142,7 @@ func (s *State) Review(id string) (ReviewInfo, bool) {
 	if !ok {
 		return ReviewInfo{}, false
 	}
-	return ReviewInfo{ID: r.ID, Worker: r.Worker, Lane: r.Lane, Session: r.Session, Tool: r.Tool,
-		Reason: r.Reason, Digest: r.Digest, Seq: r.Seq, Until: r.Until}, true
+	return r.info(), true
 }
 
 // Reviews returns the reviews open at the state's clock, oldest first (by
@@ -127,7 +150,7 @@ func (s *State) Review(id string) (ReviewInfo, bool) {
 func (s *State) Reviews() []ReviewInfo {
 	out := make([]ReviewInfo, 0, len(s.reviews))
 	for id, r := range s.reviews {
-		if s.clock >= r.Until {
+		if s.clock >= r.Until || r.Status != rsOpen {
 			continue
 		}
 		info, _ := s.Review(id)
@@ -173,6 +196,13 @@ func decideApprove(s *State, now int64, node string, c *Command) verdict {
 	e := base(events.KindDeny, now, node, c)
 	e.ReviewID = c.ReviewID
 	rv, ok := s.liveReview(c.ReviewID, now)
+	if ok && rv.record() {
+		// A decision record (receipt format level 4): decided as
+		// OpDecideReview decides it.
+		d := *c
+		d.Outcome = "approve"
+		return decideReview(s, now, node, &d)
+	}
 	if !ok {
 		return record(deny(e, grants.ReasonUnknownReview, "open review",
 			"no open review "+c.ReviewID+" (never opened, already approved, or older than the hour a review stays open)"))
@@ -235,13 +265,20 @@ func (s *State) approvedPermit(now int64, e events.Event, c *Command, j *policy.
 	if !ok {
 		return e, false
 	}
+	return s.coveredPermit(now, e, c, j, bound, a.ReviewID, a.ExpiresAt), true
+}
+
+// coveredPermit is the permit an approval (of review id, lapsing at
+// until) makes of an approval_required judgement, or the quota refusal
+// that still applies.
+func (s *State) coveredPermit(now int64, e events.Event, c *Command, j *policy.Judgement, bound []events.Counter, id string, until int64) events.Event {
 	p := s.policy
 	rules := append([]string(nil), j.Rules...)
 	for _, q := range p.QuotaCharges(c.Caller, c.Lane, now) {
-		id, _, _ := strings.Cut(q.Key, "/")
+		qid, _, _ := strings.Cut(q.Key, "/")
 		var limit *policy.Quota
 		for i := range p.Quotas {
-			if p.Quotas[i].ID == id {
+			if p.Quotas[i].ID == qid {
 				limit = &p.Quotas[i]
 			}
 		}
@@ -259,12 +296,12 @@ func (s *State) approvedPermit(now int64, e events.Event, c *Command, j *policy.
 			field = "bytes"
 		}
 		if field != "" {
-			e.Rules = append(rules, "quota:"+id)
+			e.Rules = append(rules, "quota:"+qid)
 			e.Reason, e.Missing, e.Detail = "", "", ""
-			return deny(e, grants.ReasonQuotaExhausted, "quotas."+id+"."+field,
-				"window resets at "+policy.Timestamp(AddSat(q.Start, q.Window)).String()), true
+			return deny(e, grants.ReasonQuotaExhausted, "quotas."+qid+"."+field,
+				"window resets at "+policy.Timestamp(AddSat(q.Start, q.Window)).String())
 		}
-		rules = append(rules, "quota:"+id)
+		rules = append(rules, "quota:"+qid)
 	}
 	ttl := int64(p.DefaultTTL)
 	if l, ok := p.Lanes[c.Lane]; ok && l.TTL > 0 {
@@ -278,10 +315,10 @@ func (s *State) approvedPermit(now int64, e events.Event, c *Command, j *policy.
 	e.Decision = string(grants.Permit)
 	e.GrantID = c.GrantID
 	e.IssuedAt = now
-	e.ExpiresAt = min(AddSat(now, ttl), a.ExpiresAt)
-	e.Rules = append(rules, RuleApproved+a.ReviewID)
-	e.ReviewID = a.ReviewID
+	e.ExpiresAt = min(AddSat(now, ttl), until)
+	e.Rules = append(rules, RuleApproved+id)
+	e.ReviewID = id
 	e.Counters = bound
 	s.recordUsage(&e)
-	return e, true
+	return e
 }

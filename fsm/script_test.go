@@ -51,6 +51,21 @@ package fsm_test
 //	                               OpApprove (caller defaults to
 //	                               operator:root); <review> is a review id,
 //	                               or @<grant id> for fsm.ReviewID(<grant id>)
+//	format <n>                     OpRaiseFormat to level n
+//	open <worker> caption=S artifact=X path=P transition=A->B
+//	        [lane=L] [recipient=R | class=C] [role=R] [session=S]
+//	                               OpOpenReview (lane defaults to
+//	                               coordinator); the artifact digest is H(X)
+//	decide <ref> approve|reject [by=<caller>] [roles=a,b] [ttl=D] [note=N]
+//	                               OpDecideReview (caller defaults to
+//	                               operator:root); <ref> as for approve, or a
+//	                               caption or keep token
+//	reply text=T [channel=C] [sender=S] [at=N] [by=<caller>] [roles=a,b]
+//	                               OpReviewReply (channel chat, sender
+//	                               alice, at 1, caller operator:root)
+//	request ... [review=REF] [artifact=X]
+//	                               a request naming an artifact review, with
+//	                               the artifact's digest H(X) as it is now
 //	published <seq>                OpPublished
 //	op <n> [by=<caller>]           a command with a raw (possibly unknown) op
 //	batch {                        the commands up to the matching line "}" form
@@ -63,6 +78,7 @@ package fsm_test
 //	show preauth <id>              print a preauthorization's consumption
 //	show reviews                   print the open reviews and approvals counts
 //	show review <review>           print an open review, or "absent"
+//	show records                   print every retained review record
 //	show source <id>               print a registered source, or "absent"
 //
 // # Transcript
@@ -263,10 +279,13 @@ func (r *scriptRunner) command(text string, toks []string) fsm.Command {
 		}
 		return fsm.Command{Op: fsm.OpSetPolicy, Caller: "operator:root", Policy: doc}
 	case "request":
-		known("lane", "tool", "args", "key", "id", "ttl", "sources", "session", "label", "amount", "bytes", "cwd", "resolved", "noargs", "traces")
+		known("lane", "tool", "args", "key", "id", "ttl", "sources", "session", "label", "amount", "bytes", "cwd", "resolved", "noargs", "traces", "review", "artifact")
 		c := fsm.Command{Op: fsm.OpRequest, Caller: arg(0), Lane: kv["lane"], Tool: kv["tool"],
 			IdemKey: kv["key"], GrantID: kv["id"], Session: kv["session"],
-			TargetLabel: kv["label"], Cwd: kv["cwd"], Resolved: kv["resolved"]}
+			TargetLabel: kv["label"], Cwd: kv["cwd"], Resolved: kv["resolved"], ReviewID: kv["review"]}
+		if a, ok := kv["artifact"]; ok {
+			c.ContentDigest = events.Sum([]byte(a))
+		}
 		if a, ok := kv["args"]; ok {
 			c.Digest = r.digest(c.Tool, a)
 			if kv["noargs"] == "" {
@@ -347,6 +366,47 @@ func (r *scriptRunner) command(text string, toks []string) fsm.Command {
 				r.fatalf("ttl: %v", err)
 			}
 			c.TTL = int64(v)
+		}
+		return c
+	case "format":
+		return fsm.Command{Op: fsm.OpRaiseFormat, Caller: "issuer:n1", Format: r.uint(arg(0))}
+	case "open":
+		known("caption", "artifact", "path", "transition", "lane", "recipient", "class", "role", "session")
+		c := fsm.Command{Op: fsm.OpOpenReview, Caller: arg(0), Lane: orDefault(kv["lane"], "coordinator"),
+			Session: kv["session"], Caption: kv["caption"], Path: kv["path"], Transition: kv["transition"],
+			ReviewerRole: kv["role"]}
+		if a, ok := kv["artifact"]; ok {
+			c.ContentDigest = events.Sum([]byte(a))
+		}
+		if v, ok := kv["recipient"]; ok {
+			c.Destination = "recipient:" + v
+		}
+		if v, ok := kv["class"]; ok {
+			c.Destination = "class:" + v
+		}
+		return c
+	case "decide":
+		known("by", "roles", "ttl", "note")
+		c := fsm.Command{Op: fsm.OpDecideReview, Caller: orDefault(kv["by"], "operator:root"), Note: kv["note"],
+			ReviewID: reviewArg(arg(0)), Outcome: arg(1)}
+		if v, ok := kv["roles"]; ok {
+			c.Roles = strings.Split(v, ",")
+		}
+		if d, ok := kv["ttl"]; ok {
+			v, err := time.ParseDuration(d)
+			if err != nil {
+				r.fatalf("ttl: %v", err)
+			}
+			c.TTL = int64(v)
+		}
+		return c
+	case "reply":
+		known("text", "channel", "sender", "at", "by", "roles")
+		c := fsm.Command{Op: fsm.OpReviewReply, Caller: orDefault(kv["by"], "operator:root"), Text: kv["text"],
+			Channel: orDefault(kv["channel"], "chat"), Sender: orDefault(kv["sender"], "alice")}
+		c.ReplyAt = int64(r.uint(orDefault(kv["at"], "1")))
+		if v, ok := kv["roles"]; ok {
+			c.Roles = strings.Split(v, ",")
 		}
 		return c
 	case "published":
@@ -603,6 +663,20 @@ func (r *scriptRunner) show(toks []string) {
 		}
 		fmt.Fprintf(&r.out, "review %s worker=%s lane=%s tool=%s digest=%s reason=%s seq=%d until=%s\n",
 			rv.ID, rv.Worker, rv.Lane, rv.Tool, rv.Digest.String()[:8], rv.Reason, rv.Seq, fmtTime(rv.Until))
+	case "records":
+		for _, rv := range r.real.Records() {
+			line := []string{"record " + rv.Caption, "id=" + rv.ID, "status=" + rv.Status, "worker=" + rv.Worker,
+				"seq=" + strconv.FormatUint(rv.Seq, 10), "until=" + fmtTime(rv.Until)}
+			line = appendKV(line, "tool", rv.Tool)
+			line = appendKV(line, "transition", rv.Transition)
+			line = appendKV(line, "role", rv.Role)
+			line = appendKV(line, "decider", rv.Decider)
+			if rv.ApprovedUntil != 0 {
+				line = append(line, "approved_until="+fmtTime(rv.ApprovedUntil), "approved_epoch="+strconv.FormatUint(rv.ApprovedEpoch, 10))
+			}
+			r.out.WriteString(strings.Join(line, " ") + "\n")
+		}
+		fmt.Fprintf(&r.out, "records %d open %d\n", len(r.real.Records()), len(r.real.Reviews()))
 	case "preauth":
 		r.need(toks, 3)
 		uses, amount := r.real.PreauthUsed(toks[2], r.real.Clock())
@@ -650,6 +724,7 @@ func formatEnvelope(env grants.Envelope) string {
 	}
 	f = appendKV(f, "outcome", env.Outcome)
 	f = appendKV(f, "review", env.ReviewID)
+	f = appendKV(f, "caption", env.Caption)
 	if env.ExpiresAt != 0 {
 		f = append(f, "expires="+fmtTime(env.ExpiresAt))
 	}
@@ -733,6 +808,22 @@ func formatEvent(e events.Event) string {
 	f = appendKV(f, "authority", e.Authority)
 	if !e.ContentDigest.IsZero() {
 		f = append(f, "content="+e.ContentDigest.String()[:8])
+	}
+	if e.Caption != "" {
+		f = append(f, "caption="+fsm.Caption(e.Caption, e.ArtifactVersion))
+	}
+	f = appendKV(f, "path", e.ArtifactPath)
+	if !e.ArtifactDigest.IsZero() {
+		f = append(f, "artifact="+e.ArtifactDigest.String()[:8])
+	}
+	f = appendKV(f, "transition", e.Transition)
+	f = appendKV(f, "dest", e.Destination)
+	f = appendKV(f, "role", e.ReviewerRole)
+	if e.ReplyText != "" {
+		f = append(f, fmt.Sprintf("reply=%s/%s@%d:%q", e.ReplyChannel, e.ReplySender, e.ReplyAt, e.ReplyText))
+	}
+	if e.Candidates != nil {
+		f = append(f, "candidates="+strings.Join(e.Candidates, ","))
 	}
 	f = appendKV(f, "detail", e.Detail)
 	out := strings.Join(f, " ")

@@ -43,7 +43,7 @@ func (s *State) Freeze() Frozen {
 		clock: s.clock, epoch: s.epoch, policy: s.policy, polDigest: s.polDigest,
 		counters: s.counters.Clone(), barred: maps.Clone(s.barred),
 		idem: maps.Clone(s.idem), sources: maps.Clone(s.sources),
-		reviews: maps.Clone(s.reviews), approvals: maps.Clone(s.approvals),
+		reviews: maps.Clone(s.reviews), approvals: maps.Clone(s.approvals), replies: maps.Clone(s.replies),
 		chain: s.chain, outbox: slices.Clone(s.outbox), published: s.published,
 		format: s.format,
 	}

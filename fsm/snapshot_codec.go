@@ -34,6 +34,7 @@ const (
 	stSource    = 13 // the source registry, by id
 	stReview    = 14 // open reviews, by id
 	stApproval  = 15 // approvals, by the call they cover
+	stReply     = 23 // plain-text replies already decoded, by key (reviews as decision records)
 	stPublished = 20
 	stOutbox    = 21
 	// The receipt format level (see ReceiptFormat), written only once
@@ -290,18 +291,20 @@ func (s *State) Snapshot() []byte {
 	if s.format > ReceiptFormatLegacy {
 		w.Uint(stFormat, s.format)
 	}
+	s.writeReplies(w, scratch)
 	return w.Bytes()
 }
 
 // Digest is SHA-256 over the authority part of the state (clock, epoch,
 // policy, counters, bars, grants, idempotency records, chain head, effect
 // ledger, preauthorization consumption, quota windows, source registry,
-// open reviews and approvals). It
+// open reviews and approvals, plain-text replies already decoded). It
 // excludes the outbox, so an issuer and an auditor that rebuilt state from
 // the receipt stream agree on it.
 func (s *State) Digest() events.Hash {
 	w := events.NewWriter(make([]byte, 0, s.encodedSize()))
 	s.authority(w)
+	s.writeReplies(w, nil)
 	return events.Sum(w.Bytes())
 }
 
@@ -333,6 +336,7 @@ func restore(data []byte) (*State, error) {
 	var err error
 	var lastCounter, lastReview string
 	var lastApproval *approvalKey
+	var lastReply events.Hash
 	lastUsage := map[uint32]string{}
 	for err == nil && r.Next(&f) {
 		switch f.Tag {
@@ -455,6 +459,10 @@ func restore(data []byte) (*State, error) {
 			if err = want(&f, events.WireBytes); err == nil {
 				err = s.restoreApproval(f.Data, &lastApproval)
 			}
+		case stReply:
+			if err = want(&f, events.WireBytes); err == nil {
+				err = s.restoreReply(f.Data, &lastReply)
+			}
 		case stPublished:
 			if err = want(&f, events.WireVarint); err == nil {
 				s.published = f.Uint
@@ -524,7 +532,7 @@ func restore(data []byte) (*State, error) {
 // a map of a million entries one doubling at a time costs more than the
 // count. A malformed snapshot is refused by the decoding pass.
 func sizedFor(data []byte) *State {
-	var n [stFormat + 1]int
+	var n [stReply + 1]int
 	r := events.NewReader(data)
 	var f events.Field
 	for r.Next(&f) {
@@ -541,8 +549,9 @@ func sizedFor(data []byte) *State {
 	s.sources = make(map[string]*source, n[stSource])
 	s.reviews = make(map[string]*review, n[stReview])
 	s.approvals = make(map[approvalKey]*approval, n[stApproval])
+	s.replies = make(map[events.Hash]*replySeen, n[stReply])
 	// Idempotency records answered by a grant share its item.
-	s.expiry = make(expiryHeap, 0, n[stGrant]+n[stLedger]+n[stPreauth]+n[stQuota]+n[stSource]+n[stReview]+n[stApproval])
+	s.expiry = make(expiryHeap, 0, n[stGrant]+n[stLedger]+n[stPreauth]+n[stQuota]+n[stSource]+n[stReview]+n[stApproval]+n[stReply])
 	s.outbox = make([]Pending, 0, n[stOutbox])
 	return s
 }

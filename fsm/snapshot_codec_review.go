@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"sort"
@@ -26,6 +27,29 @@ const (
 	rvReason
 	rvSeq
 	rvUntil
+	// Added with decision records (receipt format level 4).
+	rvSlug
+	rvVersion
+	rvPath
+	rvArtifact
+	rvTransition
+	rvDestination
+	rvRole
+	rvEpoch
+	rvStatus
+	rvDecider
+	rvDeciderKey
+	rvDeciderCount
+	rvApprovedUntil
+	rvApprovedEpoch
+	rvDecidedSeq
+)
+
+// Reply record tags (stReply; append only).
+const (
+	rpKey = iota + 1
+	rpSeq
+	rpUntil
 )
 
 // Approval record tags (append only).
@@ -59,6 +83,21 @@ func (s *State) writeReviews(w *events.Writer, scratch []byte) []byte {
 			rw.String(rvReason, r.Reason)
 			rw.Uint(rvSeq, r.Seq)
 			rw.Int(rvUntil, r.Until)
+			rw.String(rvSlug, r.Slug)
+			rw.Uint(rvVersion, r.Version)
+			rw.String(rvPath, r.Path)
+			rw.Hash(rvArtifact, r.Artifact)
+			rw.String(rvTransition, r.Transition)
+			rw.String(rvDestination, r.Destination)
+			rw.String(rvRole, r.Role)
+			rw.Uint(rvEpoch, r.Epoch)
+			rw.Uint(rvStatus, uint64(r.Status))
+			rw.String(rvDecider, r.Decider)
+			rw.String(rvDeciderKey, r.DeciderKey)
+			rw.Uint(rvDeciderCount, r.DeciderCount)
+			rw.Int(rvApprovedUntil, r.ApprovedUntil)
+			rw.Uint(rvApprovedEpoch, r.ApprovedEpoch)
+			rw.Uint(rvDecidedSeq, r.DecidedSeq)
 			scratch = rw.Bytes()
 			writeRecord(w, stReview, scratch)
 		}
@@ -84,6 +123,64 @@ func (s *State) writeReviews(w *events.Writer, scratch []byte) []byte {
 		}
 	}
 	return scratch
+}
+
+// writeReplies appends the replies already decoded (stReply, the last
+// section: its tag is above the outbox's and the level's). They are
+// authority (a reply seen again decides nothing), so Digest writes them
+// too, right after the rest of the authority.
+func (s *State) writeReplies(w *events.Writer, scratch []byte) []byte {
+	if len(s.replies) > 0 {
+		keys := make([]events.Hash, 0, len(s.replies))
+		for k := range s.replies {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, func(a, b events.Hash) int { return bytes.Compare(a[:], b[:]) })
+		for _, k := range keys {
+			r := s.replies[k]
+			pw := events.NewWriter(scratch[:0])
+			pw.Hash(rpKey, k)
+			pw.Uint(rpSeq, r.Seq)
+			pw.Int(rpUntil, r.Until)
+			scratch = pw.Bytes()
+			writeRecord(w, stReply, scratch)
+		}
+	}
+	return scratch
+}
+
+// restoreReply decodes one reply record, strictly (known tags, a key, a
+// sequence, keys ascending), and schedules it.
+func (s *State) restoreReply(b []byte, last *events.Hash) error {
+	r := &replySeen{}
+	rd := events.NewReader(b)
+	d := fieldDecoder{}
+	f := &d.f
+	for d.err == nil && rd.Next(f) {
+		switch f.Tag {
+		case rpKey:
+			d.hash(&r.Key)
+		case rpSeq:
+			d.uint(&r.Seq)
+		case rpUntil:
+			d.int(&r.Until)
+		default:
+			d.err = fmt.Errorf("unknown reply record tag %d", f.Tag)
+		}
+	}
+	err := d.done(rd)
+	switch {
+	case err != nil:
+		return err
+	case r.Key.IsZero() || r.Seq == 0:
+		return fmt.Errorf("reply record without a key or a sequence")
+	case !last.IsZero() && bytes.Compare(r.Key[:], last[:]) <= 0:
+		return fmt.Errorf("reply %s is out of order or repeated", r.Key.Short())
+	}
+	*last = r.Key
+	s.replies[r.Key] = r
+	s.expiry = append(s.expiry, expiryItem{At: r.Until, Ord: r.Seq<<kindBits | expireReply, Ref: r})
+	return nil
 }
 
 // restoreReview decodes one review record, strictly (known tags, an id, a
@@ -113,6 +210,41 @@ func (s *State) restoreReview(b []byte, last *string) error {
 			d.uint(&r.Seq)
 		case rvUntil:
 			d.int(&r.Until)
+		case rvSlug:
+			d.shared(&r.Slug, &s.intern)
+		case rvVersion:
+			d.uint(&r.Version)
+		case rvPath:
+			d.str(&r.Path)
+		case rvArtifact:
+			d.hash(&r.Artifact)
+		case rvTransition:
+			d.shared(&r.Transition, &s.intern)
+		case rvDestination:
+			d.str(&r.Destination)
+		case rvRole:
+			d.shared(&r.Role, &s.intern)
+		case rvEpoch:
+			d.uint(&r.Epoch)
+		case rvStatus:
+			var st uint64
+			d.uint(&st)
+			if st > uint64(rsLast) || st == 0 {
+				d.err = fmt.Errorf("review status %d", st)
+			}
+			r.Status = reviewStatus(st)
+		case rvDecider:
+			d.shared(&r.Decider, &s.intern)
+		case rvDeciderKey:
+			d.shared(&r.DeciderKey, &s.intern)
+		case rvDeciderCount:
+			d.uint(&r.DeciderCount)
+		case rvApprovedUntil:
+			d.int(&r.ApprovedUntil)
+		case rvApprovedEpoch:
+			d.uint(&r.ApprovedEpoch)
+		case rvDecidedSeq:
+			d.uint(&r.DecidedSeq)
 		default:
 			d.err = fmt.Errorf("unknown review record tag %d", f.Tag)
 		}

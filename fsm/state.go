@@ -100,9 +100,10 @@ type State struct {
 	sources  map[string]*source      // the source registry, by id
 	// srcByOwner indexes sources by the worker that registered them.
 	srcByOwner map[string]*idSet[string]
-	reviews    map[string]*review        // open reviews, by review id
-	approvals  map[approvalKey]*approval // live approvals, by the call they cover
-	expiry     expiryHeap                // with expiryRun, what prune will forget when
+	reviews    map[string]*review         // open reviews, by review id
+	approvals  map[approvalKey]*approval  // live approvals, by the call they cover
+	replies    map[events.Hash]*replySeen // plain-text replies already decoded, by replyKey
+	expiry     expiryHeap                 // with expiryRun, what prune will forget when
 	expiryRun  expiryRun
 	chain      events.Chain
 
@@ -140,6 +141,7 @@ func New() *State {
 		srcByOwner: map[string]*idSet[string]{},
 		reviews:    map[string]*review{},
 		approvals:  map[approvalKey]*approval{},
+		replies:    map[events.Hash]*replySeen{},
 	}
 }
 
@@ -218,7 +220,14 @@ func (s *State) Stats() Stats {
 		Counters: s.counters.Len(), Barred: len(s.barred), Seq: s.chain.Seq,
 		Head: s.chain.Head.String(), Published: s.published, Outbox: len(s.outbox),
 		Ledger: len(s.ledger), Preauths: len(s.preauth), Quotas: len(s.quota),
-		Sources: len(s.sources), Reviews: len(s.reviews), Approvals: len(s.approvals),
+		Sources: len(s.sources), Approvals: len(s.approvals),
+	}
+	for _, r := range s.reviews {
+		// Decision records stay after they are decided, as history:
+		// only the undecided ones are open.
+		if r.Status == rsOpen {
+			st.Reviews++
+		}
 	}
 	for _, g := range s.grants {
 		switch g.Status {

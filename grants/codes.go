@@ -74,8 +74,23 @@ const (
 	ReasonSourceConflict    Reason = "source_conflict"
 	// Reasons of operator approvals.
 	ReasonUnknownReview Reason = "unknown_review"
+	// ReasonApprovalUnbindable: an approval exists but cannot be bound to
+	// this use; Missing names the fact that failed (see MissingArtifact
+	// and the other Missing* values).
+	ReasonApprovalUnbindable Reason = "approval_unbindable"
 	// Reasons of admission control.
 	ReasonRateLimited Reason = "rate_limited"
+)
+
+// The facts an approval_unbindable refusal names as missing: what did not
+// hold when the approval was bound to its use.
+const (
+	MissingArtifactDigest = "artifact_digest" // the artifact is not the version approved
+	MissingEpoch          = "epoch"           // the policy epoch moved since the approval
+	MissingReviewer       = "reviewer"        // the approving reviewer lost the role
+	MissingSpent          = "spent"           // the approval was already used
+	MissingExpired        = "expired"         // the approval lapsed unused
+	MissingAmbiguous      = "ambiguous"       // more than one live review could be meant
 )
 
 // ReasonInfo documents one reason code.
@@ -126,6 +141,7 @@ var Reasons = []ReasonInfo{
 	{ReasonMemoryWrite, RecoverRefreshApproval, "a write to a protected memory or instruction path is recorded as a draft for the owner (approval_required)"},
 	{ReasonSourceConflict, RecoverFixRequest, "a source id was registered before with a different descriptor"},
 	{ReasonUnknownReview, RecoverNone, "no open review has this id (never opened, already approved, or older than the hour a review stays open)"},
+	{ReasonApprovalUnbindable, RecoverRefreshApproval, "an approval exists but does not bind to this use: the artifact changed (missing artifact_digest, recovery rerender_artifact), the policy epoch moved (epoch), the reviewer no longer holds the role (reviewer), it was already used (spent), it lapsed (expired) or more than one review could be meant (ambiguous)"},
 	{ReasonRateLimited, RecoverRetryLater, "the worker's recent requests were refused faster than its admission rate allows; the request was not decided, and the refusals past the rate are recorded as counts (refusal_summary); retry once the rate has passed"},
 }
 

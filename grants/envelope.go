@@ -44,6 +44,10 @@ type Envelope struct {
 	// decision (see events.Event.Grounds).
 	Authority string   `json:"authority,omitempty"`
 	Grounds   []string `json:"grounds,omitempty"`
+	// Caption is the human caption of the review an answer names
+	// (<slug>_v<N>_review), from receipt format level 4: what a person
+	// decides, by caption or keep token.
+	Caption string `json:"caption,omitempty"`
 }
 
 // Refuse builds a deny envelope with the reason's recovery class.

@@ -88,6 +88,7 @@ func (e *Envelope) AppendJSON(dst []byte) []byte {
 	dst = jsonwire.AppendStringField(dst, `,"ledger_key":`, e.LedgerKey)
 	dst = jsonwire.AppendStringField(dst, `,"authority":`, e.Authority)
 	dst = jsonwire.AppendStringsField(dst, `,"grounds":`, e.Grounds)
+	dst = jsonwire.AppendStringField(dst, `,"caption":`, e.Caption)
 	return append(dst, '}')
 }
 
@@ -255,6 +256,9 @@ func (d *envelopeDecoder) field(e *Envelope, key string) (bit uint64, known bool
 	case "grounds":
 		ok = d.strs(&e.Grounds)
 		bit = 1 << 27
+	case "caption":
+		e.Caption, ok = d.str()
+		bit = 1 << 28
 	default:
 		return 0, false
 	}

@@ -120,7 +120,10 @@ func RefusalReasonWith(tool string, env grants.Envelope, sources SourceLookup) s
 	}
 	if env.Decision == grants.ApprovalRequired {
 		fmt.Fprintf(&b, "writ requires approval for this %s call", tool)
-		if env.ReviewID != "" {
+		switch {
+		case env.Caption != "":
+			fmt.Fprintf(&b, ": review %s (%s) is open and a person must decide it", env.Caption, env.ReviewID)
+		case env.ReviewID != "":
 			fmt.Fprintf(&b, ": review %s is open", env.ReviewID)
 		}
 		if env.Reason != grants.ReasonNone {

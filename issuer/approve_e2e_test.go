@@ -12,6 +12,8 @@ import (
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/testenv"
+	"github.com/writ-dev/writ/issuer"
+	"github.com/writ-dev/writ/raftnode"
 )
 
 // approvalPolicy is a version 2 policy whose vault_read calls are a review
@@ -29,8 +31,12 @@ const approvalPolicy = `{"version":2,"default_ttl":"1m",
 // and spent; the one after is held again; approving the used review is
 // refused unknown_review; and an auditor replaying the receipts reaches
 // the issuer's state digest.
+//
+// The node is held at receipt format 3, where approvals work as they did
+// before reviews became decision records (TestReviewsThroughTheAPI covers
+// level 4).
 func TestApprovalThroughTheAPI(t *testing.T) {
-	env := testenv.StartSingle(t, t.TempDir(), nil)
+	env := testenv.StartSingle(t, t.TempDir(), func(_ *raftnode.Config, c *issuer.Config) { c.ReceiptFormat = 3 })
 	nc := dial(t, env.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

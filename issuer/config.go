@@ -46,6 +46,12 @@ type Config struct {
 	// reports them.
 	RaftTLS, NATSTLS, Auth bool
 
+	// Reviewers are the reviewer identities (NATS users that publish only
+	// under writ.review.<name>.>) and the reviewer roles each holds: the
+	// issuer accepts their decisions on the reviews whose role they hold
+	// (and on reviews that name no role).
+	Reviewers map[string][]string
+
 	// ReceiptFormat caps the receipt format level this node reports and,
 	// leading, proposes (see fsm.ReceiptFormat): 0 is its build's highest,
 	// fsm.MaxReceiptFormat. A voter reporting 1 holds the whole cluster at

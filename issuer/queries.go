@@ -31,9 +31,9 @@ func (s *Service) reviews(m *nats.Msg) {
 		s.respondJSON(m, api.Reviews{Error: err.Error()})
 		return
 	}
-	if r.ID != "" {
+	if r.ID != "" && !fsm.IsReviewRef(r.ID) {
 		if err := checkReviewID(r.ID); err != nil {
-			s.respondJSON(m, api.Reviews{Error: err.Error()})
+			s.respondJSON(m, api.Reviews{Error: err.Error() + " (or a caption or keep token)"})
 			return
 		}
 	}
@@ -43,7 +43,7 @@ func (s *Service) reviews(m *nats.Msg) {
 		s.respondJSON(m, out)
 		return
 	}
-	i := slices.IndexFunc(out.Reviews, func(rv api.Review) bool { return rv.ID == r.ID })
+	i := slices.IndexFunc(out.Reviews, func(rv api.Review) bool { return rv.ID == r.ID || rv.Caption == r.ID || rv.Keep == r.ID })
 	if i < 0 {
 		s.respondJSON(m, api.Reviews{Clock: out.Clock, Error: "no open or approved review " + r.ID +
 			" (never opened, its approval used or expired, or older than the hour a review stays open)"})
@@ -52,7 +52,7 @@ func (s *Service) reviews(m *nats.Msg) {
 	rv := out.Reviews[i]
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CommitTimeout)
 	defer cancel()
-	if e, err := s.receipt(ctx, rv.Seq); err == nil && e.ReviewID == rv.ID {
+	if e, err := s.receipt(ctx, rv.Seq); err == nil && e.ReviewID == rv.ID && e.Kind == events.KindApprovalRequired {
 		rv.Rules, rv.Missing, rv.Detail = e.Rules, e.Missing, e.Detail
 		rv.Surface, rv.Target, rv.Grounds = e.Surface, e.Target, e.Grounds
 	}
@@ -85,6 +85,9 @@ func (s *Service) receipt(ctx context.Context, seq uint64) (events.Event, error)
 func ListReviews(st *fsm.State) api.Reviews {
 	out := api.Reviews{Clock: st.Clock(), Reviews: []api.Review{}}
 	for _, r := range st.Reviews() {
+		if r.Caption != "" {
+			continue // a decision record: listed below
+		}
 		out.Reviews = append(out.Reviews, api.Review{
 			ID: r.ID, State: "open", Worker: r.Worker, Lane: r.Lane, Session: r.Session, Tool: r.Tool,
 			Digest: r.Digest.String(), Reason: r.Reason, Seq: r.Seq,
@@ -96,6 +99,21 @@ func ListReviews(st *fsm.State) api.Reviews {
 			ID: a.ReviewID, State: "approved", Worker: a.Worker, Lane: a.Lane, Tool: a.Tool,
 			Digest: a.Digest.String(), Seq: a.Seq, ApprovalExpires: a.ExpiresAt,
 		})
+	}
+	for _, r := range st.Records() {
+		rv := api.Review{
+			ID: r.ID, State: r.Status, Worker: r.Worker, Lane: r.Lane, Session: r.Session, Tool: r.Tool,
+			Reason: r.Reason, Seq: r.Seq, OpenedAt: r.Until - fsm.ReviewRetention, Until: r.Until,
+			ApprovalExpires: r.ApprovedUntil, Caption: r.Caption, Keep: r.Keep, ArtifactPath: r.ArtifactPath,
+			Transition: r.Transition, Destination: r.Destination, ReviewerRole: r.Role, DecidedBy: r.Decider,
+		}
+		if !r.Digest.IsZero() {
+			rv.Digest = r.Digest.String()
+		}
+		if !r.Artifact.IsZero() {
+			rv.ArtifactSHA256 = r.Artifact.String()
+		}
+		out.Reviews = append(out.Reviews, rv)
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package issuer
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -305,6 +306,20 @@ func grantRequestCommand(worker string, r *api.GrantRequest) (fsm.Command, *requ
 	}
 	if r.Amount != nil {
 		c.Amount, c.HasAmount = *r.Amount, true
+	}
+	if r.Review != "" || r.ArtifactSHA256 != "" {
+		// A call an artifact review approves: the review and the
+		// artifact's digest as it is now.
+		if !api.ValidReviewID(r.Review) {
+			if _, _, _, ok := api.ParseReviewRef(r.Review); !ok {
+				return fsm.Command{}, invalid("review", "want a review id, caption (<slug>_v<N>_review) or keep token (<slug>_v<N>_keep)")
+			}
+		}
+		sum, err := hex.DecodeString(r.ArtifactSHA256)
+		if err != nil || len(sum) != len(events.Hash{}) || events.Hash(sum).IsZero() {
+			return fsm.Command{}, invalid("artifact_sha256", "with review, the artifact's SHA-256 as it is now (64 hex digits)")
+		}
+		c.ReviewID, c.ContentDigest = r.Review, events.Hash(sum)
 	}
 	return c, nil
 }

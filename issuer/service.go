@@ -195,6 +195,9 @@ func (s *Service) lead(ctx context.Context) error {
 		api.SubjectReinstate:               s.handleOperator,
 		api.SubjectPolicy:                  s.handleOperator,
 		api.SubjectApprove:                 s.handleOperator,
+		api.SubjectReviewDecide:            s.handleOperator,
+		api.SubjectReviewReply:             s.handleOperator,
+		api.ReviewerWildcard:               s.handleReviewer,
 		api.SubjectBreakGlass:              s.handleOperator,
 		api.SubjectStatus:                  s.handleStatus,
 		api.OperatorPrefix + "policy.show": s.handlePolicyShow,
@@ -283,6 +286,7 @@ const (
 	policyShowHandler                // policyShow
 	reviewsHandler                   // reviews
 	policyTestHandler                // policyTest
+	reviewerHandler                  // reviewer
 )
 
 // spawn runs the handler h for m in its own goroutine, bounded by
@@ -321,6 +325,8 @@ func (s *Service) serve(m *nats.Msg, h handler) {
 		s.reviews(m)
 	case policyTestHandler:
 		s.policyTest(m)
+	case reviewerHandler:
+		s.reviewer(m)
 	}
 }
 
@@ -367,6 +373,8 @@ func (s *Service) worker(m *nats.Msg) {
 		cmd, rerr = effectCommand(worker, m.Data)
 	case api.OpSource:
 		cmd, rerr = sourceCommand(worker, m.Data)
+	case api.OpReview:
+		cmd, rerr = reviewOpenCommand(worker, m.Data)
 	}
 	if rerr != nil {
 		env := rerr.envelope()
@@ -424,6 +432,10 @@ func (s *Service) operator(m *nats.Msg) {
 		cmd, rerr = policyCommand(who, m.Data)
 	case api.SubjectApprove:
 		cmd, rerr = approveCommand(who, m.Data)
+	case api.SubjectReviewDecide:
+		cmd, rerr = reviewDecideCommand(who, nil, m.Data)
+	case api.SubjectReviewReply:
+		cmd, rerr = reviewReplyCommand(who, nil, m.Data)
 	case api.SubjectBreakGlass:
 		cmd, rerr = breakGlassCommand(who, m.Data)
 	default:

@@ -52,6 +52,19 @@ func OperatorUser(name, password string) User {
 	}
 }
 
+// ReviewerUser is a person's reviewer identity (or the chat gateway acting
+// for them): it may publish only on writ.review.<name>.> (decisions and
+// plain-text replies, which the issuer attributes to reviewer:<name>) and
+// receive replies on its own inbox.
+func ReviewerUser(name, password string) User {
+	return User{
+		Name:      name,
+		Password:  password,
+		Publish:   []string{api.ReviewerPrefix + name + ".>"},
+		Subscribe: []string{inboxSubjects(name)},
+	}
+}
+
 // AuditorPublishSubjects returns the JetStream API subjects AuditorUser may
 // publish to: what an ordered consumer on the receipt stream needs (creating
 // the consumer and pulling its messages), deleting the consumer it replaces

@@ -21,6 +21,9 @@ const (
 	ScopeSource = "source"
 	ScopeLane   = "lane"
 	ScopeDest   = "dest"
+	// ScopeReviewer names a reviewer identity: revoking it unbinds every
+	// approval the reviewer gave that is not used yet.
+	ScopeReviewer = "reviewer"
 )
 
 // ErrBadKey is returned for keys that do not have the form scope/id with a
@@ -37,7 +40,7 @@ func ParseKey(key string) (scope, id string, err error) {
 		return "", "", fmt.Errorf("%w: %q (want scope/id)", ErrBadKey, key)
 	}
 	switch scope {
-	case ScopeWorker, ScopeSource, ScopeLane, ScopeDest:
+	case ScopeWorker, ScopeSource, ScopeLane, ScopeDest, ScopeReviewer:
 		return scope, id, nil
 	}
 	return "", "", fmt.Errorf("%w: unknown scope %q in %q", ErrBadKey, scope, key)

@@ -135,6 +135,36 @@ func (c *Client) Approve(ctx context.Context, r api.ApproveRequest) (grants.Enve
 	return c.envelope(ctx, api.SubjectApprove, r)
 }
 
+// OpenReview opens a review for an artifact, as the client's worker (a
+// worker of the coordinator lane).
+func (c *Client) OpenReview(ctx context.Context, r api.ReviewOpenRequest) (grants.Envelope, error) {
+	r.V = api.Version
+	return c.envelope(ctx, c.workerSubject(api.OpReview), r)
+}
+
+// DecideReview approves or rejects a review: as an operator when reviewer
+// is "", else as that reviewer identity (whose NATS user must be allowed
+// to publish on writ.review.<reviewer>.>).
+func (c *Client) DecideReview(ctx context.Context, reviewer string, r api.ReviewDecideRequest) (grants.Envelope, error) {
+	r.V = api.Version
+	subj := api.SubjectReviewDecide
+	if reviewer != "" {
+		subj = api.ReviewerSubject(reviewer, api.ReviewOpDecide)
+	}
+	return c.envelope(ctx, subj, r)
+}
+
+// ReplyReview relays a person's plain-text reply: as an operator when
+// reviewer is "", else as that reviewer identity.
+func (c *Client) ReplyReview(ctx context.Context, reviewer string, r api.ReviewReplyRequest) (grants.Envelope, error) {
+	r.V = api.Version
+	subj := api.SubjectReviewReply
+	if reviewer != "" {
+		subj = api.ReviewerSubject(reviewer, api.ReviewOpReply)
+	}
+	return c.envelope(ctx, subj, r)
+}
+
 // BreakGlass opens a break-glass case (operator).
 func (c *Client) BreakGlass(ctx context.Context, r api.BreakGlassRequest) (grants.Envelope, error) {
 	r.V = api.Version

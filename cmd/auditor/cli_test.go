@@ -132,3 +132,37 @@ func TestTailShowsTheTool(t *testing.T) {
 		})
 	}
 }
+
+// A review receipt's line names the caption, what the review covers, who
+// decided it and the reply it came from, quoted verbatim.
+func TestTailShowsReviews(t *testing.T) {
+	art := events.Sum([]byte("q3"))
+	cases := []struct {
+		name string
+		e    events.Event
+		want string
+	}{
+		{"opened", events.Event{Seq: 1, Kind: events.KindReviewOpened, Worker: "w1", ReviewID: "rv-1", Caption: "q3-report", ArtifactVersion: 2,
+			ArtifactPath: "out/q3.pdf", ArtifactDigest: art, Transition: "review_ready->send", Destination: "class:finance", ReviewerRole: "finance", Detail: "x"},
+			" review_opened - w1 caption=q3-report_v2_review review=rv-1 artifact=out/q3.pdf sha256=" + art.Short() + " transition=review_ready->send dest=class:finance role=finance\n"},
+		{"approved by a reply", events.Event{Seq: 2, Kind: events.KindReviewApproved, Worker: "w1", ReviewID: "rv-1", Caption: "bash", ArtifactVersion: 1,
+			Tool: "Bash", Actor: "reviewer:dana", ExpiresAt: 1767225600000000000, ReplyChannel: "slack:#ops", ReplySender: "dana", ReplyText: "bash_v1_keep \"now\""},
+			` review_approved - w1 caption=bash_v1_review review=rv-1 tool=Bash by=reviewer:dana until=2026-01-01T00:00:00Z reply="slack:#ops/dana: bash_v1_keep \"now\""` + "\n"},
+		{"consumed", events.Event{Seq: 3, Kind: events.KindReviewConsumed, GrantID: "g1", Worker: "w1", ReviewID: "rv-1", Caption: "bash", ArtifactVersion: 1, Tool: "Bash", RefSeq: 2},
+			" review_consumed g1 w1 caption=bash_v1_review review=rv-1 tool=Bash permit=2\n"},
+		{"orphaned", events.Event{Seq: 4, Kind: events.KindReviewOrphaned, Actor: "operator", Missing: "live review bash_v1_keep",
+			Candidates: []string{"bash_v2_review"}, ReplyChannel: "chat", ReplySender: "erin", ReplyText: "bash_v1_keep"},
+			` review_orphaned - - by=operator missing="live review bash_v1_keep" candidates=bash_v2_review reply="chat/erin: bash_v1_keep"` + "\n"},
+		{"rejected with a note", events.Event{Seq: 5, Kind: events.KindReviewRejected, Worker: "w1", ReviewID: "rv-2", Caption: "plan", ArtifactVersion: 1, Actor: "operator", Detail: "stale"},
+			` review_rejected - w1 caption=plan_v1_review review=rv-2 by=operator note="stale"` + "\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			writeHuman(&b, tc.e)
+			if !strings.HasSuffix(b.String(), tc.want) {
+				t.Fatalf("line %q, want suffix %q", b.String(), tc.want)
+			}
+		})
+	}
+}

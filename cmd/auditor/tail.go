@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/fsm"
 )
 
 func newTailCmd(g *globals) *cobra.Command {
@@ -169,6 +170,9 @@ func detail(e events.Event) string {
 		return sourceDetail(e)
 	case events.KindApproval:
 		return approvalDetail(e)
+	case events.KindReviewOpened, events.KindReviewApproved, events.KindReviewRejected, events.KindReviewConsumed,
+		events.KindReviewOrphaned, events.KindReviewExpired, events.KindReviewSuperseded:
+		return reviewDetail(e)
 	case events.KindBreakGlass:
 		// Who opened which payloads, until when, and why.
 		return fmt.Sprintf("case=%s scope=%s until=%s by=%s reason=%s", e.CaseID, e.GlassScope,
@@ -209,6 +213,55 @@ func approvalDetail(e events.Event) string {
 	parts := []string{"review=" + e.ReviewID, "tool=" + e.Tool, "digest=" + e.Digest.Short(),
 		"until=" + time.Unix(0, e.ExpiresAt).UTC().Format(time.RFC3339), "by=" + e.Actor}
 	if e.Detail != "" {
+		parts = append(parts, "note="+strconv.Quote(e.Detail))
+	}
+	return strings.Join(parts, " ")
+}
+
+// reviewDetail describes a review receipt: the caption and id, what the
+// review covers (the artifact and transition, or the tool), who decided
+// and the reply it came from (verbatim, quoted), or what an orphaned reply
+// lacked and the captions it could have meant.
+func reviewDetail(e events.Event) string {
+	var parts []string
+	if e.Caption != "" {
+		parts = append(parts, "caption="+fsm.Caption(e.Caption, e.ArtifactVersion))
+	}
+	if e.ReviewID != "" {
+		parts = append(parts, "review="+e.ReviewID)
+	}
+	if e.ArtifactPath != "" {
+		parts = append(parts, "artifact="+e.ArtifactPath)
+	}
+	if !e.ArtifactDigest.IsZero() {
+		parts = append(parts, "sha256="+e.ArtifactDigest.Short())
+	}
+	if e.Tool != "" {
+		parts = append(parts, "tool="+e.Tool)
+	}
+	for _, kv := range [][2]string{{"transition", e.Transition}, {"dest", e.Destination}, {"role", e.ReviewerRole}} {
+		if kv[1] != "" {
+			parts = append(parts, kv[0]+"="+kv[1])
+		}
+	}
+	switch e.Kind {
+	case events.KindReviewApproved, events.KindReviewRejected, events.KindReviewOrphaned:
+		parts = append(parts, "by="+e.Actor)
+	case events.KindReviewConsumed:
+		parts = append(parts, fmt.Sprintf("permit=%d", e.RefSeq))
+	}
+	if e.Kind == events.KindReviewApproved {
+		parts = append(parts, "until="+time.Unix(0, e.ExpiresAt).UTC().Format(time.RFC3339))
+	}
+	if e.Kind == events.KindReviewOrphaned {
+		parts = append(parts, "missing="+strconv.Quote(e.Missing))
+		if len(e.Candidates) > 0 {
+			parts = append(parts, "candidates="+strings.Join(e.Candidates, ","))
+		}
+	}
+	if e.ReplyText != "" {
+		parts = append(parts, "reply="+strconv.Quote(e.ReplyChannel+"/"+e.ReplySender+": "+e.ReplyText))
+	} else if e.Detail != "" && e.Kind != events.KindReviewOpened {
 		parts = append(parts, "note="+strconv.Quote(e.Detail))
 	}
 	return strings.Join(parts, " ")

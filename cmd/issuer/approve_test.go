@@ -43,7 +43,9 @@ func TestApproveAgainstIssuer(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
 		t.Fatalf("approve printed %q: %v", r.stdout, err)
 	}
-	if got.Kind != events.KindApproval || got.ReviewID != held.ReviewID || got.Detail != "checked with the owner" || got.ExpiresAt == 0 {
+	// At receipt format 4 the review is a decision record: 'issuer
+	// approve' decides it as 'issuer review approve' does.
+	if got.Kind != events.KindReviewApproved || got.ReviewID != held.ReviewID || got.Detail != "checked with the owner" || got.ExpiresAt == 0 {
 		t.Fatalf("approval envelope %+v", got)
 	}
 	permit, err := w.Grant(ctx, req)
@@ -52,7 +54,7 @@ func TestApproveAgainstIssuer(t *testing.T) {
 	}
 
 	r = runCLI(t, "approve", held.ReviewID, "--nats-url", env.URL)
-	if r.code != exitRefused || !strings.Contains(r.stderr, "unknown_review") {
+	if r.code != exitRefused || !strings.Contains(r.stderr, "unknown_review") || !strings.Contains(r.stderr, "consumed") {
 		t.Fatalf("approving a used review: want exit %d naming unknown_review, got %s", exitRefused, r)
 	}
 }

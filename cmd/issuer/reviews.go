@@ -11,6 +11,7 @@ import (
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/connect"
+	"github.com/writ-dev/writ/fsm"
 )
 
 func reviewsCmd(stdout io.Writer) *cobra.Command {
@@ -50,7 +51,7 @@ A read-only query: nothing is written to the log.`,
 			}
 			now := time.Unix(0, rs.Clock)
 			tw := tabwriter.NewWriter(stdout, 0, 2, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATE\tWORKER\tLANE\tTOOL\tDIGEST\tOPENED\tUNTIL")
+			fmt.Fprintln(tw, "ID\tCAPTION\tSTATE\tWORKER\tLANE\tTOOL\tDIGEST\tOPENED\tUNTIL")
 			for _, r := range rs.Reviews {
 				opened, until := "-", "-"
 				if r.OpenedAt != 0 {
@@ -62,18 +63,22 @@ A read-only query: nothing is written to the log.`,
 				case r.ApprovalExpires != 0:
 					until = "in " + time.Unix(0, r.ApprovalExpires).Sub(now).Round(time.Second).String()
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.State, r.Worker, r.Lane, r.Tool, shortDigest(r.Digest), opened, until)
+				digest := shortDigest(r.Digest)
+				if r.ArtifactSHA256 != "" {
+					digest = "sha256:" + shortDigest(r.ArtifactSHA256)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, dashIfEmpty(r.Caption), r.State, r.Worker, r.Lane, dashIfEmpty(r.Tool), digest, opened, until)
 			}
 			return tw.Flush()
 		},
 	}
 	show := &cobra.Command{
-		Use:   "show REVIEW_ID",
+		Use:   "show REVIEW",
 		Short: "print one review whole",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !api.ValidReviewID(args[0]) {
-				return usageError{fmt.Errorf("review id %q: want rv- and 20 lowercase hex digits, as 'issuer reviews' lists them", args[0])}
+			if !api.ValidReviewID(args[0]) && !fsm.IsReviewRef(args[0]) {
+				return usageError{fmt.Errorf("review %q: want rv- and 20 lowercase hex digits, a caption or a keep token, as 'issuer reviews' lists them", args[0])}
 			}
 			rs, err := fetchReviews(cmd, &o, args[0])
 			if err != nil {
@@ -94,7 +99,9 @@ A read-only query: nothing is written to the log.`,
 			}
 			tw := tabwriter.NewWriter(stdout, 0, 2, 2, ' ', 0)
 			rows := [][2]string{
-				{"id", r.ID}, {"state", r.State}, {"worker", r.Worker}, {"lane", r.Lane}, {"session", r.Session},
+				{"id", r.ID}, {"caption", r.Caption}, {"keep token", r.Keep}, {"state", r.State},
+				{"artifact", r.ArtifactPath}, {"artifact sha256", r.ArtifactSHA256}, {"transition", r.Transition},
+				{"destination", r.Destination}, {"reviewer role", r.ReviewerRole}, {"decided by", r.DecidedBy}, {"worker", r.Worker}, {"lane", r.Lane}, {"session", r.Session},
 				{"tool", r.Tool}, {"digest", r.Digest}, {"reason", r.Reason}, {"missing", r.Missing}, {"detail", r.Detail},
 				{"rules", strings.Join(r.Rules, ", ")}, {"surface", r.Surface}, {"target", r.Target},
 				{"receipt", fmt.Sprint(r.Seq)}, {"opened", at(r.OpenedAt)}, {"open until", at(r.Until)},
@@ -111,7 +118,10 @@ A read-only query: nothing is written to the log.`,
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			if r.State == "open" {
+			switch {
+			case r.State == "open" && r.Caption != "":
+				fmt.Fprintf(stdout, "decide it (a person decides, not the agent): issuer review approve|reject %s\n", r.Caption)
+			case r.State == "open":
 				fmt.Fprintf(stdout, "approve it (a person decides, not the agent): issuer approve %s\n", r.ID)
 			}
 			return nil
@@ -124,6 +134,13 @@ A read-only query: nothing is written to the log.`,
 	list.AddCommand(show)
 	addConnFlags(show, &o)
 	return list
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // fetchReviews asks the leader for the reviews, or for one.

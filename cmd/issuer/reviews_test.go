@@ -63,7 +63,7 @@ func TestReviewsAgainstIssuer(t *testing.T) {
 		return r.code == exitOK && json.Unmarshal([]byte(r.stdout), &one) == nil && one.ID == held.ReviewID && len(one.Rules) > 0
 	})
 	r = runCLI(t, "reviews", "show", held.ReviewID, "--nats-url", env.URL)
-	for _, want := range []string{held.ReviewID, "vault_read", "review_required", "rules", "issuer approve " + held.ReviewID} {
+	for _, want := range []string{held.ReviewID, "vault_read", "review_required", "rules", "issuer review approve|reject " + held.Caption} {
 		if r.code != exitOK || !strings.Contains(r.stdout, want) {
 			t.Fatalf("reviews show lacks %q: %s", want, r)
 		}
@@ -78,11 +78,15 @@ func TestReviewsAgainstIssuer(t *testing.T) {
 	if permit, err := w.Grant(ctx, req); err != nil || permit.Decision != grants.Permit {
 		t.Fatalf("retry after approve: %+v %v", permit, err)
 	}
-	if rs := list(); len(rs.Reviews) != 0 {
+	// A decision record stays listed as history once used.
+	if rs := list(); len(rs.Reviews) != 1 || rs.Reviews[0].State != "consumed" {
 		t.Fatalf("reviews after the approval was used: %+v", rs)
 	}
-	if r := runCLI(t, "reviews", "show", held.ReviewID, "--nats-url", env.URL); r.code != exitRefused || !strings.Contains(r.stderr, "no open or approved review") {
-		t.Fatalf("show of a used review: %s", r)
+	if r := runCLI(t, "review", "show", held.Caption, "--nats-url", env.URL); r.code != exitOK || !strings.Contains(r.stdout, "consumed") {
+		t.Fatalf("show of a used review by caption: %s", r)
+	}
+	if r := runCLI(t, "reviews", "show", "rv-00000000000000000000", "--nats-url", env.URL); r.code != exitRefused || !strings.Contains(r.stderr, "no open or approved review") {
+		t.Fatalf("show of an unknown review: %s", r)
 	}
 	if r := runCLI(t, "reviews", "show", "rv-nope", "--nats-url", env.URL); r.code != exitUsage {
 		t.Fatalf("show of a malformed id: %s", r)

@@ -77,9 +77,14 @@ A three-node cluster on one machine:
 --auth names a JSON file of NATS users:
   {"users":[{"name":"w1","role":"worker","password_file":"w1.pw"},
             {"name":"ops","role":"operator","password_file":"ops.pw"},
-            {"name":"audit","role":"auditor","password_file":"audit.pw"}]}
+            {"name":"audit","role":"auditor","password_file":"audit.pw"},
+            {"name":"dana","role":"reviewer","password_file":"dana.pw",
+             "roles":["finance"]}]}
 A worker may publish only under writ.api.<name>.>, so it can neither ask
-nor spend in another's name. Without --auth a non-dev node refuses to
+nor spend in another's name. A reviewer may publish only under
+writ.review.<name>.>: it decides reviews (issuer review approve|reject|
+reply as that user) that ask for one of its roles or for none, and
+nothing else (see docs/reviews.md). Without --auth a non-dev node refuses to
 start unless --insecure-no-auth is given.
 
 A running node holds an exclusive lock on its --data-dir (the file
@@ -188,24 +193,28 @@ func splitList(s string) []string {
 // authFile is the --auth document.
 type authFile struct {
 	Users []struct {
-		Name         string `json:"name"`
-		Role         string `json:"role"`
-		PasswordFile string `json:"password_file"`
+		Name         string   `json:"name"`
+		Role         string   `json:"role"`
+		PasswordFile string   `json:"password_file"`
+		Roles        []string `json:"roles,omitempty"` // a reviewer's reviewer roles
 	} `json:"users"`
 }
 
-func loadUsers(path string) ([]natsbus.User, error) {
+// loadUsers reads the --auth document: the NATS users, and the reviewer
+// identities with the reviewer roles each holds.
+func loadUsers(path string) ([]natsbus.User, map[string][]string, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("--auth: %w", err)
+		return nil, nil, fmt.Errorf("--auth: %w", err)
 	}
 	var af authFile
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&af); err != nil {
-		return nil, fmt.Errorf("--auth %s: %w", path, err)
+		return nil, nil, fmt.Errorf("--auth %s: %w", path, err)
 	}
 	var users []natsbus.User
+	var reviewers map[string][]string
 	for i, u := range af.Users {
 		pwPath := u.PasswordFile
 		if !filepath.IsAbs(pwPath) {
@@ -213,7 +222,7 @@ func loadUsers(path string) ([]natsbus.User, error) {
 		}
 		pw, err := os.ReadFile(pwPath)
 		if err != nil {
-			return nil, fmt.Errorf("--auth %s: users[%d].password_file: %w", path, i, err)
+			return nil, nil, fmt.Errorf("--auth %s: users[%d].password_file: %w", path, i, err)
 		}
 		p := strings.TrimSpace(string(pw))
 		switch u.Role {
@@ -225,11 +234,20 @@ func loadUsers(path string) ([]natsbus.User, error) {
 			users = append(users, natsbus.AuditorUser(u.Name, p))
 		case "issuer":
 			users = append(users, natsbus.IssuerUser(u.Name, p))
+		case "reviewer":
+			users = append(users, natsbus.ReviewerUser(u.Name, p))
+			if reviewers == nil {
+				reviewers = map[string][]string{}
+			}
+			reviewers[u.Name] = append([]string{}, u.Roles...)
 		default:
-			return nil, fmt.Errorf("--auth %s: users[%d].role: %q is not worker, operator, auditor or issuer", path, i, u.Role)
+			return nil, nil, fmt.Errorf("--auth %s: users[%d].role: %q is not worker, operator, reviewer, auditor or issuer", path, i, u.Role)
+		}
+		if len(u.Roles) > 0 && u.Role != "reviewer" {
+			return nil, nil, fmt.Errorf("--auth %s: users[%d].roles: only a reviewer holds reviewer roles", path, i)
 		}
 	}
-	return users, nil
+	return users, reviewers, nil
 }
 
 func randomSecret() string {
@@ -319,9 +337,10 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 
 	// NATS: embedded by default.
 	var (
-		ns      *server.Server
-		nc      *nats.Conn
-		connURL = f.natsURL
+		ns        *server.Server
+		nc        *nats.Conn
+		connURL   = f.natsURL
+		reviewers map[string][]string // from --auth
 	)
 	if f.natsURL == "" {
 		scfg := natsbus.DefaultServerConfig()
@@ -334,10 +353,11 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		f.sec.applyNATS(&scfg)
 		issuerPW := ""
 		if f.authFile != "" {
-			users, err := loadUsers(f.authFile)
+			users, revs, err := loadUsers(f.authFile)
 			if err != nil {
 				return usageError{err}
 			}
+			reviewers = revs
 			issuerPW = randomSecret()
 			scfg.Users = append(users, natsbus.IssuerUser("writ-issuer-"+f.nodeID, issuerPW))
 		}
@@ -379,6 +399,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	icfg.RefusalRate, icfg.RefusalBurst = f.refusalRate, f.refusalBurst
 	icfg.PublishLinger = f.linger
 	icfg.NATSServer, icfg.RaftTLS, icfg.NATSTLS, icfg.Auth = ns, f.sec.tls(), f.sec.tls(), f.authFile != ""
+	icfg.Reviewers = reviewers
 	rh.set(func() (uint64, uint64) { return node.Raft().CurrentTerm(), node.Raft().AppliedIndex() })
 	if icfg.StreamReplicas == 0 {
 		icfg.StreamReplicas = 1

@@ -175,7 +175,9 @@ func TestOpenClawPluginEndToEnd(t *testing.T) {
 	}
 	var approvals []events.Event
 	for _, e := range evs {
-		if e.Kind == events.KindApproval {
+		// At receipt format 4 the approval is a decision record's
+		// review_approved; below it, an approval receipt.
+		if e.Kind == events.KindApproval || e.Kind == events.KindReviewApproved {
 			approvals = append(approvals, e)
 		}
 	}

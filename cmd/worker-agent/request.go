@@ -17,6 +17,7 @@ func newRequestCmd(g *globals) *cobra.Command {
 		args                     argsInput
 		ttl                      time.Duration
 		sources                  []string
+		review, artifact         string
 	)
 	cmd := &cobra.Command{
 		Use:   "request --worker W --lane L --tool T --args JSON",
@@ -86,6 +87,19 @@ envelope with the grant_id to spend when the call starts.
 				Lane: lane, Session: session, Tool: tool, Args: raw,
 				TTLMillis: ttl.Milliseconds(), Sources: srcs, IdempotencyKey: newKey(key),
 			}
+			if (review == "") != (artifact == "") {
+				return usageErr("--review and --artifact go together: the review that approves the call and the artifact it approved")
+			}
+			if review != "" {
+				if _, _, _, ok := api.ParseReviewRef(review); !ok && !api.ValidReviewID(review) {
+					return usageErr("--review %q: want a review id, caption or keep token", review)
+				}
+				sum, err := fileSHA256(artifact)
+				if err != nil {
+					return usageErr("--artifact: %v", err)
+				}
+				req.Review, req.ArtifactSHA256 = review, sum
+			}
 			return g.call(cmd.Context(), req.IdempotencyKey, func(ctx context.Context, c *client.Client) (grants.Envelope, error) {
 				return c.Grant(ctx, req)
 			})
@@ -100,5 +114,7 @@ envelope with the grant_id to spend when the call starts.
 	f.DurationVar(&ttl, "ttl", 30*time.Second, "requested lifetime; the issuer may shorten it")
 	f.StringSliceVar(&sources, "source", nil, "id of a source the arguments came from (repeatable)")
 	f.StringVar(&key, "idempotency-key", "", "idempotency key (default: a fresh one; reuse it to retry)")
+	f.StringVar(&review, "review", "", "the artifact review that approves this call (id, caption or keep token); with --artifact")
+	f.StringVar(&artifact, "artifact", "", "the artifact the review approved, as it is now (its SHA-256 is computed here)")
 	return cmd
 }
