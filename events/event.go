@@ -110,6 +110,22 @@ type Event struct {
 	Origins    []string `json:"origins,omitempty"`
 	SourcePath string   `json:"source_path,omitempty"`
 	ModelMade  bool     `json:"model_made,omitempty"`
+	// Route ownership (tags 70-75), written only at receipt format level
+	// 5 or above (fsm.ReceiptFormatRoutes). Route names a unit of
+	// recurring work and RouteGen the fencing generation of a lease on
+	// it: on route events (the lease the event is about), and on the
+	// grant events of work done under the route (permit, refusals,
+	// attempt, spend refusal, effect: the generation the grant bound).
+	// PrevOwner and PrevGen name the lease a take-over (route_taken)
+	// replaced. Routes lists, on a worker revocation, the routes whose
+	// leases it ended. RouteStale marks an effect reported for a grant
+	// whose route generation had ended by then: recorded, never clean.
+	Route      string   `json:"route,omitempty"`
+	RouteGen   uint64   `json:"route_gen,omitempty"`
+	PrevOwner  string   `json:"prev_owner,omitempty"`
+	PrevGen    uint64   `json:"prev_gen,omitempty"`
+	Routes     []string `json:"routes,omitempty"`
+	RouteStale bool     `json:"route_stale,omitempty"`
 	Hash       Hash     `json:"hash"`
 }
 
@@ -184,7 +200,14 @@ const (
 	tagOrigins      = 55
 	tagSourcePath   = 56
 	tagModelMade    = 57
-	tagLast         = tagModelMade // the highest tag this version knows, bar the hash
+	// Added with route ownership leases.
+	tagRoute      = 70
+	tagRouteGen   = 71
+	tagPrevOwner  = 72
+	tagPrevGen    = 73
+	tagRoutes     = 74
+	tagRouteStale = 75
+	tagLast       = tagRouteStale // the highest tag this version knows, bar the hash
 	tagHash         = 127
 )
 
@@ -271,6 +294,12 @@ func (e *Event) appendBody(buf []byte) []byte {
 	w.Strings(tagOrigins, e.Origins)
 	w.String(tagSourcePath, e.SourcePath)
 	w.Bool(tagModelMade, e.ModelMade)
+	w.String(tagRoute, e.Route)
+	w.Uint(tagRouteGen, e.RouteGen)
+	w.String(tagPrevOwner, e.PrevOwner)
+	w.Uint(tagPrevGen, e.PrevGen)
+	w.Strings(tagRoutes, e.Routes)
+	w.Bool(tagRouteStale, e.RouteStale)
 	return w.buf
 }
 
@@ -347,6 +376,14 @@ func (e *Event) bodyLen() int {
 	n += strLen(tagSourcePath, e.SourcePath)
 	if e.ModelMade {
 		n += uintLen(tagModelMade, 1)
+	}
+	n += strLen(tagRoute, e.Route)
+	n += uintLen(tagRouteGen, e.RouteGen)
+	n += strLen(tagPrevOwner, e.PrevOwner)
+	n += uintLen(tagPrevGen, e.PrevGen)
+	n += strsLen(tagRoutes, e.Routes)
+	if e.RouteStale {
+		n += uintLen(tagRouteStale, 1)
 	}
 	return n
 }
@@ -465,9 +502,9 @@ func Decode(b []byte) (Event, error) {
 //
 //   - Every field of *e is overwritten; a field absent from b is left zero,
 //     except that an absent list (Counters, Cancelled, Rules, Sources,
-//     Grounds, Quotas, Origins) or Policy is left empty but possibly
+//     Grounds, Quotas, Origins, Routes) or Policy is left empty but possibly
 //     non-nil: test it with len, not against nil.
-//   - The backing arrays of those eight slices are reused: after the call they
+//   - The backing arrays of those nine slices are reused: after the call they
 //     may share memory with the slices *e held before it, whose contents
 //     are overwritten. A caller that keeps one of them (or a subslice)
 //     across a later DecodeInto with the same e must copy it first
@@ -500,6 +537,7 @@ func (e *Event) reset() {
 		Policy:    e.Policy[:0],
 		Quotas:    e.Quotas[:0],
 		Origins:   e.Origins[:0],
+		Routes:    e.Routes[:0],
 	}
 }
 
@@ -577,7 +615,7 @@ func decode(b []byte, e *Event) error {
 // list fields, and tags this version does not know.
 func repeatable(tag uint32) bool {
 	switch tag {
-	case tagCounters, tagCancelled, tagRules, tagSources, tagGrounds, tagQuotas, tagOrigins:
+	case tagCounters, tagCancelled, tagRules, tagSources, tagGrounds, tagQuotas, tagOrigins, tagRoutes:
 		return true
 	}
 	return tag > tagLast && tag != tagHash
@@ -714,6 +752,18 @@ func (d *decoder) field(e *Event) bool {
 		return d.str(&e.SourcePath)
 	case tagModelMade:
 		return d.flag(&e.ModelMade)
+	case tagRoute:
+		return d.str(&e.Route)
+	case tagRouteGen:
+		return d.uint(&e.RouteGen)
+	case tagPrevOwner:
+		return d.str(&e.PrevOwner)
+	case tagPrevGen:
+		return d.uint(&e.PrevGen)
+	case tagRoutes:
+		return d.list(&e.Routes)
+	case tagRouteStale:
+		return d.flag(&e.RouteStale)
 	case tagHash:
 		return d.hash(&e.Hash)
 	default:

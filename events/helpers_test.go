@@ -32,6 +32,9 @@ func normalize(e Event) Event {
 	if len(e.Origins) == 0 {
 		e.Origins = nil
 	}
+	if len(e.Routes) == 0 {
+		e.Routes = nil
+	}
 	return e
 }
 

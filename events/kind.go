@@ -41,6 +41,26 @@ const (
 	// (how many), IssuedAt and ExpiresAt (the window). Written only at
 	// receipt format level 3 or above (fsm.ReceiptFormatSummaries).
 	KindRefusalSummary Kind = 13
+
+	// Route ownership leases (kinds 23-27), written only at receipt
+	// format level 5 or above (fsm.ReceiptFormatRoutes). Each names the
+	// Route, the owner (Worker), the lease's fencing generation
+	// (RouteGen) and, but for a release, its expiry (ExpiresAt) on the
+	// control-plane clock.
+
+	// KindRouteAcquired: a worker acquired a free route (released, or
+	// never held) under a new generation.
+	KindRouteAcquired Kind = 23
+	// KindRouteRenewed: the owner extended its lease to ExpiresAt.
+	KindRouteRenewed Kind = 24
+	// KindRouteReleased: the owner ended its lease.
+	KindRouteReleased Kind = 25
+	// KindRouteLapsed: a lease's expiry passed without a renewal; the
+	// route is free and the generation ended.
+	KindRouteLapsed Kind = 26
+	// KindRouteTaken: a worker acquired a route whose previous lease
+	// lapsed or was ended by a revocation: PrevOwner and PrevGen name it.
+	KindRouteTaken Kind = 27
 )
 
 var kindNames = map[Kind]string{
@@ -57,6 +77,11 @@ var kindNames = map[Kind]string{
 	KindSource:           "source",
 	KindApproval:         "approval",
 	KindRefusalSummary:   "refusal_summary",
+	KindRouteAcquired:    "route_acquired",
+	KindRouteRenewed:     "route_renewed",
+	KindRouteReleased:    "route_released",
+	KindRouteLapsed:      "route_lapsed",
+	KindRouteTaken:       "route_taken",
 }
 
 var kindSubjects = map[Kind]string{
@@ -73,6 +98,11 @@ var kindSubjects = map[Kind]string{
 	KindSource:           SubjectPrefix + "source",
 	KindApproval:         SubjectPrefix + "approval",
 	KindRefusalSummary:   SubjectPrefix + "refusal.summary",
+	KindRouteAcquired:    SubjectPrefix + "route.acquired",
+	KindRouteRenewed:     SubjectPrefix + "route.renewed",
+	KindRouteReleased:    SubjectPrefix + "route.released",
+	KindRouteLapsed:      SubjectPrefix + "route.lapsed",
+	KindRouteTaken:       SubjectPrefix + "route.taken",
 }
 
 // kindKnown is kindNames as a table, for Known: replay asks it of every

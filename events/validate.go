@@ -68,6 +68,20 @@ func (e *Event) StaticValidate() error {
 		}
 	}
 
+	if e.Kind != KindRouteTaken && (e.PrevOwner != "" || e.PrevGen != 0) {
+		return bad("a previous owner outside a take-over")
+	}
+	if e.Kind != KindRevoke && len(e.Routes) > 0 {
+		return bad("ended routes outside a revocation")
+	}
+	if e.RouteStale && e.Kind != KindEffect {
+		return bad("a stale route generation outside an effect")
+	}
+	if (e.Route == "") != (e.RouteGen == 0) && e.Kind != KindDeny && e.Kind != KindApprovalRequired {
+		// A refused request may name a route it could not bind.
+		return bad("a route without a generation, or a generation without a route")
+	}
+
 	// What each kind must carry: what the fold keys its records on, so
 	// that an event without it cannot be folded into a record nobody can
 	// name (a grant without an id, an effect without an outcome, ...).
@@ -112,6 +126,13 @@ func (e *Event) StaticValidate() error {
 		if e.Worker == "" || e.Amount == 0 || e.ExpiresAt < e.IssuedAt {
 			return bad("a refusal summary names no worker, counts nothing or ends before it starts")
 		}
+	case KindRouteAcquired, KindRouteRenewed, KindRouteReleased, KindRouteLapsed, KindRouteTaken:
+		if e.Route == "" || e.Worker == "" || e.RouteGen == 0 {
+			return bad("a route event names no route, owner or generation")
+		}
+		if e.Kind == KindRouteTaken && e.PrevGen >= e.RouteGen {
+			return bad("a take-over at generation %d replaces generation %d", e.RouteGen, e.PrevGen)
+		}
 	}
 	return nil
 }
@@ -131,4 +152,9 @@ var kindDecisions = map[Kind]map[string]bool{
 	KindSource:           {"permit": true},
 	KindApproval:         {"permit": true},
 	KindRefusalSummary:   {"deny": true},
+	KindRouteAcquired:    {"permit": true},
+	KindRouteRenewed:     {"permit": true},
+	KindRouteReleased:    {"permit": true},
+	KindRouteLapsed:      {"permit": true},
+	KindRouteTaken:       {"permit": true},
 }
