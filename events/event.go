@@ -208,7 +208,7 @@ const (
 	tagRoutes     = 74
 	tagRouteStale = 75
 	tagLast       = tagRouteStale // the highest tag this version knows, bar the hash
-	tagHash         = 127
+	tagHash       = 127
 )
 
 // hashFieldLen is the size of the trailing hash field: a two-byte key
