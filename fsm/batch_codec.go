@@ -66,6 +66,9 @@ const (
 	// Added with refusal summaries.
 	ctSince = 35
 	ctUntil = 36
+	// Added with route ownership leases.
+	ctRoute    = 50
+	ctRouteGen = 51
 )
 
 // Field trace tags inside ctTrace, and match tags inside a trace's
@@ -160,6 +163,8 @@ func (c *Command) appendEncode(buf []byte, sc *encodeScratch) []byte {
 	w.Uint(ctFormat, c.Format)
 	w.Int(ctSince, c.Since)
 	w.Int(ctUntil, c.Until)
+	w.String(ctRoute, c.Route)
+	w.Uint(ctRouteGen, c.RouteGen)
 	return w.Bytes()
 }
 
@@ -351,6 +356,12 @@ func decodeCommand(b []byte, c *Command, strs *strCache) error {
 		case ctUntil:
 			if ok = r.Expect(&f, events.WireVarint); ok {
 				c.Until = f.Int()
+			}
+		case ctRoute:
+			ok = strs.str(r, &f, &c.Route)
+		case ctRouteGen:
+			if ok = r.Expect(&f, events.WireVarint); ok {
+				c.RouteGen = f.Uint
 			}
 		}
 		if !ok {

@@ -86,6 +86,22 @@ func goldenBatchV3() fsm.Batch {
 	}}
 }
 
+// batchGoldenV5 is the committed encoding of goldenBatchV5, the commands
+// added with route ownership leases (receipt format level 5).
+var batchGoldenV5 = filepath.Join("testdata", "batch", "v5.hex")
+
+// goldenBatchV5 holds the commands added with route ownership leases: the
+// four route ops and a grant request bound to a route generation. Never
+// edit it.
+func goldenBatchV5() fsm.Batch {
+	return fsm.Batch{Time: 1767484800000000000, Node: "issuer-c", Commands: []fsm.Command{
+		{Op: fsm.OpRouteAcquire, Caller: "w-cron-1", Lane: "isolated", Route: "inbox-triage@acme", TTL: 30_000_000_000},
+		{Op: fsm.OpRouteRenew, Caller: "w-cron-1", Lane: "isolated", Route: "inbox-triage@acme", RouteGen: 7, TTL: 30_000_000_000},
+		{Op: fsm.OpRouteRelease, Caller: "w-cron-1", Route: "inbox-triage@acme", RouteGen: 7},
+		{Op: fsm.OpRouteLapse, Caller: "issuer:issuer-c", Route: "nightly-backup"},
+	}}
+}
+
 // batchGoldens pairs each committed golden file with its batch.
 var batchGoldens = []struct {
 	path  string
@@ -94,6 +110,7 @@ var batchGoldens = []struct {
 	{batchGoldenV1, goldenBatch},
 	{batchGoldenV2, goldenBatchV2},
 	{batchGoldenV3, goldenBatchV3},
+	{batchGoldenV5, goldenBatchV5},
 }
 
 func TestBatchGoldenRewrite(t *testing.T) {
@@ -156,6 +173,7 @@ func TestBatchGoldenCoversEveryField(t *testing.T) {
 		}
 	}
 	all := append(append(goldenBatch().Commands, goldenBatchV2().Commands...), goldenBatchV3().Commands...)
+	all = append(all, goldenBatchV5().Commands...)
 	for _, c := range all {
 		mark("Command.", reflect.ValueOf(c))
 		for _, tr := range c.Traces {

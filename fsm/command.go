@@ -39,6 +39,18 @@ const (
 	// worker the leader's admission control refused (rate_limited) over a
 	// window without proposing them. Refused below receipt format level 3.
 	OpRefusalSummary Op = 11
+	// Route ownership leases (route.go), from receipt format level 5.
+	// OpRouteAcquire acquires Route for the caller (TTL: the lease asked
+	// for; 0 = the route's max_ttl).
+	OpRouteAcquire Op = 20
+	// OpRouteRenew extends the caller's lease on Route (at RouteGen, if
+	// set).
+	OpRouteRenew Op = 21
+	// OpRouteRelease ends the caller's lease on Route.
+	OpRouteRelease Op = 22
+	// OpRouteLapse records the lapse of Route's lease as a receipt; the
+	// leader proposes it once it sees the lease past its expiry.
+	OpRouteLapse Op = 23
 )
 
 var opNames = map[Op]string{
@@ -46,6 +58,8 @@ var opNames = map[Op]string{
 	OpSetPolicy: "set_policy", OpPublished: "published", OpReinstate: "reinstate",
 	OpSource: "source", OpApprove: "approve", OpRaiseFormat: "raise_format",
 	OpRefusalSummary: "refusal_summary",
+	OpRouteAcquire: "route_acquire", OpRouteRenew: "route_renew", OpRouteRelease: "route_release",
+	OpRouteLapse: "route_lapse",
 }
 
 func (o Op) String() string {
@@ -117,6 +131,11 @@ type Command struct {
 	// and Until the window (unix ns, on the proposing leader's clock).
 	Since int64
 	Until int64
+
+	// Route ownership: the route an op or a grant request is about, and
+	// the fencing generation the caller acts under (0: the current one).
+	Route    string
+	RouteGen uint64
 }
 
 // Trace is one argument field's provenance as the worker traced it: Field

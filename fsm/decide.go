@@ -64,6 +64,14 @@ func decide(s *State, now int64, node string, c *Command) verdict {
 		return decideRaiseFormat(s, c)
 	case OpRefusalSummary:
 		return decideRefusalSummary(s, now, node, c)
+	case OpRouteAcquire:
+		return decideRouteAcquire(s, now, node, c)
+	case OpRouteRenew:
+		return decideRouteRenew(s, now, node, c)
+	case OpRouteRelease:
+		return decideRouteRelease(s, now, node, c)
+	case OpRouteLapse:
+		return decideRouteLapse(s, now, node, c)
 	}
 	return reply(grants.Refuse(grants.ReasonInvalidRequest, "op", "unknown command "+c.Op.String()))
 }

@@ -80,6 +80,9 @@ func evolve(s *State, e *events.Event) error {
 		s.evolveSource(*e, lvl)
 	case events.KindEpoch:
 		s.evolveEpoch(e, pol)
+	case events.KindRouteAcquired, events.KindRouteTaken, events.KindRouteRenewed,
+		events.KindRouteReleased, events.KindRouteLapsed:
+		s.evolveRoute(e)
 	case events.KindSpendRefused, events.KindEffectRefused, events.KindRefusalSummary:
 		// Durable evidence only; no state beyond the clock and the chain.
 	}

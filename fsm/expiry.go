@@ -45,14 +45,17 @@ const (
 	expireSource                 // a registered source
 	expireReview                 // an open review
 	expireApproval               // an approval instrument
+	expireRoute                  // a route lease (it ends: the route record stays)
 )
 
-// kindBits is how many low bits of expiryItem.Ord hold the kind.
-const kindBits = 3
+// kindBits is how many low bits of expiryItem.Ord hold the kind. Ords are
+// never stored, so widening it only reorders nothing: the sequence number
+// still decides before the kind.
+const kindBits = 4
 
 // expiryItem schedules one entry for removal at At. Ord is the entry's
 // event sequence number shifted left by kindBits, or-ed with its kind (a
-// sequence number beyond 2^61, which no chain reaches, would wrap: only
+// sequence number beyond 2^60, which no chain reaches, would wrap: only
 // the order would change, never what is removed). Ref
 // points at what the item removes: the *grants.Grant, the *idemID, the
 // *ledgerEntry, *preauthUse or *quotaWindow, or the *source, as it was
@@ -83,6 +86,8 @@ func (it *expiryItem) key() (string, string) {
 		return r.ID, ""
 	case *approval:
 		return r.Key.Worker, r.Key.Tool + "\x00" + string(r.Key.Digest[:])
+	case *routeItem:
+		return r.Name, ""
 	}
 	return "", ""
 }
@@ -310,6 +315,8 @@ func (s *State) prune() {
 			if cur, ok := s.approvals[r.Key]; ok && cur == r && cur.ExpiresAt == it.At {
 				delete(s.approvals, r.Key)
 			}
+		case *routeItem:
+			s.pruneRoute(r, it.At)
 		default:
 			s.pruneUsage(it)
 		}

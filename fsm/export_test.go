@@ -40,6 +40,11 @@ func ExpiryRemovals(s *State) (removed, left []string) {
 	for k, a := range s.approvals {
 		until["approval "+k.Worker+"/"+k.Tool+"/"+k.Digest.String()] = a.ExpiresAt
 	}
+	for k, r := range s.routes {
+		if r.End == endLive {
+			until["route "+k] = r.Expires
+		}
+	}
 	drop := func(at int64, name string) {
 		if t, ok := until[name]; ok && t == at {
 			delete(until, name)
@@ -74,6 +79,10 @@ func ExpiryRemovals(s *State) (removed, left []string) {
 		case *approval:
 			if s.approvals[r.Key] == r {
 				drop(it.At, "approval "+r.Key.Worker+"/"+r.Key.Tool+"/"+r.Key.Digest.String())
+			}
+		case *routeItem:
+			if cur := s.routes[r.Name]; cur != nil && cur.Gen == r.Gen { // as prune: only the lease it was scheduled for
+				drop(it.At, "route "+r.Name)
 			}
 		default:
 			panic(fmt.Sprintf("expiry item refers to %T", it.Ref))

@@ -25,6 +25,8 @@ import (
 //     summaries (OpRefusalSummary, events.KindRefusalSummary), a kind
 //     auditors of earlier builds do not know; below this level the op is
 //     refused and the issuer's admission control stays off.
+//   - ReceiptFormatRoutes (5): route ownership leases (route.go): route
+//     kinds, route fields on grant events, routes on revocations.
 //
 // The level only goes up. Evolve reads every form whatever the level.
 //
@@ -46,9 +48,14 @@ const (
 	ReceiptFormatFacts  uint64 = 2
 	// ReceiptFormatSummaries (3) adds refusal summary events.
 	ReceiptFormatSummaries uint64 = 3
+	// ReceiptFormatRoutes (5) adds route ownership leases: the route
+	// kinds (route_acquired ... route_taken), route bindings on grant
+	// events and the routes a worker revocation ends. Below it every
+	// route op, and every grant request naming a route, is refused.
+	ReceiptFormatRoutes uint64 = 5
 	// MaxReceiptFormat is the highest level this build writes: what its
 	// status reports as receipt_format.
-	MaxReceiptFormat = ReceiptFormatSummaries
+	MaxReceiptFormat = ReceiptFormatRoutes
 )
 
 // ReceiptFormat is the receipt format level in force (at least

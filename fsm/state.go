@@ -102,6 +102,7 @@ type State struct {
 	srcByOwner map[string]*idSet[string]
 	reviews    map[string]*review        // open reviews, by review id
 	approvals  map[approvalKey]*approval // live approvals, by the call they cover
+	routes     map[string]*route         // route leases, by route name: kept for good
 	expiry     expiryHeap                // with expiryRun, what prune will forget when
 	expiryRun  expiryRun
 	chain      events.Chain
@@ -140,6 +141,7 @@ func New() *State {
 		srcByOwner: map[string]*idSet[string]{},
 		reviews:    map[string]*review{},
 		approvals:  map[approvalKey]*approval{},
+		routes:     map[string]*route{},
 	}
 }
 
@@ -204,6 +206,8 @@ type Stats struct {
 	Sources   int    `json:"sources"`
 	Reviews   int    `json:"open_reviews"`
 	Approvals int    `json:"approvals"`
+	Routes    int    `json:"routes"`
+	Leases    int    `json:"live_leases"`
 }
 
 // Stats counts what the state holds.
@@ -214,6 +218,12 @@ func (s *State) Stats() Stats {
 		Head: s.chain.Head.String(), Published: s.published, Outbox: len(s.outbox),
 		Ledger: len(s.ledger), Preauths: len(s.preauth), Quotas: len(s.quota),
 		Sources: len(s.sources), Reviews: len(s.reviews), Approvals: len(s.approvals),
+		Routes: len(s.routes),
+	}
+	for _, r := range s.routes {
+		if r.live(s.clock) {
+			st.Leases++
+		}
 	}
 	for _, g := range s.grants {
 		switch g.Status {
