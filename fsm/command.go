@@ -58,7 +58,7 @@ var opNames = map[Op]string{
 	OpSetPolicy: "set_policy", OpPublished: "published", OpReinstate: "reinstate",
 	OpSource: "source", OpApprove: "approve", OpRaiseFormat: "raise_format",
 	OpRefusalSummary: "refusal_summary",
-	OpRouteAcquire: "route_acquire", OpRouteRenew: "route_renew", OpRouteRelease: "route_release",
+	OpRouteAcquire:   "route_acquire", OpRouteRenew: "route_renew", OpRouteRelease: "route_release",
 	OpRouteLapse: "route_lapse",
 }
 
