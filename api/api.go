@@ -37,6 +37,9 @@ const (
 	OpEffect = "effect"
 	// OpSource registers a content source (SourceRequest).
 	OpSource = "source"
+	// OpRoute acquires, renews, releases or reports a route lease
+	// (RouteRequest).
+	OpRoute = "route"
 )
 
 // Operator subjects.
@@ -83,7 +86,7 @@ func ParseWorkerSubject(subj string) (worker, op string, err error) {
 		return "", "", fmt.Errorf("%w: worker: %v", ErrBadSubject, err)
 	}
 	switch op {
-	case OpGrant, OpSpend, OpEffect, OpSource:
+	case OpGrant, OpSpend, OpEffect, OpSource, OpRoute:
 		return worker, op, nil
 	}
 	return "", "", fmt.Errorf("%w: unknown operation %q", ErrBadSubject, op)
@@ -179,7 +182,34 @@ type GrantRequest struct {
 	// FieldTrace). Omitted: the worker traced nothing, and every sink
 	// field counts as model-made (evidence). At most MaxTraces.
 	Provenance []FieldTrace `json:"provenance,omitempty"`
+	// Route names the route this call is work under and RouteGen the
+	// fencing generation of the caller's lease (0: its current one): the
+	// grant binds them, and is refused unless the caller owns the route
+	// at that generation.
+	Route    string `json:"route,omitempty"`
+	RouteGen uint64 `json:"route_gen,omitempty"`
 }
+
+// RouteRequest is a worker's route lease operation (subject
+// writ.api.<worker>.route): Action is acquire, renew, release or status;
+// TTLMillis the lease asked for (0: the route's max_ttl); RouteGen the
+// generation the caller believes it holds (renew and release; 0: any).
+type RouteRequest struct {
+	V         int    `json:"v"`
+	Action    string `json:"action"`
+	Route     string `json:"route"`
+	Lane      string `json:"lane,omitempty"`
+	TTLMillis int64  `json:"ttl_ms,omitempty"`
+	RouteGen  uint64 `json:"route_gen,omitempty"`
+}
+
+// Route actions.
+const (
+	RouteAcquire = "acquire"
+	RouteRenew   = "renew"
+	RouteRelease = "release"
+	RouteStatus  = "status"
+)
 
 // Provenance limits.
 const (

@@ -86,6 +86,12 @@ func DecodeGrantFast(data []byte, r *GrantRequest) bool {
 		case "provenance":
 			r.Provenance, ok = d.traces()
 			bit = 1 << 13
+		case "route":
+			r.Route, ok = d.str()
+			bit = 1 << 14
+		case "route_gen":
+			r.RouteGen, ok = d.Uint()
+			bit = 1 << 15
 		}
 		return bit, ok
 	})

@@ -66,6 +66,8 @@ func (r *GrantRequest) AppendJSON(dst []byte) ([]byte, error) {
 		}
 		dst = append(dst, ']')
 	}
+	dst = jsonwire.AppendStringField(dst, `,"route":`, r.Route)
+	dst = jsonwire.AppendUintField(dst, `,"route_gen":`, r.RouteGen)
 	return append(dst, '}'), nil
 }
 

@@ -301,7 +301,12 @@ func grantRequestCommand(worker string, r *api.GrantRequest) (fsm.Command, *requ
 		Session: r.Session, Tool: r.Tool, Digest: digest, IdemKey: r.IdempotencyKey,
 		TTL: r.TTLMillis * int64(time.Millisecond), Sources: r.Sources,
 		Args: flat, TargetLabel: r.TargetLabel, Bytes: r.Bytes, Cwd: r.Cwd, Resolved: r.ResolvedTarget,
-		Traces: traces,
+		Traces: traces, Route: r.Route, RouteGen: r.RouteGen,
+	}
+	if r.Route != "" {
+		if err := policy.CheckRouteName(r.Route); err != nil {
+			return fsm.Command{}, invalid("route", "%v", err)
+		}
 	}
 	if r.Amount != nil {
 		c.Amount, c.HasAmount = *r.Amount, true

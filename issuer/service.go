@@ -132,6 +132,7 @@ func (s *Service) Run(ctx context.Context) error {
 			return nil
 		case <-s.node.LeaderCh():
 		case <-tick.C:
+			s.sweepLapses()
 		}
 	}
 }
@@ -190,6 +191,7 @@ func (s *Service) lead(ctx context.Context) error {
 		api.OperatorPrefix + "policy.show": s.handlePolicyShow,
 		api.SubjectReviews:                 s.handleReviews,
 		api.SubjectPolicyTest:              s.handlePolicyTest,
+		api.SubjectRoutes:                  s.handleRoutes,
 	} {
 		sub, err := s.nc.QueueSubscribe(subj, queueGroup, h)
 		if err != nil {
@@ -273,6 +275,7 @@ const (
 	policyShowHandler                // policyShow
 	reviewsHandler                   // reviews
 	policyTestHandler                // policyTest
+	routesHandler                    // routes
 )
 
 // spawn runs the handler h for m in its own goroutine, bounded by
@@ -311,6 +314,8 @@ func (s *Service) serve(m *nats.Msg, h handler) {
 		s.reviews(m)
 	case policyTestHandler:
 		s.policyTest(m)
+	case routesHandler:
+		s.routes(m)
 	}
 }
 
@@ -347,6 +352,13 @@ func (s *Service) worker(m *nats.Msg) {
 		cmd, rerr = effectCommand(worker, m.Data)
 	case api.OpSource:
 		cmd, rerr = sourceCommand(worker, m.Data)
+	case api.OpRoute:
+		var status bool
+		cmd, status, rerr = routeCommand(worker, m.Data)
+		if rerr == nil && status {
+			s.respond(m, s.routeStatus(cmd.Route))
+			return
+		}
 	}
 	if rerr != nil {
 		s.respond(m, rerr.envelope())
