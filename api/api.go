@@ -391,6 +391,8 @@ type Status struct {
 	Sources       int    `json:"sources"`
 	OpenReviews   int    `json:"open_reviews"` // approval_required answers an operator may still approve
 	Approvals     int    `json:"approvals"`    // approvals waiting for the worker's retry
+	Routes        int    `json:"routes"`       // routes ever acquired
+	LiveLeases    int    `json:"live_leases"`  // routes with a live lease at the control-plane clock
 	Seq           uint64 `json:"seq"`
 	Head          string `json:"head"`
 	Published     uint64 `json:"published"`

@@ -480,6 +480,7 @@ func (s *Service) Status() api.Status {
 		st.Idempotency, st.Counters, st.BarredWorkers = x.Idem, x.Counters, x.Barred
 		st.Seq, st.Head, st.Published, st.Outbox = x.Seq, x.Head, x.Published, x.Outbox
 		st.Sources, st.OpenReviews, st.Approvals = x.Sources, x.Reviews, x.Approvals
+		st.Routes, st.LiveLeases = x.Routes, x.Leases
 		st.ReceiptFormatLevel = fs.ReceiptFormat()
 	})
 	st.ReceiptFormat = s.receiptFormat()

@@ -106,6 +106,7 @@ Exit codes: 0 ok, 1 refused, 2 usage, 3 unavailable.`,
 		reinstateCmd(stdout),
 		approveCmd(stdout),
 		reviewsCmd(stdout),
+		routeCmd(stdout),
 		policyCmd(stdout),
 		snapshotCmd(stdout),
 	)

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/worker"
+)
+
+// ExitLeaseLost is worker-agent cron's exit code when its route lease was
+// lost mid-run (a renewal refused, or the lease lapsed unrenewed) and the
+// command was stopped.
+const ExitLeaseLost = 12
+
+func newCronCmd(g *globals) *cobra.Command {
+	var (
+		route, lane string
+		every       time.Duration
+		once        bool
+		ttl, grace  time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "cron --route R [--every D | --once] -- CMD [ARGS...]",
+		Short: "Run a recurring job under a route ownership lease",
+		Long: `Acquire (or renew) the route's lease, run CMD with WRIT_ROUTE and
+WRIT_ROUTE_GEN in its environment (so every worker-agent request, hook and
+MCP call inside binds the lease's generation), and renew the lease every
+third of its lifetime while CMD runs. If a renewal is refused or the
+lease lapses unrenewed, CMD is stopped (SIGTERM, then SIGKILL after
+--grace) and worker-agent exits 12. While another worker holds the route,
+--once exits 10 with the route_held answer; --every waits for the next
+round. Nothing waits for a person: work under the route that needs a
+review is answered approval_required (exit 11) at once.
+
+` + exitCodesHelp + `
+  12  lease lost: the route's lease was lost mid-run and CMD was stopped`,
+		Example: `  worker-agent cron --worker cron-1 --lane isolated --route inbox-triage@acme --every 1m -- ./triage.sh
+  worker-agent cron --worker cron-1 --route nightly-backup --once -- ./backup.sh`,
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			if err := g.checkWorker(); err != nil {
+				return err
+			}
+			if err := g.checkConn(); err != nil {
+				return err
+			}
+			if route == "" {
+				return usageErr("--route is required")
+			}
+			if len(argv) == 0 {
+				return usageErr("name the command to run after --")
+			}
+			if once == (every > 0) {
+				return usageErr("give exactly one of --every D and --once")
+			}
+			ctx := cmd.Context()
+			c, nc, err := g.Client(ctx)
+			if err != nil {
+				return g.unavailable(err, "")
+			}
+			defer nc.Close()
+			lease := func(ctx context.Context, action string, gen uint64) (grants.Envelope, error) {
+				ctx, cancel := context.WithTimeout(ctx, g.Conn.Timeout)
+				defer cancel()
+				return c.Route(ctx, api.RouteRequest{Action: action, Route: route, Lane: lane, TTLMillis: ttl.Milliseconds(), RouteGen: gen})
+			}
+			cfg := worker.CronConfig{Route: route, Lease: lease, Argv: argv, Grace: grace,
+				Log: func(f string, a ...any) { fmt.Fprintf(g.Stderr, "worker-agent: "+f+"\n", a...) }}
+			for {
+				env, err := worker.CronOnce(ctx, cfg)
+				switch {
+				case errors.Is(err, worker.ErrLeaseLost):
+					_ = g.print(env)
+					return &worker.ExitError{Code: ExitLeaseLost, Err: err}
+				case err != nil && ctx.Err() != nil:
+					return nil
+				case env.Decision != grants.Permit && once:
+					return g.report(env)
+				case env.Decision != grants.Permit:
+					fmt.Fprintln(g.Stderr, refusalLine("route not acquired", env))
+				case err != nil:
+					fmt.Fprintf(g.Stderr, "worker-agent: %s: %v\n", argv[0], err)
+					if once {
+						return &worker.ExitError{Code: 1, Err: err}
+					}
+				}
+				if once {
+					return nil
+				}
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(every):
+				}
+			}
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&route, "route", "", "route the job runs under (required)")
+	f.StringVar(&lane, "lane", "", "lane the worker runs in")
+	f.DurationVar(&every, "every", 0, "run the job every D (while the process lives)")
+	f.BoolVar(&once, "once", false, "run the job once")
+	f.DurationVar(&ttl, "ttl", 0, "lease asked for (0: the route's max_ttl)")
+	f.DurationVar(&grace, "grace", 5*time.Second, "time between SIGTERM and SIGKILL when the lease is lost")
+	return cmd
+}
