@@ -44,9 +44,11 @@ type grantContext struct {
 }
 
 func grantRequest(call harness.Call, lane string, gc grantContext) api.GrantRequest {
+	rb := routeOfProcess()
 	return api.GrantRequest{
 		Lane: lane, Session: call.GrantSession(), Tool: call.Tool, Args: call.Args,
 		IdempotencyKey: call.IdempotencyKey(), Cwd: gc.Cwd, Provenance: gc.Provenance,
+		Route: rb.Route, RouteGen: rb.Gen,
 	}
 }
 

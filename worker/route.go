@@ -2,6 +2,7 @@ package worker
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 )
@@ -47,6 +48,19 @@ func RouteFromEnv(flagRoute string, flagGen uint64) (RouteBinding, error) {
 		return RouteBinding{}, fmt.Errorf("a route generation without a route (set --route or %s)", EnvRoute)
 	}
 	return b, nil
+}
+
+// routeOfProcess is the route binding hooks and the MCP proxy put in
+// every grant request: WRIT_ROUTE and WRIT_ROUTE_GEN, as worker-agent
+// cron sets them for its command. A generation that does not parse binds
+// a generation no lease ever has, so that the issuer refuses the work
+// rather than letting it run unbound.
+func routeOfProcess() RouteBinding {
+	b, err := RouteFromEnv("", 0)
+	if err != nil {
+		return RouteBinding{Route: os.Getenv(EnvRoute), Gen: math.MaxUint64}
+	}
+	return b
 }
 
 // Env returns the environment entries that pass b to a child process.
