@@ -31,6 +31,9 @@ type CronConfig struct {
 	Route string
 	Lease Lease
 	Argv  []string
+	// Env is added to the command's environment (the worker's identity
+	// and connection, so that worker-agent calls inside act as it).
+	Env   []string
 	Grace time.Duration // between SIGTERM and SIGKILL
 	Log   func(format string, args ...any)
 }
@@ -59,7 +62,7 @@ func CronOnce(ctx context.Context, cfg CronConfig) (grants.Envelope, error) {
 	}
 	cmd := exec.Command(cfg.Argv[0], cfg.Argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), RouteBinding{Route: cfg.Route, Gen: gen}.Env()...)
+	cmd.Env = append(append(os.Environ(), cfg.Env...), RouteBinding{Route: cfg.Route, Gen: gen}.Env()...)
 	if err := cmd.Start(); err != nil {
 		return env, fmt.Errorf("starting %s: %w", cfg.Argv[0], err)
 	}

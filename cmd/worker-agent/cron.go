@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/worker"
 )
@@ -30,7 +32,8 @@ func newCronCmd(g *globals) *cobra.Command {
 		Short: "Run a recurring job under a route ownership lease",
 		Long: `Acquire (or renew) the route's lease, run CMD with WRIT_ROUTE and
 WRIT_ROUTE_GEN in its environment (so every worker-agent request, hook and
-MCP call inside binds the lease's generation), and renew the lease every
+MCP call inside binds the lease's generation; WRIT_WORKER and the NATS
+connection settings are passed on too), and renew the lease every
 third of its lifetime while CMD runs. If a renewal is refused or the
 lease lapses unrenewed, CMD is stopped (SIGTERM, then SIGKILL after
 --grace) and worker-agent exits 12. While another worker holds the route,
@@ -69,7 +72,17 @@ review is answered approval_required (exit 11) at once.
 				defer cancel()
 				return c.Route(ctx, api.RouteRequest{Action: action, Route: route, Lane: lane, TTLMillis: ttl.Milliseconds(), RouteGen: gen})
 			}
-			cfg := worker.CronConfig{Route: route, Lease: lease, Argv: argv, Grace: grace,
+			// The command's worker-agent calls act as this worker, over
+			// the same connection.
+			childEnv := []string{EnvWorker + "=" + g.Worker}
+			for k, v := range map[string]string{connect.EnvURL: g.Conn.URL, connect.EnvUser: g.Conn.User,
+				connect.EnvPasswordFile: g.Conn.PasswordFile, connect.EnvCA: g.Conn.CAFile} {
+				if v != "" {
+					childEnv = append(childEnv, k+"="+v)
+				}
+			}
+			sort.Strings(childEnv)
+			cfg := worker.CronConfig{Route: route, Lease: lease, Argv: argv, Env: childEnv, Grace: grace,
 				Log: func(f string, a ...any) { fmt.Fprintf(g.Stderr, "worker-agent: "+f+"\n", a...) }}
 			for {
 				env, err := worker.CronOnce(ctx, cfg)
