@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"sort"
 	"time"
 
@@ -38,8 +39,10 @@ third of its lifetime while CMD runs. If a renewal is refused or the
 lease lapses unrenewed, CMD is stopped (SIGTERM, then SIGKILL after
 --grace) and worker-agent exits 12. While another worker holds the route,
 --once exits 10 with the route_held answer; --every waits for the next
-round. Nothing waits for a person: work under the route that needs a
-review is answered approval_required (exit 11) at once.
+round. With --once, worker-agent exits with CMD's exit code. Nothing waits
+for a person: work under the route that needs a review is answered
+approval_required (worker-agent request exits 11) at once, and the review
+stays open for an operator.
 
 ` + exitCodesHelp + `
   12  lease lost: the route's lease was lost mid-run and CMD was stopped`,
@@ -99,7 +102,15 @@ review is answered approval_required (exit 11) at once.
 				case err != nil:
 					fmt.Fprintf(g.Stderr, "worker-agent: %s: %v\n", argv[0], err)
 					if once {
-						return &worker.ExitError{Code: 1, Err: err}
+						// The command's own exit code: a worker-agent
+						// call inside that was refused (10) or held for
+						// review (11) says so to the scheduler.
+						code := 1
+						var ee *exec.ExitError
+						if errors.As(err, &ee) && ee.ExitCode() > 0 {
+							code = ee.ExitCode()
+						}
+						return &worker.ExitError{Code: code}
 					}
 				}
 				if once {

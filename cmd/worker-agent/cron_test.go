@@ -29,8 +29,10 @@ import (
 // most 2s, under which they may read.
 const cronPolicy = `{"version":2,"default_ttl":"1m",
  "lanes":{"coordinator":{"surfaces":["*"],"consequences":["*"]}},
- "surfaces":[{"id":"file_read","tools":["Read"],"operation":"read","consequence":"local_read","target":{"field":"file_path","canon":"path"}}],
- "routes":[{"name":"job-*","workers":["w1","w2"],"max_ttl":"2s"}]}`
+ "surfaces":[{"id":"file_read","tools":["Read"],"operation":"read","consequence":"local_read","target":{"field":"file_path","canon":"path"}},
+  {"id":"vault","tools":["vault_read"],"operation":"read","consequence":"credential_use","target":{"field":"name","canon":"digest"}}],
+ "review":{"classes":["credential_use"]},
+ "routes":[{"name":"job-*","workers":["w1","w2"],"max_ttl":"2s","consequences":["local_read","credential_use"]}]}`
 
 // cronIssuer starts an issuer under cronPolicy and waits until the leader
 // has raised the receipt format to the route level.
@@ -285,5 +287,45 @@ while :; do sleep 0.05; done
 	}
 	if _, attempts := checkRouteStream(t, env, "job-stale"); len(attempts) != 0 {
 		t.Fatalf("attempts under job-stale: %+v", attempts)
+	}
+}
+
+// TestCronJobNeedingReviewDoesNotWait: a cron job whose call needs a
+// review is answered approval_required at once (its worker-agent request
+// exits 11, a review is opened for an operator), and worker-agent cron
+// --once exits with the job's code, well within the lease: nothing waits
+// for a person.
+func TestCronJobNeedingReviewDoesNotWait(t *testing.T) {
+	wa := builtBinary(t)
+	env, nc := cronIssuer(t)
+	dir := t.TempDir()
+	script := `"$WA" request --lane coordinator --tool vault_read --args '{"name":"db-password"}' > "$DIR/held.json"`
+	cmd := exec.Command(wa, "cron", "--worker", "w1", "--lane", "coordinator", "--route", "job-review", "--once", "--", "sh", "-c", script)
+	cmd.Env = binEnv(dir, "WRIT_NATS_URL="+env.URL, "WA="+wa, "DIR="+dir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	start := time.Now()
+	err := cmd.Run()
+	took := time.Since(start)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != ExitApproval {
+		t.Fatalf("cron exit: %v, want %d; stderr:\n%s", err, ExitApproval, stderr.String())
+	}
+	if took > 10*time.Second {
+		t.Fatalf("cron took %s", took)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "held.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := grants.DecodeEnvelope(bytes.TrimSpace(b))
+	if err != nil || held.Decision != grants.ApprovalRequired || held.ReviewID == "" {
+		t.Fatalf("held answer: %+v %v", held, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rs, err := client.New(nc, "").Reviews(ctx, held.ReviewID)
+	if err != nil || len(rs.Reviews) != 1 || rs.Reviews[0].State != "open" {
+		t.Fatalf("the review is not open for an operator: %+v %v", rs, err)
 	}
 }
