@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/lanes"
 )
 
@@ -49,7 +50,7 @@ const (
 	// MinRouteTTL is the shortest lease granted, whatever is asked.
 	MinRouteTTL = time.Second
 	// MaxRouteName is the longest route name, in bytes.
-	MaxRouteName = 200
+	MaxRouteName = api.MaxRouteLen
 )
 
 // RouteGrant is what the policy allows an owner of one route.
@@ -90,21 +91,9 @@ type cRoute struct {
 }
 
 // CheckRouteName reports whether name can name a route: 1 to MaxRouteName
-// bytes of letters, digits and . _ - @ : /.
-func CheckRouteName(name string) error {
-	if name == "" || len(name) > MaxRouteName {
-		return fmt.Errorf("a route name is 1-%d bytes", MaxRouteName)
-	}
-	for _, r := range name {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
-		case strings.ContainsRune("._-@:/", r):
-		default:
-			return fmt.Errorf("route name %q: %q is not allowed (letters, digits and . _ - @ : /)", name, r)
-		}
-	}
-	return nil
-}
+// bytes of letters, digits and . _ - @ : / (api.ValidRoute, which workers
+// check with too).
+func CheckRouteName(name string) error { return api.ValidRoute(name) }
 
 func (c *compiled) compileRoutes(p *Policy) error {
 	if len(p.Routes) > maxEntries {
