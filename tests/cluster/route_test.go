@@ -32,6 +32,7 @@ type leaseOp string
 const (
 	leaseAcquire leaseOp = "acquire"
 	leaseRelease leaseOp = "release"
+	leaseRenew   leaseOp = "renew"
 	leaseRequest leaseOp = "request" // a grant request under a generation
 	leaseSpend   leaseOp = "spend"   // the spend of a grant minted under a generation
 )
@@ -59,8 +60,9 @@ type leaseState struct {
 // leaseModel is one route's lease register: a free route is acquired at
 // the next generation, a held one is refused to others (and answered with
 // the lease to its owner), a release by the owner at its generation frees
-// it, and a grant request or spend under a generation succeeds exactly
-// while that generation's owner holds the lease: the fencing rule.
+// it, and a renewal, a grant request or a spend under a generation
+// succeeds exactly while that generation's owner holds the lease: the
+// fencing rule.
 var leaseModel = porcupine.Model{
 	Init: func() any { return leaseState{} },
 	Step: func(state, input, output any) (bool, any) {
@@ -92,7 +94,7 @@ var leaseModel = porcupine.Model{
 			}
 			return !owns, st
 		}
-		// request, spend
+		// renew, request, spend: only the owner at its generation
 		if out.Unknown {
 			return true, st
 		}
@@ -112,10 +114,10 @@ var leaseModel = porcupine.Model{
 }
 
 // TestRouteLeasesAreLinearizable: four workers, each through another node
-// of a 3-node cluster, race to acquire one route, work under it (a grant
-// request and its spend, bound to the generation they acquired) and
-// release it, 12 rounds each. Invariants: the history of acquires,
-// releases, grant requests and spends is linearizable against a
+// of a 3-node cluster, race to acquire one route, renew it, work under it
+// (a grant request and its spend, bound to the generation they acquired)
+// and release it, 12 rounds each. Invariants: the history of acquires,
+// renewals, releases, grant requests and spends is linearizable against a
 // single-lease register with fencing (porcupine): never two owners, each
 // generation granted once in order, and work under a generation permitted
 // and spent only while it is the live one; and the receipt stream passes
@@ -189,6 +191,10 @@ func TestRouteLeasesAreLinearizable(t *testing.T) {
 				}
 				acquired[w]++
 				gen := env.RouteGen
+				do(leaseIn{Op: leaseRenew, Worker: name, Gen: gen}, func(ctx context.Context, cl *client.Client) (grants.Envelope, error) {
+					return cl.Route(ctx, api.RouteRequest{Action: api.RouteRenew, Route: "job-lin", Lane: cluster.Lane, RouteGen: gen,
+						TTLMillis: int64(time.Hour / time.Millisecond)})
+				})
 				permit, ok := do(leaseIn{Op: leaseRequest, Worker: name, Gen: gen}, func(ctx context.Context, cl *client.Client) (grants.Envelope, error) {
 					return cl.Grant(ctx, api.GrantRequest{Lane: cluster.Lane, Tool: cluster.Tool, Args: cluster.ArgsFor(round),
 						IdempotencyKey: fmt.Sprintf("%s-%d", name, round), Route: "job-lin", RouteGen: gen})
@@ -261,6 +267,8 @@ func TestLeaseModelCatchesViolations(t *testing.T) {
 			op(1, leaseAcquire, "a", 0, 0, 1, ok(2))}, porcupine.Illegal},
 		{"spend under a released generation", []porcupine.Operation{
 			op(1, leaseAcquire, "a", 0, 0, 1, ok(1)), op(1, leaseRelease, "a", 1, 2, 3, ok(0)), op(1, leaseSpend, "a", 1, 4, 5, ok(0))}, porcupine.Illegal},
+		{"renewal of a released generation", []porcupine.Operation{
+			op(1, leaseAcquire, "a", 0, 0, 1, ok(1)), op(1, leaseRelease, "a", 1, 2, 3, ok(0)), op(1, leaseRenew, "a", 1, 4, 5, ok(0))}, porcupine.Illegal},
 		{"work refused while owned", []porcupine.Operation{
 			op(1, leaseAcquire, "a", 0, 0, 1, ok(1)), op(1, leaseRequest, "a", 1, 2, 3, leaseOut{})}, porcupine.Illegal},
 		{"unknown acquire may have won", []porcupine.Operation{
