@@ -37,7 +37,9 @@ MCP call inside binds the lease's generation; WRIT_WORKER and the NATS
 connection settings are passed on too), and renew the lease every
 third of its lifetime while CMD runs. If a renewal is refused or the
 lease lapses unrenewed, CMD is stopped (SIGTERM, then SIGKILL after
---grace) and worker-agent exits 12. While another worker holds the route,
+--grace) and worker-agent exits 12. With --every the lease is kept (and
+renewed at the start of each run) between runs; after a --once run, or
+when worker-agent is stopped, it is released. While another worker holds the route,
 --once exits 10 with the route_held answer; --every waits for the next
 round. With --once, worker-agent exits with CMD's exit code. Nothing waits
 for a person: work under the route that needs a review is answered
@@ -87,8 +89,24 @@ stays open for an operator.
 			sort.Strings(childEnv)
 			cfg := worker.CronConfig{Route: route, Lease: lease, Argv: argv, Env: childEnv, Grace: grace,
 				Log: func(f string, a ...any) { fmt.Fprintf(g.Stderr, "worker-agent: "+f+"\n", a...) }}
+			// release ends the lease a run held, best effort (it lapses on
+			// its own otherwise), when the job is done for good: after a
+			// --once run, or when worker-agent is told to stop.
+			release := func(env grants.Envelope) {
+				if env.Decision != grants.Permit || env.RouteGen == 0 {
+					return
+				}
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.Conn.Timeout)
+				defer cancel()
+				if r, err := lease(rctx, api.RouteRelease, env.RouteGen); err != nil || r.Decision != grants.Permit {
+					fmt.Fprintf(g.Stderr, "worker-agent: releasing route %s: %s; the lease lapses at its expiry\n", route, orErr(r, err))
+				}
+			}
 			for {
 				env, err := worker.CronOnce(ctx, cfg)
+				if !errors.Is(err, worker.ErrLeaseLost) && (once || ctx.Err() != nil) {
+					release(env)
+				}
 				switch {
 				case errors.Is(err, worker.ErrLeaseLost):
 					_ = g.print(env)
@@ -132,4 +150,12 @@ stays open for an operator.
 	f.DurationVar(&ttl, "ttl", 0, "lease asked for (0: the route's max_ttl)")
 	f.DurationVar(&grace, "grace", 5*time.Second, "time between SIGTERM and SIGKILL when the lease is lost")
 	return cmd
+}
+
+// orErr words a failed release: the error, or the refusal.
+func orErr(env grants.Envelope, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return refusalLine("refused", env)
 }

@@ -293,8 +293,8 @@ while :; do sleep 0.05; done
 // TestCronJobNeedingReviewDoesNotWait: a cron job whose call needs a
 // review is answered approval_required at once (its worker-agent request
 // exits 11, a review is opened for an operator), and worker-agent cron
-// --once exits with the job's code, well within the lease: nothing waits
-// for a person.
+// --once exits with the job's code, well within the lease, and releases
+// the lease: nothing waits for a person.
 func TestCronJobNeedingReviewDoesNotWait(t *testing.T) {
 	wa := builtBinary(t)
 	env, nc := cronIssuer(t)
@@ -327,5 +327,10 @@ func TestCronJobNeedingReviewDoesNotWait(t *testing.T) {
 	rs, err := client.New(nc, "").Reviews(ctx, held.ReviewID)
 	if err != nil || len(rs.Reviews) != 1 || rs.Reviews[0].State != "open" {
 		t.Fatalf("the review is not open for an operator: %+v %v", rs, err)
+	}
+	// The --once run released its lease.
+	st, err := client.New(nc, "w2").Route(ctx, api.RouteRequest{Action: api.RouteStatus, Route: "job-review"})
+	if err != nil || st.Owner != "w1" || !strings.Contains(st.Detail, "released") {
+		t.Fatalf("route status after the run: %+v %v", st, err)
 	}
 }
