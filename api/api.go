@@ -37,6 +37,9 @@ const (
 	OpEffect = "effect"
 	// OpSource registers a content source (SourceRequest).
 	OpSource = "source"
+	// OpRoute acquires, renews, releases or reports a route lease
+	// (RouteRequest).
+	OpRoute = "route"
 )
 
 // Operator subjects.
@@ -85,7 +88,7 @@ func ParseWorkerSubject(subj string) (worker, op string, err error) {
 		return "", "", fmt.Errorf("%w: worker: %v", ErrBadSubject, err)
 	}
 	switch op {
-	case OpGrant, OpSpend, OpEffect, OpSource, OpReview:
+	case OpGrant, OpSpend, OpEffect, OpSource, OpReview, OpRoute:
 		return worker, op, nil
 	}
 	return "", "", fmt.Errorf("%w: unknown operation %q", ErrBadSubject, op)
@@ -188,7 +191,34 @@ type GrantRequest struct {
 	// binds (receipt format level 4; docs/reviews.md).
 	Review         string `json:"review,omitempty"`
 	ArtifactSHA256 string `json:"artifact_sha256,omitempty"`
+	// Route names the route this call is work under and RouteGen the
+	// fencing generation of the caller's lease (0: its current one): the
+	// grant binds them, and is refused unless the caller owns the route
+	// at that generation.
+	Route    string `json:"route,omitempty"`
+	RouteGen uint64 `json:"route_gen,omitempty"`
 }
+
+// RouteRequest is a worker's route lease operation (subject
+// writ.api.<worker>.route): Action is acquire, renew, release or status;
+// TTLMillis the lease asked for (0: the route's max_ttl); RouteGen the
+// generation the caller believes it holds (renew and release; 0: any).
+type RouteRequest struct {
+	V         int    `json:"v"`
+	Action    string `json:"action"`
+	Route     string `json:"route"`
+	Lane      string `json:"lane,omitempty"`
+	TTLMillis int64  `json:"ttl_ms,omitempty"`
+	RouteGen  uint64 `json:"route_gen,omitempty"`
+}
+
+// Route actions.
+const (
+	RouteAcquire = "acquire"
+	RouteRenew   = "renew"
+	RouteRelease = "release"
+	RouteStatus  = "status"
+)
 
 // Provenance limits.
 const (
@@ -407,6 +437,8 @@ type Status struct {
 	Sources       int    `json:"sources"`
 	OpenReviews   int    `json:"open_reviews"` // approval_required answers an operator may still approve
 	Approvals     int    `json:"approvals"`    // approvals waiting for the worker's retry
+	Routes        int    `json:"routes"`       // routes ever acquired
+	LiveLeases    int    `json:"live_leases"`  // routes with a live lease at the control-plane clock
 	Seq           uint64 `json:"seq"`
 	Head          string `json:"head"`
 	Published     uint64 `json:"published"`

@@ -97,3 +97,36 @@ type PolicyTestAnswer struct {
 	ExpiresInMS  int64    `json:"expires_in_ms,omitempty"`
 	Error        string   `json:"error,omitempty"`
 }
+
+// SubjectRoutes lists the route leases (RoutesRequest, answered with
+// Routes).
+const SubjectRoutes = OperatorPrefix + "routes"
+
+// RoutesRequest asks for every route the leader knows.
+type RoutesRequest struct {
+	V int `json:"v"`
+}
+
+// RouteLease is one route as the leader holds it: its fencing generation
+// (the highest issued), its owner (the live one, or the last), whether
+// the lease is live and for how long, or how it ended.
+type RouteLease struct {
+	Route      string `json:"route"`
+	Generation uint64 `json:"generation"`
+	Owner      string `json:"owner"`
+	Lane       string `json:"lane,omitempty"`
+	Live       bool   `json:"live"`
+	AcquiredAt int64  `json:"acquired_at"`
+	ExpiresAt  int64  `json:"expires_at"`
+	LeftMillis int64  `json:"left_ms,omitempty"`
+	Ended      string `json:"ended,omitempty"` // released, lapsed or revoked
+	EndedAt    int64  `json:"ended_at,omitempty"`
+}
+
+// Routes answers RoutesRequest: Clock is the time the leases were judged
+// at (the leader's wall clock, at least its control-plane clock).
+type Routes struct {
+	Clock  int64        `json:"clock"`
+	Routes []RouteLease `json:"routes"`
+	Error  string       `json:"error,omitempty"`
+}

@@ -92,6 +92,12 @@ func DecodeGrantFast(data []byte, r *GrantRequest) bool {
 		case "artifact_sha256":
 			r.ArtifactSHA256, ok = d.str()
 			bit = 1 << 15
+		case "route":
+			r.Route, ok = d.str()
+			bit = 1 << 16
+		case "route_gen":
+			r.RouteGen, ok = d.Uint()
+			bit = 1 << 17
 		}
 		return bit, ok
 	})

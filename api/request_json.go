@@ -68,6 +68,8 @@ func (r *GrantRequest) AppendJSON(dst []byte) ([]byte, error) {
 	}
 	dst = jsonwire.AppendStringField(dst, `,"review":`, r.Review)
 	dst = jsonwire.AppendStringField(dst, `,"artifact_sha256":`, r.ArtifactSHA256)
+	dst = jsonwire.AppendStringField(dst, `,"route":`, r.Route)
+	dst = jsonwire.AppendUintField(dst, `,"route_gen":`, r.RouteGen)
 	return append(dst, '}'), nil
 }
 

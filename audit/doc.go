@@ -76,6 +76,10 @@
 //	approval_not_consumed       the receipt after it      a permit used a review approved as a decision record and the next receipt is not that review's review_consumed, or a review_consumed follows no such permit
 //	fold_failed                 the event                 fsm.Evolve refused the event (an epoch event whose policy does not parse, a source event without an id or a known authority)
 //	state_digest_mismatch       the last event            the projection digest differs from the one expected (CheckDigest)
+//	route_generation            the acquire               a route was acquired (route_acquired, route_taken) at a generation not above every earlier one of that route
+//	route_double_owner          the acquire               a route was acquired while another worker's lease on it was live (not released, revoked or past its expiry)
+//	route_not_owner             the route event           a renewal, release or lapse names another owner or generation than the route's lease, or a lease that had ended
+//	attempt_after_route_ended   the attempt               the attempt is bound to a route generation that had ended: taken over, released, revoked or lapsed
 //
 // # Outcomes
 //

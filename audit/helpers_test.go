@@ -295,3 +295,30 @@ func workload(seed uint64, n int) *sim {
 	}
 	return m
 }
+
+// routeEv is a route event of kind k on route r by worker at generation
+// gen, with the lease expiring at exp.
+func routeEv(k events.Kind, t int64, r, worker string, gen uint64, exp int64) events.Event {
+	return events.Event{Kind: k, Time: t, Route: r, Worker: worker, RouteGen: gen, ExpiresAt: exp, Decision: "permit"}
+}
+
+// routedPermitEv and routedAttemptEv are a permit and attempt bound to
+// route r at generation gen.
+func routedPermitEv(t int64, id, worker string, d events.Hash, r string, gen uint64) events.Event {
+	e := permitEv(t, id, worker, d, 60*sec, 1)
+	e.Route, e.RouteGen = r, gen
+	return e
+}
+
+func routedAttemptEv(t int64, id, worker string, d events.Hash, permitSeq uint64, r string, gen uint64) events.Event {
+	e := attemptEv(t, id, worker, d, permitSeq)
+	e.Route, e.RouteGen = r, gen
+	return e
+}
+
+// routeBase: base() then w1 acquires job-a at generation 1 until t0+20s
+// (seq 3) and is permitted g2 under it (seq 4).
+func routeBase() *stream {
+	return base().add(routeEv(events.KindRouteAcquired, t0+2*sec, "job-a", "w1", 1, t0+20*sec)).
+		add(routedPermitEv(t0+3*sec, "g2", "w1", digestB, "job-a", 1))
+}

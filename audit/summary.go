@@ -30,6 +30,9 @@ type Summary struct {
 	// Unchecked counts attempts and effects a partial check could only
 	// check in part because their permit or attempt came before From.
 	Unchecked uint64 `json:"unchecked,omitempty"`
+	// StaleEffects counts effects reported after the route generation
+	// their grant bound had ended (route_stale): recorded, never clean.
+	StaleEffects uint64 `json:"stale_effects,omitempty"`
 	// Tracked is the number of grants the Verifier still remembers.
 	Tracked int `json:"tracked_grants"`
 }
@@ -38,22 +41,23 @@ type Summary struct {
 // it costs time proportional to the live state; call it once at the end.
 func (v *Verifier) Summary() Summary {
 	s := Summary{
-		Events:     v.nEvents,
-		FirstSeq:   v.firstSeq,
-		LastSeq:    v.chain.Seq,
-		Head:       v.chain.Head,
-		FirstTime:  v.firstTime,
-		LastTime:   v.lastTime,
-		Projection: v.Digest(),
-		Kinds:      make(map[string]uint64),
-		Permitted:  v.permitted,
-		Spent:      v.spent,
-		Cancelled:  v.cancelled,
-		Closed:     make(map[string]uint64, nOutcomes),
-		Contested:  v.outcomes[oContested],
-		Unresolved: v.unresolved,
-		Unchecked:  v.unchecked,
-		Tracked:    len(v.live),
+		Events:       v.nEvents,
+		FirstSeq:     v.firstSeq,
+		LastSeq:      v.chain.Seq,
+		Head:         v.chain.Head,
+		FirstTime:    v.firstTime,
+		LastTime:     v.lastTime,
+		Projection:   v.Digest(),
+		Kinds:        make(map[string]uint64),
+		Permitted:    v.permitted,
+		Spent:        v.spent,
+		Cancelled:    v.cancelled,
+		Closed:       make(map[string]uint64, nOutcomes),
+		Contested:    v.outcomes[oContested],
+		Unresolved:   v.unresolved,
+		Unchecked:    v.unchecked,
+		Tracked:      len(v.live),
+		StaleEffects: v.stale,
 	}
 	for k, n := range v.kinds {
 		if n > 0 {

@@ -141,6 +141,9 @@ type Verifier struct {
 	unchecked  uint64
 	outcomes   [nOutcomes]uint64
 
+	routes map[string]*lease // route leases, by route name (route.go)
+	stale  uint64            // effects recorded route_stale
+
 	state *fsm.State // nil without a projection
 
 	scratch events.Event // Add decodes into it
@@ -320,11 +323,20 @@ func (v *Verifier) add(e *events.Event, owned bool) error {
 		v.approval(e)
 	case events.KindAttempt:
 		x = v.attempt(e)
+		if x == nil {
+			x = v.routeAttempt(e)
+		}
 	case events.KindEffect:
 		x = v.effect(e)
+		if e.RouteStale {
+			v.stale++
+		}
 	case events.KindRevoke:
 		v.revoke(e)
 		v.revokeApprovals(e)
+		v.revokeRoutes(e)
+	case events.KindRouteAcquired, events.KindRouteTaken, events.KindRouteRenewed, events.KindRouteReleased, events.KindRouteLapsed:
+		x = v.route(e)
 	case events.KindEpoch:
 		v.epoch, v.epochSeq = e.Epoch, e.Seq
 	}

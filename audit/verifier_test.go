@@ -109,6 +109,40 @@ func TestViolationCodes(t *testing.T) {
 				add(consumedEv(t0+3*sec, "rv-1", "w1", 4)).
 				add(approvedPermitEv(t0+4*sec, "g3", "w1", digestB, 30*sec, "rv-1"))
 		}},
+		{name: "route lease life: acquire, work, renew, lapse, take-over, release, revoke", build: func() *stream {
+			return routeBase().add(routedAttemptEv(t0+4*sec, "g2", "w1", digestB, 4, "job-a", 1)).
+				add(routeEv(events.KindRouteRenewed, t0+5*sec, "job-a", "w1", 1, t0+25*sec)).
+				add(routeEv(events.KindRouteLapsed, t0+25*sec, "job-a", "w1", 1, t0+25*sec)).
+				add(routeEv(events.KindRouteTaken, t0+26*sec, "job-a", "w2", 2, t0+40*sec)).
+				add(routeEv(events.KindRouteReleased, t0+27*sec, "job-a", "w2", 2, 0)).
+				add(routeEv(events.KindRouteAcquired, t0+28*sec, "job-a", "w3", 3, t0+50*sec)).
+				add(events.Event{Kind: events.KindRevoke, Time: t0 + 29*sec, Worker: "w3", Counters: []events.Counter{{Key: "worker/w3", Value: 1}}, Routes: []string{"job-a"}}).
+				add(routeEv(events.KindRouteTaken, t0+30*sec, "job-a", "w1", 4, t0+50*sec))
+		}},
+		{name: "route_generation", code: CodeRouteGeneration, seq: 6, build: func() *stream {
+			return routeBase().add(routeEv(events.KindRouteReleased, t0+4*sec, "job-a", "w1", 1, 0)).
+				add(routeEv(events.KindRouteAcquired, t0+5*sec, "job-a", "w2", 1, t0+30*sec))
+		}},
+		{name: "route_double_owner", code: CodeRouteDoubleOwner, seq: 5, build: func() *stream {
+			return routeBase().add(routeEv(events.KindRouteTaken, t0+19*sec, "job-a", "w2", 2, t0+30*sec))
+		}},
+		{name: "route_not_owner: renewal by another worker", code: CodeRouteNotOwner, seq: 5, build: func() *stream {
+			return routeBase().add(routeEv(events.KindRouteRenewed, t0+4*sec, "job-a", "w2", 1, t0+30*sec))
+		}},
+		{name: "route_not_owner: lapse before the expiry", code: CodeRouteNotOwner, seq: 5, build: func() *stream {
+			return routeBase().add(routeEv(events.KindRouteLapsed, t0+19*sec, "job-a", "w1", 1, t0+20*sec))
+		}},
+		{name: "attempt_after_route_ended: lapsed", code: CodeAttemptAfterRouteEnded, seq: 5, build: func() *stream {
+			return routeBase().add(routedAttemptEv(t0+20*sec, "g2", "w1", digestB, 4, "job-a", 1))
+		}},
+		{name: "attempt_after_route_ended: taken over", code: CodeAttemptAfterRouteEnded, seq: 6, build: func() *stream {
+			return routeBase().add(routeEv(events.KindRouteTaken, t0+21*sec, "job-a", "w2", 2, t0+50*sec)).
+				add(routedAttemptEv(t0+22*sec, "g2", "w1", digestB, 4, "job-a", 1))
+		}},
+		{name: "attempt_after_route_ended: revoked", code: CodeAttemptAfterRouteEnded, seq: 6, build: func() *stream {
+			return routeBase().add(events.Event{Kind: events.KindRevoke, Time: t0 + 4*sec, Worker: "w9", Counters: []events.Counter{{Key: "worker/w9", Value: 1}}, Routes: []string{"job-a"}}).
+				add(routedAttemptEv(t0+5*sec, "g2", "w1", digestB, 4, "job-a", 1))
+		}},
 		{name: "revoke of a counter the grant did not bind", build: func() *stream {
 			return base().add(events.Event{Kind: events.KindRevoke, Time: t0 + 2*sec, Counters: []events.Counter{{Key: "worker/w9", Value: 1}}}).
 				add(attemptEv(t0+3*sec, "g1", "w1", digestA, 2))
@@ -663,13 +697,14 @@ func TestCodesTable(t *testing.T) {
 		CodeInvalidEvent, CodeTimeBackwards, CodeDuplicatePermit, CodeAttemptWithoutPermit, CodeNotGrantee, CodeAttemptDigestMismatch,
 		CodeDoubleAttempt, CodeAttemptAfterExpiry, CodeAttemptAfterEpochChange, CodeAttemptAfterRevocation,
 		CodeEffectWithoutAttempt, CodeEffectMissingVerifier, CodeEffectBadOutcome, CodePermitWithoutApproval, CodeApprovalNotConsumed,
-		CodeFoldFailed, CodeStateDigestMismatch} {
+		CodeFoldFailed, CodeStateDigestMismatch,
+		CodeRouteGeneration, CodeRouteDoubleOwner, CodeRouteNotOwner, CodeAttemptAfterRouteEnded} {
 		if !seen[c] {
 			t.Errorf("code %s missing from Codes", c)
 		}
 	}
-	if len(seen) != 22 {
-		t.Errorf("Codes has %d entries, constants 22", len(seen))
+	if len(seen) != 26 {
+		t.Errorf("Codes has %d entries, constants 26", len(seen))
 	}
 	doc, err := os.ReadFile("doc.go")
 	if err != nil {

@@ -27,6 +27,11 @@ const (
 	CodeApprovalNotConsumed     = "approval_not_consumed"
 	CodeFoldFailed              = "fold_failed"
 	CodeStateDigestMismatch     = "state_digest_mismatch"
+	// Route ownership leases (route.go).
+	CodeRouteGeneration        = "route_generation"
+	CodeRouteDoubleOwner       = "route_double_owner"
+	CodeRouteNotOwner          = "route_not_owner"
+	CodeAttemptAfterRouteEnded = "attempt_after_route_ended"
 )
 
 // CodeInfo documents one violation code.
@@ -59,6 +64,10 @@ var Codes = []CodeInfo{
 	{CodeApprovalNotConsumed, "a permit that used a review approved as a decision record is not followed by that review's review_consumed receipt, or a review_consumed receipt follows no such permit"},
 	{CodeFoldFailed, "the event cannot be folded into the projection (fsm.Evolve refused it)"},
 	{CodeStateDigestMismatch, "the projection digest differs from the expected state digest"},
+	{CodeRouteGeneration, "a route was acquired at a generation not above every earlier one of that route"},
+	{CodeRouteDoubleOwner, "a route was acquired while another lease on it was live (not released, revoked or past its expiry)"},
+	{CodeRouteNotOwner, "a renewal, release or lapse names another owner or generation than the route's lease, or a lease that had ended"},
+	{CodeAttemptAfterRouteEnded, "an attempt bound to a route generation after that generation ended (taken over, released, revoked or lapsed)"},
 }
 
 // Violation is the first place a receipt stream breaks its chain or an

@@ -123,6 +123,12 @@ func genEvent(t *rapid.T) Event {
 	e.ReplyAt = genInt(t, "reply_at")
 	e.ReplyText = genString(t, "reply_text")
 	e.Candidates = genStrings(t, "candidates")
+	e.Route = genString(t, "route")
+	e.RouteGen = genUint(t, "route_gen")
+	e.PrevOwner = genString(t, "prev_owner")
+	e.PrevGen = genUint(t, "prev_gen")
+	e.Routes = genStrings(t, "routes")
+	e.RouteStale = rapid.Bool().Draw(t, "route_stale")
 	for i := range rapid.IntRange(0, 4).Draw(t, "counters_n") {
 		_ = i
 		e.Counters = append(e.Counters, Counter{Key: genString(t, "counter_key"), Value: genUint(t, "counter_value")})

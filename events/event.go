@@ -134,6 +134,22 @@ type Event struct {
 	ReplyAt         int64    `json:"reply_at,omitempty"`
 	ReplyText       string   `json:"reply_text,omitempty"`
 	Candidates      []string `json:"candidates,omitempty"`
+	// Route ownership (tags 70-75), written only at receipt format level
+	// 5 or above (fsm.ReceiptFormatRoutes). Route names a unit of
+	// recurring work and RouteGen the fencing generation of a lease on
+	// it: on route events (the lease the event is about), and on the
+	// grant events of work done under the route (permit, refusals,
+	// attempt, spend refusal, effect: the generation the grant bound).
+	// PrevOwner and PrevGen name the lease a take-over (route_taken)
+	// replaced. Routes lists, on a worker revocation, the routes whose
+	// leases it ended. RouteStale marks an effect reported for a grant
+	// whose route generation had ended by then: recorded, never clean.
+	Route      string   `json:"route,omitempty"`
+	RouteGen   uint64   `json:"route_gen,omitempty"`
+	PrevOwner  string   `json:"prev_owner,omitempty"`
+	PrevGen    uint64   `json:"prev_gen,omitempty"`
+	Routes     []string `json:"routes,omitempty"`
+	RouteStale bool     `json:"route_stale,omitempty"`
 	// Break-glass cases (tags 80-81), on break_glass events only: the
 	// case's id and its scope ("worker:<id>").
 	CaseID     string `json:"case_id,omitempty"`
@@ -152,7 +168,8 @@ type QuotaWindow struct {
 // Field tags. Append only; never renumber or reuse. Retired tags: none.
 // Tags 34-44 were added with version 2 policy documents, 45-49 with
 // provenance, 50-53 with recorded usage facts and 54-57 with source
-// registration fields, 58-69 with reviews; a decoder that predates them skips them (they
+// registration fields, 58-69 with reviews, 70-75 with route ownership
+// leases and 80-81 with break-glass cases; a decoder that predates them skips them (they
 // still count towards the hash).
 const (
 	tagSeq          = 1
@@ -224,8 +241,16 @@ const (
 	tagReplyAt      = 67
 	tagReplyText    = 68
 	tagCandidates   = 69
-	// Tags 70-79 are reserved for other additions; this version skips
-	// them as unknown (gapTag).
+	// Added with route ownership leases.
+	tagRoute      = 70
+	tagRouteGen   = 71
+	tagPrevOwner  = 72
+	tagPrevGen    = 73
+	tagRoutes     = 74
+	tagRouteStale = 75
+	// Tags 76-79 are unassigned; this version skips them as unknown
+	// (gapTag).
+	// Added with break-glass cases.
 	tagCaseID     = 80
 	tagGlassScope = 81
 	tagLast       = tagGlassScope // the highest tag this version knows, bar the hash
@@ -327,6 +352,12 @@ func (e *Event) appendBody(buf []byte) []byte {
 	w.Int(tagReplyAt, e.ReplyAt)
 	w.String(tagReplyText, e.ReplyText)
 	w.Strings(tagCandidates, e.Candidates)
+	w.String(tagRoute, e.Route)
+	w.Uint(tagRouteGen, e.RouteGen)
+	w.String(tagPrevOwner, e.PrevOwner)
+	w.Uint(tagPrevGen, e.PrevGen)
+	w.Strings(tagRoutes, e.Routes)
+	w.Bool(tagRouteStale, e.RouteStale)
 	w.String(tagCaseID, e.CaseID)
 	w.String(tagGlassScope, e.GlassScope)
 	return w.buf
@@ -418,6 +449,14 @@ func (e *Event) bodyLen() int {
 	n += intLen(tagReplyAt, e.ReplyAt)
 	n += strLen(tagReplyText, e.ReplyText)
 	n += strsLen(tagCandidates, e.Candidates)
+	n += strLen(tagRoute, e.Route)
+	n += uintLen(tagRouteGen, e.RouteGen)
+	n += strLen(tagPrevOwner, e.PrevOwner)
+	n += uintLen(tagPrevGen, e.PrevGen)
+	n += strsLen(tagRoutes, e.Routes)
+	if e.RouteStale {
+		n += uintLen(tagRouteStale, 1)
+	}
 	n += strLen(tagCaseID, e.CaseID)
 	n += strLen(tagGlassScope, e.GlassScope)
 	return n
@@ -537,9 +576,9 @@ func Decode(b []byte) (Event, error) {
 //
 //   - Every field of *e is overwritten; a field absent from b is left zero,
 //     except that an absent list (Counters, Cancelled, Rules, Sources,
-//     Grounds, Quotas, Origins, Candidates) or Policy is left empty but possibly
-//     non-nil: test it with len, not against nil.
-//   - The backing arrays of those nine slices are reused: after the call they
+//     Grounds, Quotas, Origins, Candidates, Routes) or Policy is left empty
+//     but possibly non-nil: test it with len, not against nil.
+//   - The backing arrays of those ten slices are reused: after the call they
 //     may share memory with the slices *e held before it, whose contents
 //     are overwritten. A caller that keeps one of them (or a subslice)
 //     across a later DecodeInto with the same e must copy it first
@@ -574,6 +613,7 @@ func (e *Event) reset() {
 		Origins:   e.Origins[:0],
 
 		Candidates: e.Candidates[:0],
+		Routes:     e.Routes[:0],
 	}
 }
 
@@ -651,16 +691,16 @@ func decode(b []byte, e *Event) error {
 // list fields, and tags this version does not know.
 func repeatable(tag uint32) bool {
 	switch tag {
-	case tagCounters, tagCancelled, tagRules, tagSources, tagGrounds, tagQuotas, tagOrigins, tagCandidates:
+	case tagCounters, tagCancelled, tagRules, tagSources, tagGrounds, tagQuotas, tagOrigins, tagCandidates, tagRoutes:
 		return true
 	}
 	return tag > tagLast && tag != tagHash || gapTag(tag)
 }
 
-// gapTag reports whether tag lies in the range reserved between the
-// review fields and the break-glass fields, which this
-// version does not know.
-func gapTag(tag uint32) bool { return tag > tagCandidates && tag < tagCaseID }
+// gapTag reports whether tag lies in the unassigned range between the
+// route fields and the break-glass fields, which this version does not
+// know.
+func gapTag(tag uint32) bool { return tag > tagRouteStale && tag < tagCaseID }
 
 // field stores the current field into e.
 func (d *decoder) field(e *Event) bool {
@@ -817,6 +857,18 @@ func (d *decoder) field(e *Event) bool {
 		return d.str(&e.ReplyText)
 	case tagCandidates:
 		return d.list(&e.Candidates)
+	case tagRoute:
+		return d.str(&e.Route)
+	case tagRouteGen:
+		return d.uint(&e.RouteGen)
+	case tagPrevOwner:
+		return d.str(&e.PrevOwner)
+	case tagPrevGen:
+		return d.uint(&e.PrevGen)
+	case tagRoutes:
+		return d.list(&e.Routes)
+	case tagRouteStale:
+		return d.flag(&e.RouteStale)
 	case tagCaseID:
 		return d.str(&e.CaseID)
 	case tagGlassScope:

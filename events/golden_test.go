@@ -235,6 +235,67 @@ func goldenEvents() []Event {
 			GlassScope: "worker:w-coder-2", IssuedAt: t0 + 35_000_000_000, ExpiresAt: t0 + 35_000_000_000 + 1_800_000_000_000,
 			Detail: "payment to an unknown payee: need the exact targets",
 		},
+		// Added with route ownership leases: a cron worker acquires a
+		// route, renews it, works under it (a permit and an attempt bound
+		// to generation 1), its lease lapses, another worker takes the
+		// route over at generation 2, the late effect of generation 1 is
+		// recorded as stale, the new owner releases, and a revocation
+		// ends a lease.
+		{
+			Kind: KindRouteAcquired, RaftIndex: 22, Time: t0 + 40_000_000_000, Node: "issuer-a",
+			Worker: "w-cron-1", Lane: "isolated", Decision: "permit", Actor: "w-cron-1",
+			Route: "inbox-triage@acme", RouteGen: 1, IssuedAt: t0 + 40_000_000_000, ExpiresAt: t0 + 70_000_000_000,
+		},
+		{
+			Kind: KindRouteRenewed, RaftIndex: 23, Time: t0 + 50_000_000_000, Node: "issuer-a",
+			Worker: "w-cron-1", Lane: "isolated", Decision: "permit", Actor: "w-cron-1",
+			Route: "inbox-triage@acme", RouteGen: 1, IssuedAt: t0 + 40_000_000_000, ExpiresAt: t0 + 80_000_000_000,
+		},
+		{
+			Kind: KindPermit, RaftIndex: 24, Time: t0 + 51_000_000_000, Node: "issuer-a",
+			GrantID: "g-cron-0001", Worker: "w-cron-1", Lane: "isolated", Session: "s-cron", Tool: "Read",
+			Digest: reqDigest, Epoch: 1, Decision: "permit", Actor: "w-cron-1",
+			IssuedAt: t0 + 51_000_000_000, ExpiresAt: t0 + 81_000_000_000, IdemKey: "k-cron-1",
+			Counters: []Counter{{Key: "lane/isolated", Value: 0}, {Key: "worker/w-cron-1", Value: 0}},
+			Rules:    []string{"lane:isolated"}, Route: "inbox-triage@acme", RouteGen: 1,
+		},
+		{
+			Kind: KindAttempt, RaftIndex: 25, Time: t0 + 52_000_000_000, Node: "issuer-a",
+			GrantID: "g-cron-0001", Worker: "w-cron-1", Lane: "isolated", Session: "s-cron", Tool: "Read",
+			Digest: reqDigest, Epoch: 1, Decision: "permit", Actor: "w-cron-1", IdemKey: "k-cron-1-spend",
+			IssuedAt: t0 + 51_000_000_000, ExpiresAt: t0 + 81_000_000_000, RefSeq: 19,
+			Counters: []Counter{{Key: "lane/isolated", Value: 0}, {Key: "worker/w-cron-1", Value: 0}},
+			Route:    "inbox-triage@acme", RouteGen: 1,
+		},
+		{
+			Kind: KindRouteLapsed, RaftIndex: 26, Time: t0 + 80_000_000_000, Node: "issuer-a",
+			Worker: "w-cron-1", Decision: "permit", Actor: "issuer:issuer-a",
+			Route: "inbox-triage@acme", RouteGen: 1, IssuedAt: t0 + 40_000_000_000, ExpiresAt: t0 + 80_000_000_000,
+			Detail: "the lease of w-cron-1 at generation 1 lapsed at 2026-01-01T00:01:20Z",
+		},
+		{
+			Kind: KindRouteTaken, RaftIndex: 27, Time: t0 + 81_000_000_000, Node: "issuer-a",
+			Worker: "w-cron-2", Lane: "isolated", Decision: "permit", Actor: "w-cron-2",
+			Route: "inbox-triage@acme", RouteGen: 2, IssuedAt: t0 + 81_000_000_000, ExpiresAt: t0 + 111_000_000_000,
+			PrevOwner: "w-cron-1", PrevGen: 1,
+		},
+		{
+			Kind: KindEffect, RaftIndex: 28, Time: t0 + 82_000_000_000, Node: "issuer-a",
+			GrantID: "g-cron-0001", Worker: "w-cron-1", Outcome: "confirmed", Verifier: "hook:post-tool-use",
+			Digest: reqDigest, Decision: "permit", Actor: "w-cron-1", RefSeq: 20,
+			Route: "inbox-triage@acme", RouteGen: 1, RouteStale: true,
+			Detail: "reported under route inbox-triage@acme generation 1, which ended (the route is at generation 2)",
+		},
+		{
+			Kind: KindRouteReleased, RaftIndex: 29, Time: t0 + 90_000_000_000, Node: "issuer-a",
+			Worker: "w-cron-2", Lane: "isolated", Decision: "permit", Actor: "w-cron-2",
+			Route: "inbox-triage@acme", RouteGen: 2, IssuedAt: t0 + 81_000_000_000,
+		},
+		{
+			Kind: KindRevoke, RaftIndex: 30, Time: t0 + 95_000_000_000, Node: "issuer-a", Actor: "operator",
+			Decision: "permit", Worker: "w-cron-3", Counters: []Counter{{Key: "worker/w-cron-3", Value: 1}},
+			Routes: []string{"nightly-backup"},
+		},
 	}
 }
 

@@ -35,6 +35,9 @@ func normalize(e Event) Event {
 	if len(e.Candidates) == 0 {
 		e.Candidates = nil
 	}
+	if len(e.Routes) == 0 {
+		e.Routes = nil
+	}
 	return e
 }
 

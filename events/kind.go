@@ -66,6 +66,27 @@ const (
 	// KindReviewSuperseded: a new version of the artifact was put up for
 	// review; the old review can no longer be decided or used.
 	KindReviewSuperseded Kind = 20
+
+	// Route ownership leases (kinds 23-27), written only at receipt
+	// format level 5 or above (fsm.ReceiptFormatRoutes). Each names the
+	// Route, the owner (Worker), the lease's fencing generation
+	// (RouteGen) and, but for a release, its expiry (ExpiresAt) on the
+	// control-plane clock.
+
+	// KindRouteAcquired: a worker acquired a free route (released, or
+	// never held) under a new generation.
+	KindRouteAcquired Kind = 23
+	// KindRouteRenewed: the owner extended its lease to ExpiresAt.
+	KindRouteRenewed Kind = 24
+	// KindRouteReleased: the owner ended its lease.
+	KindRouteReleased Kind = 25
+	// KindRouteLapsed: a lease's expiry passed without a renewal; the
+	// route is free and the generation ended.
+	KindRouteLapsed Kind = 26
+	// KindRouteTaken: a worker acquired a route whose previous lease
+	// lapsed or was ended by a revocation: PrevOwner and PrevGen name it.
+	KindRouteTaken Kind = 27
+
 	// KindBreakGlass: an operator opened a break-glass case: auditors may
 	// show the payloads of one scope's receipts (targets, keys, notes),
 	// which they otherwise show only as digests, until ExpiresAt. Actor
@@ -96,6 +117,11 @@ var kindNames = map[Kind]string{
 	KindReviewOrphaned:   "review_orphaned",
 	KindReviewExpired:    "review_expired",
 	KindReviewSuperseded: "review_superseded",
+	KindRouteAcquired:    "route_acquired",
+	KindRouteRenewed:     "route_renewed",
+	KindRouteReleased:    "route_released",
+	KindRouteLapsed:      "route_lapsed",
+	KindRouteTaken:       "route_taken",
 	KindBreakGlass:       "break_glass",
 }
 
@@ -120,6 +146,11 @@ var kindSubjects = map[Kind]string{
 	KindReviewOrphaned:   SubjectPrefix + "review.orphaned",
 	KindReviewExpired:    SubjectPrefix + "review.expired",
 	KindReviewSuperseded: SubjectPrefix + "review.superseded",
+	KindRouteAcquired:    SubjectPrefix + "route.acquired",
+	KindRouteRenewed:     SubjectPrefix + "route.renewed",
+	KindRouteReleased:    SubjectPrefix + "route.released",
+	KindRouteLapsed:      SubjectPrefix + "route.lapsed",
+	KindRouteTaken:       SubjectPrefix + "route.taken",
 	KindBreakGlass:       SubjectPrefix + "break.glass",
 }
 

@@ -245,7 +245,7 @@ func refDecodeField(r *refReader, e *Event, f *Field) bool {
 		return list(&e.Grounds)
 	// Tags added after the optimized decoder was written, decoded here
 	// the plain way.
-	case tagCharged, tagModelMade:
+	case tagCharged, tagModelMade, tagRouteStale:
 		if !r.Expect(f, wireVarint) {
 			return false
 		}
@@ -253,10 +253,13 @@ func refDecodeField(r *refReader, e *Event, f *Field) bool {
 			r.Failf("tag %d: flag value %d", f.Tag, f.Uint)
 			return false
 		}
-		if f.Tag == tagCharged {
+		switch f.Tag {
+		case tagCharged:
 			e.Charged = true
-		} else {
+		case tagModelMade:
 			e.ModelMade = true
+		default:
+			e.RouteStale = true
 		}
 		return true
 	case tagLedgerUntil:
@@ -304,6 +307,16 @@ func refDecodeField(r *refReader, e *Event, f *Field) bool {
 		return str(&e.ReplyText)
 	case tagCandidates:
 		return list(&e.Candidates)
+	case tagRoute:
+		return str(&e.Route)
+	case tagRouteGen:
+		return u(&e.RouteGen)
+	case tagPrevOwner:
+		return str(&e.PrevOwner)
+	case tagPrevGen:
+		return u(&e.PrevGen)
+	case tagRoutes:
+		return list(&e.Routes)
 	case tagCaseID:
 		return str(&e.CaseID)
 	case tagGlassScope:

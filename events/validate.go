@@ -71,6 +71,19 @@ func (e *Event) StaticValidate() error {
 	if e.Kind != KindBreakGlass && (e.CaseID != "" || e.GlassScope != "") {
 		return bad("break-glass fields outside a break-glass event")
 	}
+	if e.Kind != KindRouteTaken && (e.PrevOwner != "" || e.PrevGen != 0) {
+		return bad("a previous owner outside a take-over")
+	}
+	if e.Kind != KindRevoke && len(e.Routes) > 0 {
+		return bad("ended routes outside a revocation")
+	}
+	if e.RouteStale && e.Kind != KindEffect {
+		return bad("a stale route generation outside an effect")
+	}
+	if (e.Route == "") != (e.RouteGen == 0) && e.Kind != KindDeny && e.Kind != KindApprovalRequired {
+		// A refused request may name a route it could not bind.
+		return bad("a route without a generation, or a generation without a route")
+	}
 
 	// What each kind must carry: what the fold keys its records on, so
 	// that an event without it cannot be folded into a record nobody can
@@ -124,6 +137,13 @@ func (e *Event) StaticValidate() error {
 		if e.ReviewID == "" {
 			return bad("a review receipt names no review")
 		}
+	case KindRouteAcquired, KindRouteRenewed, KindRouteReleased, KindRouteLapsed, KindRouteTaken:
+		if e.Route == "" || e.Worker == "" || e.RouteGen == 0 {
+			return bad("a route event names no route, owner or generation")
+		}
+		if e.Kind == KindRouteTaken && e.PrevGen >= e.RouteGen {
+			return bad("a take-over at generation %d replaces generation %d", e.RouteGen, e.PrevGen)
+		}
 	case KindBreakGlass:
 		if e.CaseID == "" || e.GlassScope == "" || e.Worker == "" || e.Actor == "" || e.Detail == "" || e.ExpiresAt <= e.IssuedAt {
 			return bad("a break-glass case names no case, scope, worker, operator or reason, or ends before it starts")
@@ -161,5 +181,10 @@ var kindDecisions = map[Kind]map[string]bool{
 	KindReviewOrphaned:   {"deny": true},
 	KindReviewExpired:    {"deny": true},
 	KindReviewSuperseded: {"deny": true},
+	KindRouteAcquired:    {"permit": true},
+	KindRouteRenewed:     {"permit": true},
+	KindRouteReleased:    {"permit": true},
+	KindRouteLapsed:      {"permit": true},
+	KindRouteTaken:       {"permit": true},
 	KindBreakGlass:       {"permit": true},
 }

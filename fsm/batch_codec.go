@@ -75,8 +75,11 @@ const (
 	ctSender       = 42
 	ctText         = 43
 	ctReplyAt      = 44
-	// Tags 37-59 are reserved for other additions. Added with break-glass
-	// cases (60-64 reserved for them).
+	// Tags 45-49 and 52-59 are unassigned. Added with route ownership
+	// leases.
+	ctRoute    = 50
+	ctRouteGen = 51
+	// Added with break-glass cases (60-64 reserved for them).
 	ctCaseID     = 60
 	ctGlassScope = 61
 )
@@ -181,6 +184,8 @@ func (c *Command) appendEncode(buf []byte, sc *encodeScratch) []byte {
 	w.String(ctSender, c.Sender)
 	w.String(ctText, c.Text)
 	w.Int(ctReplyAt, c.ReplyAt)
+	w.String(ctRoute, c.Route)
+	w.Uint(ctRouteGen, c.RouteGen)
 	w.String(ctCaseID, c.CaseID)
 	w.String(ctGlassScope, c.GlassScope)
 	return w.Bytes()
@@ -400,6 +405,12 @@ func decodeCommand(b []byte, c *Command, strs *strCache) error {
 		case ctReplyAt:
 			if ok = r.Expect(&f, events.WireVarint); ok {
 				c.ReplyAt = f.Int()
+			}
+		case ctRoute:
+			ok = strs.str(r, &f, &c.Route)
+		case ctRouteGen:
+			if ok = r.Expect(&f, events.WireVarint); ok {
+				c.RouteGen = f.Uint
 			}
 		case ctCaseID:
 			ok = str(r, &f, &c.CaseID)

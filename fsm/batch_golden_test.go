@@ -32,6 +32,10 @@ var batchGoldenV3 = filepath.Join("testdata", "batch", "v3.hex")
 // added with reviews as decision records: kept forever like v1.
 var batchGoldenV4 = filepath.Join("testdata", "batch", "v4.hex")
 
+// batchGoldenV5 is the committed encoding of goldenBatchV5, the commands
+// added with route ownership leases (receipt format level 5).
+var batchGoldenV5 = filepath.Join("testdata", "batch", "v5.hex")
+
 // batchGoldenV6 is the committed encoding of goldenBatchV6, the commands
 // added with break-glass cases (receipt format level 6): kept forever
 // like v1.
@@ -114,6 +118,18 @@ func goldenBatchV4() fsm.Batch {
 	}}
 }
 
+// goldenBatchV5 holds the commands added with route ownership leases: the
+// four route ops and a grant request bound to a route generation. Never
+// edit it.
+func goldenBatchV5() fsm.Batch {
+	return fsm.Batch{Time: 1767484800000000000, Node: "issuer-c", Commands: []fsm.Command{
+		{Op: fsm.OpRouteAcquire, Caller: "w-cron-1", Lane: "isolated", Route: "inbox-triage@acme", TTL: 30_000_000_000},
+		{Op: fsm.OpRouteRenew, Caller: "w-cron-1", Lane: "isolated", Route: "inbox-triage@acme", RouteGen: 7, TTL: 30_000_000_000},
+		{Op: fsm.OpRouteRelease, Caller: "w-cron-1", Route: "inbox-triage@acme", RouteGen: 7},
+		{Op: fsm.OpRouteLapse, Caller: "issuer:issuer-c", Route: "nightly-backup"},
+	}}
+}
+
 // goldenBatchV6 holds the commands added with break-glass cases. Never
 // edit it: add a new golden batch.
 func goldenBatchV6() fsm.Batch {
@@ -132,6 +148,7 @@ var batchGoldens = []struct {
 	{batchGoldenV2, goldenBatchV2},
 	{batchGoldenV3, goldenBatchV3},
 	{batchGoldenV4, goldenBatchV4},
+	{batchGoldenV5, goldenBatchV5},
 	{batchGoldenV6, goldenBatchV6},
 }
 
@@ -196,6 +213,7 @@ func TestBatchGoldenCoversEveryField(t *testing.T) {
 	}
 	all := append(append(goldenBatch().Commands, goldenBatchV2().Commands...), goldenBatchV3().Commands...)
 	all = append(all, goldenBatchV4().Commands...)
+	all = append(all, goldenBatchV5().Commands...)
 	all = append(all, goldenBatchV6().Commands...)
 	for _, c := range all {
 		mark("Command.", reflect.ValueOf(c))

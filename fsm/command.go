@@ -52,6 +52,18 @@ const (
 	// the operator relays it: Channel, Sender, ReplyAt and Text, decoded by
 	// DecodeReply and bound to the live reviews the caller may decide.
 	OpReviewReply Op = 14
+	// Route ownership leases (route.go), from receipt format level 5.
+	// OpRouteAcquire acquires Route for the caller (TTL: the lease asked
+	// for; 0 = the route's max_ttl).
+	OpRouteAcquire Op = 20
+	// OpRouteRenew extends the caller's lease on Route (at RouteGen, if
+	// set).
+	OpRouteRenew Op = 21
+	// OpRouteRelease ends the caller's lease on Route.
+	OpRouteRelease Op = 22
+	// OpRouteLapse records the lapse of Route's lease as a receipt; the
+	// leader proposes it once it sees the lease past its expiry.
+	OpRouteLapse Op = 23
 	// OpBreakGlass records an operator's break-glass case (CaseID,
 	// GlassScope, TTL, Note as the reason) as a break_glass receipt, from
 	// receipt format level 6 (ReceiptFormatBreakGlass). Evidence only: it
@@ -64,8 +76,10 @@ var opNames = map[Op]string{
 	OpSetPolicy: "set_policy", OpPublished: "published", OpReinstate: "reinstate",
 	OpSource: "source", OpApprove: "approve", OpRaiseFormat: "raise_format",
 	OpRefusalSummary: "refusal_summary", OpOpenReview: "open_review", OpDecideReview: "decide_review",
-	OpReviewReply: "review_reply",
-	OpBreakGlass:  "break_glass",
+	OpReviewReply:  "review_reply",
+	OpRouteAcquire: "route_acquire", OpRouteRenew: "route_renew", OpRouteRelease: "route_release",
+	OpRouteLapse: "route_lapse",
+	OpBreakGlass: "break_glass",
 }
 
 func (o Op) String() string {
@@ -154,6 +168,10 @@ type Command struct {
 	Sender       string
 	Text         string
 	ReplyAt      int64
+	// Route ownership: the route an op or a grant request is about, and
+	// the fencing generation the caller acts under (0: the current one).
+	Route    string
+	RouteGen uint64
 	// OpBreakGlass: the case id and its scope (api.BreakGlassWorkerScope
 	// and a worker id); TTL is its lifetime and Note its reason.
 	CaseID     string

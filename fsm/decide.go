@@ -71,6 +71,14 @@ func decide(s *State, now int64, node string, c *Command) verdict {
 		return decideReview(s, now, node, c)
 	case OpReviewReply:
 		return decideReply(s, now, node, c)
+	case OpRouteAcquire:
+		return decideRouteAcquire(s, now, node, c)
+	case OpRouteRenew:
+		return decideRouteRenew(s, now, node, c)
+	case OpRouteRelease:
+		return decideRouteRelease(s, now, node, c)
+	case OpRouteLapse:
+		return decideRouteLapse(s, now, node, c)
 	case OpBreakGlass:
 		return decideBreakGlass(s, now, node, c)
 	}

@@ -90,6 +90,18 @@
 // Decide records it as one refusal_summary event (from receipt format
 // level 3; refused below it), which folds like any refusal: evidence only.
 //
+// Route ownership leases (route.go): a route is a named unit of recurring
+// work the policy declares; OpRouteAcquire gives one worker a lease on it
+// with a fencing generation (per route, strictly increasing, kept for
+// good) and an expiry on the control-plane clock; OpRouteRenew extends
+// it, OpRouteRelease ends it, and the expiry queue ends it when the clock
+// passes its expiry (OpRouteLapse records that as a receipt). The next
+// acquire is a take-over naming the lease it replaced. A grant requested
+// under a route binds the owner's generation, and its spend is refused
+// owner_stale once that generation ended; a worker revocation ends the
+// worker's leases in its own receipt. All of it from receipt format
+// level 5; below it every route op is refused.
+//
 // Break-glass cases (breakglass.go): an operator's OpBreakGlass (a case
 // id, a worker scope, a lifetime and a reason) is recorded as one
 // break_glass event from receipt format level 6 (refused below it). No
@@ -100,7 +112,7 @@
 // Layout: each feature's file holds both halves, the decide function and
 // the evolve function for the events it emits (grant.go, spend.go,
 // effect.go, revoke.go, epoch.go, source.go, review.go, record.go, format.go, summary.go,
-// breakglass.go); state.go holds
+// route.go, breakglass.go); state.go holds
 // the state, its queries and its mutators; usage.go and expiry.go the
 // bookkeeping permits and the clock drive; batch_codec.go and
 // snapshot_codec*.go the log-entry and snapshot encodings.

@@ -22,6 +22,16 @@ func decideEffect(s *State, now int64, node string, c *Command) verdict {
 		return record(deny(e, grants.ReasonNotGrantee, "grantee", ""))
 	}
 	e.RefSeq = g.AttemptSeq
+	if g.Route != "" {
+		// Recorded whatever the lease, but an effect reported once the
+		// generation its grant bound has ended is marked stale: the
+		// auditor never counts it as clean.
+		e.Route, e.RouteGen = g.Route, g.RouteGen
+		if stale, why := s.routeStale(g, now); stale {
+			e.RouteStale = true
+			e.Detail = "reported after its route generation ended: " + why
+		}
+	}
 	switch g.Status {
 	case grants.StatusPermitted, grants.StatusRevoked:
 		return record(deny(e, grants.ReasonNotSpent, "attempt", ""))
@@ -43,7 +53,7 @@ func decideEffect(s *State, now int64, node string, c *Command) verdict {
 			e.Outcome = grants.OutcomeContested
 			e.Reason = string(grants.ReasonEffectConflict)
 			e.Recovery = string(grants.RecoveryFor(grants.ReasonEffectConflict))
-			e.Detail = c.Verifier + " reported " + c.Outcome + " after " + g.Verifier + " reported " + g.Outcome
+			e.Detail = joinDetail(c.Verifier+" reported "+c.Outcome+" after "+g.Verifier+" reported "+g.Outcome, e.Detail)
 			e.Digest = g.Digest
 			return record(e)
 		}
@@ -59,4 +69,15 @@ func (s *State) evolveEffect(e *events.Event) {
 	if g := s.grants[e.GrantID]; g != nil {
 		g.Status, g.Outcome, g.Verifier, g.EffectSeq = grants.StatusClosed, s.intern.str(e.Outcome), s.intern.str(e.Verifier), e.Seq
 	}
+}
+
+// joinDetail joins two details with "; ", either of which may be empty.
+func joinDetail(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
 }

@@ -30,6 +30,8 @@ const (
 	refCtOrigin, refCtModelMade, refCtTrace                 = 29, 30, 31
 	refCtReviewID, refCtNote                                = 32, 33
 	refCtFormat                                             = 34
+	refCtSince, refCtUntil                                  = 35, 36
+	refCtRoute, refCtRouteGen                               = 50, 51
 )
 
 // referenceEncode is Batch.Encode written plainly, as it was before the
@@ -103,6 +105,10 @@ func referenceCommand(c *fsm.Command) []byte {
 	w.String(refCtReviewID, c.ReviewID)
 	w.String(refCtNote, c.Note)
 	w.Uint(refCtFormat, c.Format)
+	w.Int(refCtSince, c.Since)
+	w.Int(refCtUntil, c.Until)
+	w.String(refCtRoute, c.Route)
+	w.Uint(refCtRouteGen, c.RouteGen)
 	return w.Bytes()
 }
 

@@ -89,6 +89,9 @@ func evolve(s *State, e *events.Event) error {
 		// Evidence: the reply is remembered, so that seeing it again
 		// decides nothing.
 		s.noteReply(e)
+	case events.KindRouteAcquired, events.KindRouteTaken, events.KindRouteRenewed,
+		events.KindRouteReleased, events.KindRouteLapsed:
+		s.evolveRoute(e)
 	case events.KindSpendRefused, events.KindEffectRefused, events.KindRefusalSummary, events.KindBreakGlass:
 		// Durable evidence only; no state beyond the clock and the chain.
 	}

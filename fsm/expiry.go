@@ -46,14 +46,17 @@ const (
 	expireReview                 // an open review
 	expireApproval               // an approval instrument
 	expireReply                  // a plain-text reply already decoded
+	expireRoute                  // a route lease (it ends: the route record stays)
 )
 
-// kindBits is how many low bits of expiryItem.Ord hold the kind.
+// kindBits is how many low bits of expiryItem.Ord hold the kind (the
+// kinds above run to 9). Ords are never stored, so widening it reorders
+// nothing: the sequence number still decides before the kind.
 const kindBits = 4
 
 // expiryItem schedules one entry for removal at At. Ord is the entry's
 // event sequence number shifted left by kindBits, or-ed with its kind (a
-// sequence number beyond 2^61, which no chain reaches, would wrap: only
+// sequence number beyond 2^60, which no chain reaches, would wrap: only
 // the order would change, never what is removed). Ref
 // points at what the item removes: the *grants.Grant, the *idemID, the
 // *ledgerEntry, *preauthUse or *quotaWindow, or the *source, as it was
@@ -86,6 +89,8 @@ func (it *expiryItem) key() (string, string) {
 		return r.Key.Worker, r.Key.Tool + "\x00" + string(r.Key.Digest[:])
 	case *replySeen:
 		return string(r.Key[:]), ""
+	case *routeItem:
+		return r.Name, ""
 	}
 	return "", ""
 }
@@ -317,6 +322,8 @@ func (s *State) prune() {
 			if cur, ok := s.replies[r.Key]; ok && cur == r && cur.Until == it.At {
 				delete(s.replies, r.Key)
 			}
+		case *routeItem:
+			s.pruneRoute(r, it.At)
 		default:
 			s.pruneUsage(it)
 		}

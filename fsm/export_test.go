@@ -43,6 +43,11 @@ func ExpiryRemovals(s *State) (removed, left []string) {
 	for k, r := range s.replies {
 		until["reply "+k.String()] = r.Until
 	}
+	for k, r := range s.routes {
+		if r.End == endLive {
+			until["route "+k] = r.Expires
+		}
+	}
 	drop := func(at int64, name string) {
 		if t, ok := until[name]; ok && t == at {
 			delete(until, name)
@@ -81,6 +86,10 @@ func ExpiryRemovals(s *State) (removed, left []string) {
 		case *replySeen:
 			if s.replies[r.Key] == r {
 				drop(it.At, "reply "+r.Key.String())
+			}
+		case *routeItem:
+			if cur := s.routes[r.Name]; cur != nil && cur.Gen == r.Gen { // as prune: only the lease it was scheduled for
+				drop(it.At, "route "+r.Name)
 			}
 		default:
 			panic(fmt.Sprintf("expiry item refers to %T", it.Ref))

@@ -31,7 +31,8 @@ import (
 //     replies (OpReviewReply), the bindability test when an approval is
 //     used, and the review_* receipt kinds. Below it the new ops are
 //     refused and approvals work as they did before.
-//   - Level 5 is reserved for route ownership leases.
+//   - ReceiptFormatRoutes (5): route ownership leases (route.go): route
+//     kinds, route fields on grant events, routes on revocations.
 //   - ReceiptFormatBreakGlass (6): the state machine writes break-glass
 //     cases (OpBreakGlass, events.KindBreakGlass); below this level the
 //     op is refused.
@@ -57,6 +58,11 @@ const (
 	// ReceiptFormatSummaries (3) adds refusal summary events.
 	ReceiptFormatSummaries uint64 = 3
 	// ReceiptFormatReviews (4, record.go) makes reviews decision records.
+	// ReceiptFormatRoutes (5) adds route ownership leases: the route
+	// kinds (route_acquired ... route_taken), route bindings on grant
+	// events and the routes a worker revocation ends. Below it every
+	// route op, and every grant request naming a route, is refused.
+	ReceiptFormatRoutes uint64 = 5
 	// ReceiptFormatBreakGlass (6) adds break-glass events
 	// (OpBreakGlass, events.KindBreakGlass); below it the op is refused.
 	ReceiptFormatBreakGlass uint64 = 6

@@ -118,7 +118,7 @@ func seedState() *fsm.State {
 // re-encode to the same bytes, those referenceEncode writes). The batch
 // never aliases its input: overwriting the input leaves it as it was.
 func FuzzDecodeBatch(f *testing.F) {
-	for _, b := range append(seedBatches(), seedBatchesV2()...) {
+	for _, b := range append(append(seedBatches(), seedBatchesV2()...), seedBatchesRoutes()...) {
 		f.Add(b.Encode())
 	}
 	f.Add((&fsm.Batch{Time: -1, Commands: []fsm.Command{{}}}).Encode())
@@ -169,6 +169,11 @@ func FuzzRestore(f *testing.F) {
 	for i, b := range seedBatchesV2() {
 		fsm.Apply(v2, uint64(i+1), b)
 		f.Add(v2.Snapshot())
+	}
+	routes := fsm.New()
+	for i, b := range seedBatchesRoutes() {
+		fsm.Apply(routes, uint64(i+1), b)
+		f.Add(routes.Snapshot())
 	}
 	f.Add([]byte{1})
 	f.Add([]byte{2})
@@ -371,4 +376,42 @@ func FuzzDecodeReply(f *testing.F) {
 			}
 		}
 	})
+}
+
+// seedBatchesRoutes raises the receipt format to the route level under the
+// route scripts' policy, then acquires, renews, works under, lets lapse,
+// takes over and releases routes, and revokes an owner.
+func seedBatchesRoutes() []fsm.Batch {
+	t0 := int64(1000 * time.Second)
+	read := func(c fsm.Command) fsm.Command {
+		args := `{"file_path":"/work/` + c.Caller + `/a"}`
+		c.Op, c.Lane, c.Tool = fsm.OpRequest, "coordinator", "Read"
+		c.Digest, _ = grants.DigestArgs(c.Tool, []byte(args))
+		c.Args, _ = policy.FlattenArgs([]byte(args))
+		return c
+	}
+	return []fsm.Batch{
+		{Time: t0, Node: "n1", Commands: []fsm.Command{
+			{Op: fsm.OpSetPolicy, Caller: "operator:root", Policy: scriptPolicy("routes.yaml")},
+			{Op: fsm.OpRaiseFormat, Caller: "issuer:n1", Format: fsm.ReceiptFormatRoutes},
+		}},
+		{Time: t0 + 1, Node: "n1", Commands: []fsm.Command{
+			{Op: fsm.OpRouteAcquire, Caller: "w1", Lane: "coordinator", Route: "job-a", TTL: int64(5 * time.Second)},
+			{Op: fsm.OpRouteAcquire, Caller: "w2", Lane: "coordinator", Route: "job-a"},
+			{Op: fsm.OpRouteAcquire, Caller: "w2", Lane: "coordinator", Route: "job-b"},
+			read(fsm.Command{Caller: "w1", GrantID: "g1", IdemKey: "k1", Route: "job-a"}),
+			read(fsm.Command{Caller: "w1", GrantID: "g2", IdemKey: "k2", Route: "job-a", RouteGen: 1}),
+			{Op: fsm.OpSpend, Caller: "w1", GrantID: "g2", IdemKey: "a2"},
+			{Op: fsm.OpRouteRenew, Caller: "w1", Lane: "coordinator", Route: "job-a", TTL: int64(8 * time.Second)},
+		}},
+		{Time: t0 + int64(20*time.Second), Node: "n1", Commands: []fsm.Command{
+			{Op: fsm.OpRouteLapse, Caller: "issuer:n1", Route: "job-a"},
+			{Op: fsm.OpRouteAcquire, Caller: "w3", Lane: "coordinator", Route: "job-a"},
+			{Op: fsm.OpSpend, Caller: "w1", GrantID: "g1", IdemKey: "a1"},
+			{Op: fsm.OpEffect, Caller: "w1", GrantID: "g2", Outcome: "confirmed", Verifier: "v"},
+			{Op: fsm.OpRevoke, Caller: "operator:root", Key: "worker/w3"},
+			{Op: fsm.OpRouteAcquire, Caller: "w2", Lane: "coordinator", Route: "job-b"},
+			{Op: fsm.OpRouteRelease, Caller: "w2", Route: "job-b"},
+		}},
+	}
 }

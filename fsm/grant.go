@@ -48,6 +48,19 @@ func decideRequest(s *State, now int64, node string, c *Command) verdict {
 	case s.policy == nil:
 		return record(deny(e, grants.ReasonDeniedByPolicy, "policy applied", "no policy has been applied yet"))
 	}
+	// Work under a route: only the live owner, at the generation it
+	// names, and the permit binds that generation (route.go).
+	var rg *policy.RouteGrant
+	if c.Route != "" {
+		g, gen, reason, detail := s.routeBinding(now, c)
+		if s.WritesRoutes() {
+			e.Route = c.Route
+		}
+		if reason != grants.ReasonNone {
+			return record(deny(e, reason, "live lease on route "+c.Route, detail))
+		}
+		rg, e.RouteGen = &g, gen
+	}
 	// Provenance, under every policy version: a field traced to a revoked
 	// source refuses the request, and a permit binds what the traced
 	// sources recorded.
@@ -69,7 +82,7 @@ func decideRequest(s *State, now int64, node string, c *Command) verdict {
 			"the request would bind %d revocation counters; a grant may bind at most %d", len(bound), MaxGrantCounters)))
 	}
 	if s.policy.Version == policy.SchemaVersion {
-		return decideJudged(s, now, node, e, c, prov.fields, bound)
+		return decideJudged(s, now, node, e, c, prov.fields, bound, rg)
 	}
 	if c.ReviewID != "" && s.WritesReviews() {
 		return record(deny(e, grants.ReasonInvalidRequest, "version 2 policy", "a request binds an artifact review only under a version 2 policy"))
@@ -125,6 +138,7 @@ func permitEnvelope(g *grants.Grant) grants.Envelope {
 		Surface:  g.Surface, Operation: g.Operation, Consequence: g.Consequence,
 		Target: g.Target, TargetLabel: g.TargetLabel, Instrument: g.Instrument,
 		InstrumentLeft: g.InstrumentLeft, Amount: g.Amount, Bytes: g.Bytes, LedgerKey: g.LedgerKey,
+		Route: g.Route, RouteGen: g.RouteGen,
 	}
 }
 
@@ -142,7 +156,10 @@ func (s *State) hasLiveGrant(id string, now int64) bool {
 // origins are the request's field provenance as the source registry knows
 // it; the engine's provenance grounds go into the event whatever the
 // answer. bound are the revocation counters a permit binds.
-func decideJudged(s *State, now int64, node string, e events.Event, c *Command, origins []policy.FieldOrigin, bound []events.Counter) verdict {
+//
+// rg is what the request's route allows (nil for work under no route): a
+// call of a consequence class the route does not allow is denied.
+func decideJudged(s *State, now int64, node string, e events.Event, c *Command, origins []policy.FieldOrigin, bound []events.Counter, rg *policy.RouteGrant) verdict {
 	req := policy.Request{
 		Worker: c.Caller, Lane: c.Lane, Tool: c.Tool, Args: c.Args, Digest: c.Digest,
 		Cwd: c.Cwd, Resolved: c.Resolved, Label: c.TargetLabel,
@@ -155,6 +172,11 @@ func decideJudged(s *State, now int64, node string, e events.Event, c *Command, 
 	e.Surface, e.Operation, e.Consequence = j.Surface, j.Operation, j.Consequence
 	e.Target, e.TargetLabel, e.Cwd, e.Resolved = j.Target, c.TargetLabel, j.Cwd, j.Resolved
 	e.Amount, e.Bytes, e.LedgerKey = j.Amount, j.Bytes, j.LedgerKey
+	if rg != nil && j.Decision != grants.Deny && !rg.Allows(j.Consequence) {
+		e.Rules = append(e.Rules, rg.Rule)
+		return record(deny(e, grants.ReasonDeniedByPolicy, "route "+c.Route+" allowing "+j.Consequence, fmt.Sprintf(
+			"work under route %s may spend %v, not %s (%s)", c.Route, rg.Classes(), j.Consequence, rg.Rule)))
+	}
 	if c.ReviewID != "" && s.WritesReviews() && j.Decision != grants.Deny {
 		// A request that names the artifact review approving it.
 		return s.decideArtifactUse(now, node, e, c, &j, bound)
@@ -213,6 +235,7 @@ func (s *State) evolvePermit(e *events.Event) {
 		Target: e.Target, TargetLabel: e.TargetLabel, Cwd: e.Cwd, Resolved: e.Resolved,
 		LedgerKey: e.LedgerKey, Instrument: e.Instrument, InstrumentLeft: e.InstrumentLeft,
 		Amount: e.Amount, Bytes: e.Bytes, Rules: e.Rules,
+		Route: e.Route, RouteGen: e.RouteGen,
 	}
 	// Shared copies replace the event's lists (which the caller may
 	// reuse) and repeated strings.

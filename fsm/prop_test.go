@@ -28,7 +28,8 @@ import (
 // provenance section the source scripts use, one that narrows lanes and
 // pins w1 to the isolated lane, two version 2 policies (the engine scripts'
 // and the same with the workspace moved, so spends see target drift), and
-// two that do not parse.
+// two that do not parse, and the route scripts' policy (routes job-* for
+// workers w*).
 var propPolicies = [][]byte{
 	policy.LegacyDefault().Canonical(),
 	scriptPolicy("provenance.yaml"),
@@ -37,6 +38,7 @@ var propPolicies = [][]byte{
 	scriptPolicy("v2-moved.yaml"),
 	[]byte(`{"version":2}`),
 	[]byte(`not json`),
+	scriptPolicy("routes.yaml"),
 }
 
 // scriptPolicy is the canonical form of a policy in testdata/policies.
@@ -317,7 +319,7 @@ func (h *harness) drawBatch() fsm.Batch {
 	if h.raft == 0 && !rare(h.t, "startWithoutPolicy", 9) {
 		// Start under the version 1 default, the version 2 provenance
 		// policy or the version 2 engine policy.
-		first := propPolicies[rapid.SampledFrom([]int{0, 1, 3}).Draw(h.t, "firstPolicy")]
+		first := propPolicies[rapid.SampledFrom([]int{0, 1, 3, 7}).Draw(h.t, "firstPolicy")]
 		b.Commands = append(b.Commands, fsm.Command{Op: fsm.OpSetPolicy, Caller: "operator:root", Policy: first})
 	}
 	if rare(h.t, "raiseFormat", 7) {
@@ -345,7 +347,16 @@ func (h *harness) drawBatch() fsm.Batch {
 			Note:       rapid.SampledFrom([]string{"", "incident 7"}).Draw(h.t, "glassReason")})
 	}
 	for n := rapid.IntRange(1, 6).Draw(h.t, "size"); n > 0; n-- {
-		b.Commands = append(b.Commands, h.drawCommand(seq))
+		c := h.drawCommand(seq)
+		if c.Op == fsm.OpRequest && rare(h.t, "underRoute", 3) {
+			// Work under a route, at the current generation or a named one.
+			c.Route = rapid.SampledFrom([]string{"job-a", "job-b"}).Draw(h.t, "requestRoute")
+			c.RouteGen = rapid.Uint64Range(0, 3).Draw(h.t, "requestGen")
+		}
+		b.Commands = append(b.Commands, c)
+		if rare(h.t, "routeOp", 2) {
+			b.Commands = append(b.Commands, drawRouteOp(h.t, b.Node))
+		}
 	}
 	for n := rapid.IntRange(0, 2).Draw(h.t, "reviewOps"); n > 0; n-- {
 		b.Commands = append(b.Commands, h.drawReviewOp())
@@ -782,4 +793,23 @@ func scribbleEnvelope(env *grants.Envelope) {
 	for i := range env.Grounds {
 		env.Grounds[i] = "scribbled"
 	}
+}
+
+// drawRouteOp draws a route op: acquire, renew, release or a lapse record,
+// of a declared route (job-a, job-b), one no entry declares, or no route,
+// by one of the workers, with a lease from none to beyond the route's
+// max_ttl and sometimes a named generation.
+func drawRouteOp(t *rapid.T, node string) fsm.Command {
+	op := rapid.SampledFrom([]fsm.Op{fsm.OpRouteAcquire, fsm.OpRouteAcquire, fsm.OpRouteRenew, fsm.OpRouteRenew, fsm.OpRouteRelease, fsm.OpRouteLapse}).Draw(t, "routeOp")
+	c := fsm.Command{Op: op, Caller: rapid.SampledFrom(workers).Draw(t, "routeCaller"), Lane: "coordinator",
+		Route: weighted(t, "route", []string{"job-a", "job-a", "job-b"}, "weekly", 9),
+		TTL:   int64(rapid.SampledFrom([]time.Duration{0, time.Second, 5 * time.Second, time.Minute}).Draw(t, "routeTTL")),
+	}
+	if op == fsm.OpRouteLapse {
+		c.Caller = "issuer:" + node
+	}
+	if rare(t, "routeGen", 3) {
+		c.RouteGen = rapid.Uint64Range(1, 3).Draw(t, "routeGenNamed")
+	}
+	return c
 }

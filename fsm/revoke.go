@@ -23,6 +23,9 @@ func decideRevoke(s *State, now int64, node string, c *Command) verdict {
 	if scope == revocation.ScopeWorker {
 		e.Worker = id
 		e.Cancelled = s.outstanding(id, now)
+		if s.WritesRoutes() {
+			e.Routes = s.endLeasesOf(id, now)
+		}
 	}
 	return record(e)
 }
@@ -61,6 +64,7 @@ func (s *State) evolveRevoke(e *events.Event) {
 			s.dropReviewsOf(id)
 		}
 	}
+	s.evolveRevokedRoutes(e)
 	for _, id := range e.Cancelled {
 		if g := s.grants[id]; g != nil && g.Status == grants.StatusPermitted {
 			g.Status, g.RevokedSeq = grants.StatusRevoked, e.Seq

@@ -66,6 +66,12 @@ package fsm_test
 //	request ... [review=REF] [artifact=X]
 //	                               a request naming an artifact review, with
 //	                               the artifact's digest H(X) as it is now
+//	raise <level>                  OpRaiseFormat (caller issuer:n1)
+//	route acquire|renew|release|lapse <worker> <route> [lane=L] [ttl=D] [gen=N]
+//	                               OpRouteAcquire, OpRouteRenew, OpRouteRelease
+//	                               or OpRouteLapse (for lapse, <worker> is the
+//	                               proposer)
+//	request ... [route=R] [gen=N]  a request bound to a route's lease
 //	published <seq>                OpPublished
 //	op <n> [by=<caller>]           a command with a raw (possibly unknown) op
 //	batch {                        the commands up to the matching line "}" form
@@ -80,6 +86,7 @@ package fsm_test
 //	show review <review>           print an open review, or "absent"
 //	show records                   print every retained review record
 //	show source <id>               print a registered source, or "absent"
+//	show routes                    print every route's lease at the clock
 //
 // # Transcript
 //
@@ -279,12 +286,15 @@ func (r *scriptRunner) command(text string, toks []string) fsm.Command {
 		}
 		return fsm.Command{Op: fsm.OpSetPolicy, Caller: "operator:root", Policy: doc}
 	case "request":
-		known("lane", "tool", "args", "key", "id", "ttl", "sources", "session", "label", "amount", "bytes", "cwd", "resolved", "noargs", "traces", "review", "artifact")
+		known("lane", "tool", "args", "key", "id", "ttl", "sources", "session", "label", "amount", "bytes", "cwd", "resolved", "noargs", "traces", "review", "artifact", "route", "gen")
 		c := fsm.Command{Op: fsm.OpRequest, Caller: arg(0), Lane: kv["lane"], Tool: kv["tool"],
 			IdemKey: kv["key"], GrantID: kv["id"], Session: kv["session"],
-			TargetLabel: kv["label"], Cwd: kv["cwd"], Resolved: kv["resolved"], ReviewID: kv["review"]}
+			TargetLabel: kv["label"], Cwd: kv["cwd"], Resolved: kv["resolved"], ReviewID: kv["review"], Route: kv["route"]}
 		if a, ok := kv["artifact"]; ok {
 			c.ContentDigest = events.Sum([]byte(a))
+		}
+		if v, ok := kv["gen"]; ok {
+			c.RouteGen = r.uint(v)
 		}
 		if a, ok := kv["args"]; ok {
 			c.Digest = r.digest(c.Tool, a)
@@ -391,6 +401,27 @@ func (r *scriptRunner) command(text string, toks []string) fsm.Command {
 			ReviewID: reviewArg(arg(0)), Outcome: arg(1)}
 		if v, ok := kv["roles"]; ok {
 			c.Roles = strings.Split(v, ",")
+		}
+		if d, ok := kv["ttl"]; ok {
+			v, err := time.ParseDuration(d)
+			if err != nil {
+				r.fatalf("ttl: %v", err)
+			}
+			c.TTL = int64(v)
+		}
+		return c
+	case "raise":
+		return fsm.Command{Op: fsm.OpRaiseFormat, Caller: "issuer:n1", Format: r.uint(arg(0))}
+	case "route":
+		known("lane", "ttl", "gen")
+		ops := map[string]fsm.Op{"acquire": fsm.OpRouteAcquire, "renew": fsm.OpRouteRenew, "release": fsm.OpRouteRelease, "lapse": fsm.OpRouteLapse}
+		op, ok := ops[arg(0)]
+		if !ok {
+			r.fatalf("route: want acquire, renew, release or lapse, got %q", arg(0))
+		}
+		c := fsm.Command{Op: op, Caller: arg(1), Route: arg(2), Lane: kv["lane"]}
+		if v, ok := kv["gen"]; ok {
+			c.RouteGen = r.uint(v)
 		}
 		if d, ok := kv["ttl"]; ok {
 			v, err := time.ParseDuration(d)
@@ -651,6 +682,18 @@ func (r *scriptRunner) show(toks []string) {
 		line = append(line, "counters="+fmtCounters(src.Counters))
 		fmt.Fprintf(&r.out, "%s\n", strings.Join(line, " "))
 		fmt.Fprintf(&r.out, "sources %d\n", r.real.Stats().Sources)
+	case "routes":
+		for _, in := range r.real.Routes(r.real.Clock()) {
+			line := []string{"route " + in.Route, "gen=" + strconv.FormatUint(in.Gen, 10), "owner=" + in.Owner}
+			if in.Live {
+				line = append(line, "live", "expires="+fmtTime(in.Expires), "left="+fmtTime(in.Left))
+			} else {
+				line = append(line, "ended="+in.Ended, "at="+fmtTime(in.EndedAt))
+			}
+			r.out.WriteString(strings.Join(line, " ") + "\n")
+		}
+		st := r.real.Stats()
+		fmt.Fprintf(&r.out, "routes %d live=%d\n", st.Routes, st.Leases)
 	case "reviews":
 		st := r.real.Stats()
 		fmt.Fprintf(&r.out, "reviews open=%d approvals=%d\n", st.Reviews, st.Approvals)
@@ -729,6 +772,9 @@ func formatEnvelope(env grants.Envelope) string {
 		f = append(f, "expires="+fmtTime(env.ExpiresAt))
 	}
 	f = appendKV(f, "authority", env.Authority)
+	f = appendKV(f, "route", env.Route)
+	f = appendUint(f, "gen", env.RouteGen)
+	f = appendKV(f, "owner", env.Owner)
 	if len(env.Grounds) > 0 {
 		f = append(f, fmt.Sprintf("grounds=%d", len(env.Grounds)))
 	}
@@ -824,6 +870,16 @@ func formatEvent(e events.Event) string {
 	}
 	if e.Candidates != nil {
 		f = append(f, "candidates="+strings.Join(e.Candidates, ","))
+	}
+	f = appendKV(f, "route", e.Route)
+	f = appendUint(f, "gen", e.RouteGen)
+	f = appendKV(f, "prev", e.PrevOwner)
+	f = appendUint(f, "prevgen", e.PrevGen)
+	if e.Routes != nil {
+		f = append(f, "routes="+strings.Join(e.Routes, ","))
+	}
+	if e.RouteStale {
+		f = append(f, "route_stale")
 	}
 	f = appendKV(f, "detail", e.Detail)
 	out := strings.Join(f, " ")

@@ -16,8 +16,10 @@ import (
 
 const snapshotVersion = 1
 
-// Snapshot field tags (append only). Tags below stPublished form the
-// authority part that Digest covers; the rest is publication bookkeeping.
+// Snapshot field tags (append only). Tags below stPublished, the
+// plain-text replies (stReply) and the route records (stRoute, written
+// last) form the authority part that Digest covers; the rest is
+// publication bookkeeping.
 const (
 	stClock     = 1
 	stEpoch     = 2
@@ -41,6 +43,10 @@ const (
 	// raised above ReceiptFormatLegacy: a snapshot without it (any
 	// written before levels existed) restores at the legacy level.
 	stFormat = 22
+	// Route leases, by route name (snapshot_codec_route.go). Written after
+	// the bookkeeping, since fields come in ascending tag order, and part
+	// of the authority nonetheless: Digest covers them.
+	stRoute = 28
 )
 
 // Grant field tags inside a snapshot (append only).
@@ -79,6 +85,8 @@ const (
 	gtAmount
 	gtBytes
 	gtRule
+	gtRoute
+	gtRouteGen
 )
 
 // Idempotency record tags (append only).
@@ -237,6 +245,8 @@ func encodeGrant(buf []byte, g *grants.Grant) []byte {
 	w.Uint(gtAmount, g.Amount)
 	w.Uint(gtBytes, g.Bytes)
 	w.Strings(gtRule, g.Rules)
+	w.String(gtRoute, g.Route)
+	w.Uint(gtRouteGen, g.RouteGen)
 	return w.Bytes()
 }
 
@@ -266,7 +276,7 @@ func encodeIdem(buf []byte, k idemID, r *idemRecord) []byte {
 // about 100).
 func (s *State) encodedSize() int {
 	return 4096 + 320*len(s.grants) + 128*len(s.idem) + 64*(len(s.ledger)+len(s.preauth)+len(s.quota)) + 256*len(s.sources) +
-		160*(len(s.reviews)+len(s.approvals))
+		160*(len(s.reviews)+len(s.approvals)+len(s.routes))
 }
 
 // Snapshot returns the canonical encoding of the whole state.
@@ -292,19 +302,22 @@ func (s *State) Snapshot() []byte {
 		w.Uint(stFormat, s.format)
 	}
 	s.writeReplies(w, scratch)
+	s.writeRoutes(w, scratch)
 	return w.Bytes()
 }
 
 // Digest is SHA-256 over the authority part of the state (clock, epoch,
 // policy, counters, bars, grants, idempotency records, chain head, effect
 // ledger, preauthorization consumption, quota windows, source registry,
-// open reviews and approvals, plain-text replies already decoded). It
+// open reviews and approvals, plain-text replies already decoded, route
+// leases). It
 // excludes the outbox, so an issuer and an auditor that rebuilt state from
 // the receipt stream agree on it.
 func (s *State) Digest() events.Hash {
 	w := events.NewWriter(make([]byte, 0, s.encodedSize()))
 	s.authority(w)
 	s.writeReplies(w, nil)
+	s.writeRoutes(w, nil)
 	return events.Sum(w.Bytes())
 }
 
@@ -334,7 +347,7 @@ func restore(data []byte) (*State, error) {
 	r := events.NewReader(data)
 	var f events.Field
 	var err error
-	var lastCounter, lastReview string
+	var lastCounter, lastReview, lastRoute string
 	var lastApproval *approvalKey
 	var lastReply events.Hash
 	lastUsage := map[uint32]string{}
@@ -463,6 +476,10 @@ func restore(data []byte) (*State, error) {
 			if err = want(&f, events.WireBytes); err == nil {
 				err = s.restoreReply(f.Data, &lastReply)
 			}
+		case stRoute:
+			if err = want(&f, events.WireBytes); err == nil {
+				err = s.restoreRoute(f.Data, &lastRoute)
+			}
 		case stPublished:
 			if err = want(&f, events.WireVarint); err == nil {
 				s.published = f.Uint
@@ -532,7 +549,7 @@ func restore(data []byte) (*State, error) {
 // a map of a million entries one doubling at a time costs more than the
 // count. A malformed snapshot is refused by the decoding pass.
 func sizedFor(data []byte) *State {
-	var n [stReply + 1]int
+	var n [stRoute + 1]int
 	r := events.NewReader(data)
 	var f events.Field
 	for r.Next(&f) {
@@ -550,8 +567,9 @@ func sizedFor(data []byte) *State {
 	s.reviews = make(map[string]*review, n[stReview])
 	s.approvals = make(map[approvalKey]*approval, n[stApproval])
 	s.replies = make(map[events.Hash]*replySeen, n[stReply])
+	s.routes = make(map[string]*route, n[stRoute])
 	// Idempotency records answered by a grant share its item.
-	s.expiry = make(expiryHeap, 0, n[stGrant]+n[stLedger]+n[stPreauth]+n[stQuota]+n[stSource]+n[stReview]+n[stApproval]+n[stReply])
+	s.expiry = make(expiryHeap, 0, n[stGrant]+n[stLedger]+n[stPreauth]+n[stQuota]+n[stSource]+n[stReview]+n[stApproval]+n[stReply]+n[stRoute])
 	s.outbox = make([]Pending, 0, n[stOutbox])
 	return s
 }
@@ -739,6 +757,10 @@ func decodeGrant(b []byte, in *interner) (*grants.Grant, error) {
 			d.uint(&g.Bytes)
 		case gtRule:
 			d.sharedList(&rules, in)
+		case gtRoute:
+			d.shared(&g.Route, in)
+		case gtRouteGen:
+			d.uint(&g.RouteGen)
 		default:
 			d.err = fmt.Errorf("unknown grant tag %d", f.Tag)
 		}

@@ -125,8 +125,8 @@ func (s *State) writeReviews(w *events.Writer, scratch []byte) []byte {
 	return scratch
 }
 
-// writeReplies appends the replies already decoded (stReply, the last
-// section: its tag is above the outbox's and the level's). They are
+// writeReplies appends the replies already decoded (stReply: its tag is
+// above the outbox's and the level's; only the route records follow). They are
 // authority (a reply seen again decides nothing), so Digest writes them
 // too, right after the rest of the authority.
 func (s *State) writeReplies(w *events.Writer, scratch []byte) []byte {

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/writ-dev/writ/events"
@@ -14,6 +15,7 @@ func attemptEnvelope(g *grants.Grant) grants.Envelope {
 	return grants.Envelope{
 		Decision: grants.Permit, GrantID: g.ID, Epoch: g.Epoch, IssuedAt: g.IssuedAt,
 		ExpiresAt: g.ExpiresAt, Seq: g.AttemptSeq, Kind: events.KindAttempt, Digest: g.Digest,
+		Route: g.Route, RouteGen: g.RouteGen,
 	}
 }
 
@@ -42,6 +44,11 @@ func decideSpend(s *State, now int64, node string, c *Command) verdict {
 			detail = "the grant bound " + g.Target
 		}
 		return record(deny(e, r, missing, detail))
+	}
+	e.Route, e.RouteGen = g.Route, g.RouteGen
+	if stale, detail := s.routeStale(g, now); stale {
+		e.ExpiresAt = g.ExpiresAt
+		return record(deny(e, grants.ReasonOwnerStale, "live lease on route "+g.Route+" at generation "+fmt.Sprint(g.RouteGen), detail))
 	}
 	e.Kind = events.KindAttempt
 	e.Decision = string(grants.Permit)

@@ -103,6 +103,7 @@ type State struct {
 	reviews    map[string]*review         // open reviews, by review id
 	approvals  map[approvalKey]*approval  // live approvals, by the call they cover
 	replies    map[events.Hash]*replySeen // plain-text replies already decoded, by replyKey
+	routes     map[string]*route          // route leases, by route name: kept for good
 	expiry     expiryHeap                 // with expiryRun, what prune will forget when
 	expiryRun  expiryRun
 	chain      events.Chain
@@ -142,6 +143,7 @@ func New() *State {
 		reviews:    map[string]*review{},
 		approvals:  map[approvalKey]*approval{},
 		replies:    map[events.Hash]*replySeen{},
+		routes:     map[string]*route{},
 	}
 }
 
@@ -211,6 +213,8 @@ type Stats struct {
 	Sources   int    `json:"sources"`
 	Reviews   int    `json:"open_reviews"`
 	Approvals int    `json:"approvals"`
+	Routes    int    `json:"routes"`
+	Leases    int    `json:"live_leases"`
 }
 
 // Stats counts what the state holds.
@@ -221,12 +225,18 @@ func (s *State) Stats() Stats {
 		Head: s.chain.Head.String(), Published: s.published, Outbox: len(s.outbox),
 		Ledger: len(s.ledger), Preauths: len(s.preauth), Quotas: len(s.quota),
 		Sources: len(s.sources), Approvals: len(s.approvals),
+		Routes: len(s.routes),
 	}
 	for _, r := range s.reviews {
 		// Decision records stay after they are decided, as history:
 		// only the undecided ones are open.
 		if r.Status == rsOpen {
 			st.Reviews++
+		}
+	}
+	for _, r := range s.routes {
+		if r.live(s.clock) {
+			st.Leases++
 		}
 	}
 	for _, g := range s.grants {

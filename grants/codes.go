@@ -80,6 +80,10 @@ const (
 	ReasonApprovalUnbindable Reason = "approval_unbindable"
 	// Reasons of admission control.
 	ReasonRateLimited Reason = "rate_limited"
+	// Reasons of route ownership leases.
+	ReasonRouteHeld       Reason = "route_held"
+	ReasonNotOwner        Reason = "not_owner"
+	ReasonUndeclaredRoute Reason = "undeclared_route"
 )
 
 // The facts an approval_unbindable refusal names as missing: what did not
@@ -110,7 +114,7 @@ var Reasons = []ReasonInfo{
 	{ReasonWorkerRevoked, RecoverNone, "the worker was revoked; an operator must reinstate it"},
 	{ReasonLaneRevoked, RecoverRequestNewGrant, "the lane's revocation counter moved after minting"},
 	{ReasonDestRevoked, RecoverNarrowDestination, "the destination's revocation counter moved after minting"},
-	{ReasonOwnerStale, RecoverReacquireOwnership, "the route's owner generation moved after minting"},
+	{ReasonOwnerStale, RecoverReacquireOwnership, "the grant (or the lease being renewed) is bound to a route generation that ended: the route was taken over, released or revoked, or its lease lapsed; the detail names both generations"},
 	{ReasonDigestMismatch, RecoverRequestNewGrant, "the presented request is not the one the grant was minted for"},
 	{ReasonAlreadySpent, RecoverReconcileConsumption, "the grant was already spent under another idempotency key"},
 	{ReasonNotGrantee, RecoverNone, "the caller is not the worker the grant was minted for"},
@@ -143,6 +147,9 @@ var Reasons = []ReasonInfo{
 	{ReasonUnknownReview, RecoverNone, "no open review has this id (never opened, already approved, or older than the hour a review stays open)"},
 	{ReasonApprovalUnbindable, RecoverRefreshApproval, "an approval exists but does not bind to this use: the artifact changed (missing artifact_digest, recovery rerender_artifact), the policy epoch moved (epoch), the reviewer no longer holds the role (reviewer), it was already used (spent), it lapsed (expired) or more than one review could be meant (ambiguous)"},
 	{ReasonRateLimited, RecoverRetryLater, "the worker's recent requests were refused faster than its admission rate allows; the request was not decided, and the refusals past the rate are recorded as counts (refusal_summary); retry once the rate has passed"},
+	{ReasonRouteHeld, RecoverRetryLater, "another worker holds a live lease on the route; the detail names the owner, its generation and the time left on its lease"},
+	{ReasonNotOwner, RecoverReacquireOwnership, "the caller holds no live lease on the route (never acquired, released, or at another generation)"},
+	{ReasonUndeclaredRoute, RecoverNone, "the policy declares no such route, or does not let this worker or lane own it"},
 }
 
 // RecoveryFor returns the recovery class of a reason (RecoverNone for

@@ -48,6 +48,14 @@ type Envelope struct {
 	// (<slug>_v<N>_review), from receipt format level 4: what a person
 	// decides, by caption or keep token.
 	Caption string `json:"caption,omitempty"`
+	// Route ownership: the route and fencing generation an answer is
+	// about (a lease, or work bound to one), the owner of the lease, and
+	// for a take-over the lease it replaced.
+	Route     string `json:"route,omitempty"`
+	RouteGen  uint64 `json:"route_gen,omitempty"`
+	Owner     string `json:"owner,omitempty"`
+	PrevOwner string `json:"prev_owner,omitempty"`
+	PrevGen   uint64 `json:"prev_gen,omitempty"`
 }
 
 // Refuse builds a deny envelope with the reason's recovery class.
@@ -86,6 +94,13 @@ func FromEvent(e events.Event) Envelope {
 		LedgerKey:      e.LedgerKey,
 		Authority:      e.Authority,
 		Grounds:        e.Grounds,
+		Route:          e.Route,
+		RouteGen:       e.RouteGen,
+		PrevOwner:      e.PrevOwner,
+		PrevGen:        e.PrevGen,
+	}
+	if e.Kind >= events.KindRouteAcquired && e.Kind <= events.KindRouteTaken {
+		env.Owner = e.Worker
 	}
 	if e.SourceID != "" {
 		// A source registration answers as it always has: the path as a

@@ -89,6 +89,11 @@ func (e *Envelope) AppendJSON(dst []byte) []byte {
 	dst = jsonwire.AppendStringField(dst, `,"authority":`, e.Authority)
 	dst = jsonwire.AppendStringsField(dst, `,"grounds":`, e.Grounds)
 	dst = jsonwire.AppendStringField(dst, `,"caption":`, e.Caption)
+	dst = jsonwire.AppendStringField(dst, `,"route":`, e.Route)
+	dst = jsonwire.AppendUintField(dst, `,"route_gen":`, e.RouteGen)
+	dst = jsonwire.AppendStringField(dst, `,"owner":`, e.Owner)
+	dst = jsonwire.AppendStringField(dst, `,"prev_owner":`, e.PrevOwner)
+	dst = jsonwire.AppendUintField(dst, `,"prev_gen":`, e.PrevGen)
 	return append(dst, '}')
 }
 
@@ -259,6 +264,21 @@ func (d *envelopeDecoder) field(e *Envelope, key string) (bit uint64, known bool
 	case "caption":
 		e.Caption, ok = d.str()
 		bit = 1 << 28
+	case "route":
+		e.Route, ok = d.str()
+		bit = 1 << 29
+	case "route_gen":
+		e.RouteGen, ok = d.Uint()
+		bit = 1 << 30
+	case "owner":
+		e.Owner, ok = d.str()
+		bit = 1 << 31
+	case "prev_owner":
+		e.PrevOwner, ok = d.str()
+		bit = 1 << 32
+	case "prev_gen":
+		e.PrevGen, ok = d.Uint()
+		bit = 1 << 33
 	default:
 		return 0, false
 	}

@@ -84,6 +84,13 @@ type Grant struct {
 	Bytes          uint64
 	Rules          []string
 
+	// Route ownership: the route the request was made under and the
+	// fencing generation of its owner's lease when the grant was minted
+	// (empty and 0 for work under no route). A spend is refused
+	// owner_stale once that generation has ended.
+	Route    string
+	RouteGen uint64
+
 	Status     Status
 	AttemptKey string // idempotency key of the spend, once spent
 	AttemptSeq uint64

@@ -302,7 +302,15 @@ func grantRequestCommand(worker string, r *api.GrantRequest) (fsm.Command, *requ
 		Session: r.Session, Tool: r.Tool, Digest: digest, IdemKey: r.IdempotencyKey,
 		TTL: r.TTLMillis * int64(time.Millisecond), Sources: r.Sources,
 		Args: flat, TargetLabel: r.TargetLabel, Bytes: r.Bytes, Cwd: r.Cwd, Resolved: r.ResolvedTarget,
-		Traces: traces,
+		Traces: traces, Route: r.Route, RouteGen: r.RouteGen,
+	}
+	switch {
+	case r.Route != "":
+		if err := policy.CheckRouteName(r.Route); err != nil {
+			return fsm.Command{}, invalid("route", "%v", err)
+		}
+	case r.RouteGen != 0:
+		return fsm.Command{}, invalid("route_gen", "a route generation without a route")
 	}
 	if r.Amount != nil {
 		c.Amount, c.HasAmount = *r.Amount, true

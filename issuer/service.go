@@ -141,6 +141,7 @@ func (s *Service) Run(ctx context.Context) error {
 			return nil
 		case <-s.node.LeaderCh():
 		case <-tick.C:
+			s.sweepLapses()
 		}
 	}
 }
@@ -203,6 +204,7 @@ func (s *Service) lead(ctx context.Context) error {
 		api.OperatorPrefix + "policy.show": s.handlePolicyShow,
 		api.SubjectReviews:                 s.handleReviews,
 		api.SubjectPolicyTest:              s.handlePolicyTest,
+		api.SubjectRoutes:                  s.handleRoutes,
 	} {
 		sub, err := s.nc.QueueSubscribe(subj, queueGroup, h)
 		if err != nil {
@@ -287,6 +289,7 @@ const (
 	reviewsHandler                   // reviews
 	policyTestHandler                // policyTest
 	reviewerHandler                  // reviewer
+	routesHandler                    // routes
 )
 
 // spawn runs the handler h for m in its own goroutine, bounded by
@@ -327,6 +330,8 @@ func (s *Service) serve(m *nats.Msg, h handler) {
 		s.policyTest(m)
 	case reviewerHandler:
 		s.reviewer(m)
+	case routesHandler:
+		s.routes(m)
 	}
 }
 
@@ -375,6 +380,13 @@ func (s *Service) worker(m *nats.Msg) {
 		cmd, rerr = sourceCommand(worker, m.Data)
 	case api.OpReview:
 		cmd, rerr = reviewOpenCommand(worker, m.Data)
+	case api.OpRoute:
+		var status bool
+		cmd, status, rerr = routeCommand(worker, m.Data)
+		if rerr == nil && status {
+			s.respond(m, s.routeStatus(cmd.Route))
+			return
+		}
 	}
 	if rerr != nil {
 		env := rerr.envelope()
@@ -547,6 +559,7 @@ func (s *Service) Status() api.Status {
 		st.Idempotency, st.Counters, st.BarredWorkers = x.Idem, x.Counters, x.Barred
 		st.Seq, st.Head, st.Published, st.Outbox = x.Seq, x.Head, x.Published, x.Outbox
 		st.Sources, st.OpenReviews, st.Approvals = x.Sources, x.Reviews, x.Approvals
+		st.Routes, st.LiveLeases = x.Routes, x.Leases
 		st.ReceiptFormatLevel = fs.ReceiptFormat()
 	})
 	if fresh {

@@ -67,6 +67,7 @@ type compiled struct {
 	ledgerScope  string
 	workspace    string
 	prov         cProvenance
+	routes       []cRoute
 }
 
 type toolGlob struct {
@@ -145,7 +146,7 @@ func compile(p *Policy) (*compiled, error) {
 	steps := []func(*Policy) error{
 		c.compileTop, c.compileSurfaces, c.compileLanes, c.compileWorkers, c.compileRules,
 		c.compilePreauths, c.compileBoundaries, c.compileReview, c.compileShapes, c.compileQuotas,
-		c.compileProvenance,
+		c.compileProvenance, c.compileRoutes,
 	}
 	// Every step runs, so that one refusal lists every problem; a step
 	// keeps a placeholder for an entry it refused (a surface, a lane), so

@@ -281,6 +281,7 @@ type Policy struct {
 	Quotas            []Quota           `json:"quotas,omitempty"`
 	Ledger            Ledger            `json:"ledger,omitzero"`
 	Provenance        Provenance        `json:"provenance,omitzero"`
+	Routes            []Route           `json:"routes,omitempty"`
 
 	c *compiled // version 2: built by Parse
 }
@@ -327,6 +328,7 @@ type docV2 struct {
 	Quotas            []Quota           `json:"quotas,omitempty"`
 	Ledger            Ledger            `json:"ledger,omitzero"`
 	Provenance        Provenance        `json:"provenance,omitzero"`
+	Routes            []Route           `json:"routes,omitempty"`
 }
 
 // Canonical returns the document's canonical JSON (encoding/json sorts map
@@ -340,6 +342,7 @@ func (p *Policy) Canonical() []byte {
 			Workspace: p.Workspace, Surfaces: p.Surfaces, Allow: p.Allow, Deny: p.Deny,
 			Preauthorizations: p.Preauthorizations, Boundaries: p.Boundaries, Review: p.Review,
 			ShapeRules: p.ShapeRules, Quotas: p.Quotas, Ledger: p.Ledger, Provenance: p.Provenance,
+			Routes: p.Routes,
 		}
 		if p.Lanes != nil {
 			d.Lanes = make(map[string]laneV2, len(p.Lanes))

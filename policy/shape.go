@@ -108,6 +108,9 @@ var (
 			"protected":    strct(map[string]*shape{"channels": sStrings, "paths": sStrings, "tools": sStrings}),
 			"memory_paths": sStrings,
 		}),
+		"routes": list(strct(map[string]*shape{
+			"name": sString, "workers": sStrings, "lanes": sStrings, "max_ttl": sDuration, "consequences": sStrings,
+		})),
 	})
 )
 

@@ -7,7 +7,8 @@
 # the operator applies that policy with a refund instrument added
 # (scripts/demo/preauth.yaml; the epoch moves and an older grant goes stale), a Claude Code session with an Explore subagent is
 # replayed from fixtures (scripts/demo/claude-code/) through
-# `worker-agent hook claude-code`, and the auditor verifies again.
+# `worker-agent hook claude-code`, and the auditor verifies again. Last, a
+# cron worker paused past its route lease is fenced out by the next owner.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin}
@@ -229,6 +230,54 @@ set +e
   }'
 set -e
 [ -s "$DATA/last.err" ] && sed 's/^/  (stderr) /' "$DATA/last.err"
+run "$BIN/auditor" verify
+expect "auditor verify exit:" "$code" 0
+
+step "11. A cron worker paused past its lease is fenced out"
+echo "(the policy declares heartbeat@* routes for the isolated lane, reading only: one worker owns a"
+echo " route at a time, under a lease with a fencing generation. cron-a runs its job under the route;"
+echo " the job gets a grant, then the worker and its job are paused (SIGSTOP) past the 2s lease, as a"
+echo " stalled VM or a laptop lid would. cron-b takes the route over at the next generation. When"
+echo " cron-a wakes, its job's spend of the grant it already held is refused owner_stale, and"
+echo " worker-agent cron finds its renewal refused, stops the job and exits 12.)"
+CRON=$DATA/cron; mkdir -p "$CRON"
+cat >"$CRON/job.sh" <<'JOB'
+args='{"file_path":"/work/shop/inbox/today.md"}'
+out=$("$WA" request --lane isolated --tool Read --args "$args")
+printf '%s' "$out" | sed -n 's/.*"grant_id":"\([^"]*\)".*/\1/p' >"$CRON/grant"
+echo $$ >"$CRON/job.pid"
+while [ ! -f "$CRON/go" ]; do sleep 0.05; done
+"$WA" spend "$(cat "$CRON/grant")" --args "$args" >"$CRON/spend.json" 2>/dev/null
+touch "$CRON/spent"
+while :; do sleep 0.05; done
+JOB
+printf '$ %s cron --worker cron-a --lane isolated --route heartbeat@shop --ttl 2s --once -- sh %s &\n' "$BIN/worker-agent" "$CRON/job.sh"
+WA="$BIN/worker-agent" CRON="$CRON" "$BIN/worker-agent" cron --worker cron-a --lane isolated --route heartbeat@shop --ttl 2s --once -- sh "$CRON/job.sh" >"$CRON/cron.out" 2>"$CRON/cron.err" &
+CRONPID=$!
+for _ in $(seq 1 100); do [ -s "$CRON/job.pid" ] && break; sleep 0.1; done
+run "$BIN/worker-agent" route status heartbeat@shop --worker cron-a
+echo "(pausing cron-a and its job)"
+kill -STOP "$CRONPID" "$(cat "$CRON/job.pid")"
+for _ in $(seq 1 50); do
+  set +e; out=$("$BIN/worker-agent" route acquire heartbeat@shop --worker cron-b --lane isolated --ttl 30s 2>/dev/null); set -e
+  case "$out" in *'"decision":"permit"'*) break ;; esac
+  sleep 0.2
+done
+run "$BIN/worker-agent" route status heartbeat@shop --worker cron-b
+expect "take-over generation:" "$(printf '%s' "$LAST" | field route_gen)" 2
+run "$BIN/issuer" route list
+echo "(waking cron-a's job first: it spends the grant it got under generation 1)"
+touch "$CRON/go"; kill -CONT "$(cat "$CRON/job.pid")"
+for _ in $(seq 1 100); do [ -f "$CRON/spent" ] && break; sleep 0.1; done
+printf '$ cat %s\n' "$CRON/spend.json"; cat "$CRON/spend.json"; echo
+expect "the paused job's spend:" "$(field reason <"$CRON/spend.json")" owner_stale
+echo "(waking cron-a: its renewal is refused; it stops the job and exits 12)"
+kill -CONT "$CRONPID"
+set +e; wait "$CRONPID"; code=$?; set -e
+sed 's/^/  (stderr) /' "$CRON/cron.err"
+printf '  -> worker-agent cron exit %d\n' "$code"
+expect "worker-agent cron exit:" "$code" 12
+sleep 0.3
 run "$BIN/auditor" verify
 expect "auditor verify exit:" "$code" 0
 echo

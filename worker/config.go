@@ -39,7 +39,7 @@ const maxConfigBytes = 64 << 10
 //	{"worker": "w1", "lane": "coordinator",
 //	 "subagents": {"Explore": "isolated", "general-purpose": "specialist"},
 //	 "replace_prompt": false, "nats_url": "nats://127.0.0.1:4222",
-//	 "provenance": {"max_bytes": 10485760}}
+//	 "provenance": {"max_bytes": 10485760}, "route": "inbox-triage@acme"}
 //
 // A subagent type that is not listed runs in the lane of the "*" entry; if
 // there is none, its calls are blocked. Fields are matched exactly and
@@ -55,6 +55,10 @@ type workerConfig struct {
 	NATSCA           string            `json:"nats_ca,omitempty"`
 	Socket           string            `json:"socket,omitempty"`
 	Provenance       provenanceConfig  `json:"provenance,omitzero"`
+	// Route is the route this runtime's calls are work under, when
+	// WRIT_ROUTE does not name one (worker-agent cron sets it for its
+	// command); the grants bind the owner's current lease generation.
+	Route string `json:"route,omitempty"`
 
 	path    string // the file it was read from; "" when there was none
 	project bool   // it is the project's own .writ/worker.json
@@ -131,7 +135,7 @@ func checkExactKeys(raw []byte) error {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return err
 	}
-	if err := onlyKeys(m, "", "worker", "lane", "subagents", "replace_prompt", "nats_url", "nats_user", "nats_password_file", "nats_ca", "socket", "provenance"); err != nil {
+	if err := onlyKeys(m, "", "worker", "lane", "subagents", "replace_prompt", "nats_url", "nats_user", "nats_password_file", "nats_ca", "socket", "provenance", "route"); err != nil {
 		return err
 	}
 	if raw, ok := m["provenance"]; ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
@@ -168,6 +172,11 @@ func (c *workerConfig) validate() error {
 	if c.Lane != "" {
 		if err := api.ValidID(c.Lane); err != nil {
 			return fmt.Errorf("lane: %v", err)
+		}
+	}
+	if c.Route != "" {
+		if err := api.ValidRoute(c.Route); err != nil {
+			return fmt.Errorf("route: %v", err)
 		}
 	}
 	for _, typ := range sortedKeys(c.Subagents) {

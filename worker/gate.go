@@ -41,12 +41,19 @@ func authorize(ctx context.Context, a authority, call harness.Call, lane string,
 type grantContext struct {
 	Cwd        string
 	Provenance []api.FieldTrace
+	// Route is the config's route, used when the environment names none.
+	Route string
 }
 
 func grantRequest(call harness.Call, lane string, gc grantContext) api.GrantRequest {
+	rb := routeOfProcess()
+	if rb.Route == "" && rb.Gen == 0 {
+		rb.Route = gc.Route
+	}
 	return api.GrantRequest{
 		Lane: lane, Session: call.GrantSession(), Tool: call.Tool, Args: call.Args,
 		IdempotencyKey: call.IdempotencyKey(), Cwd: gc.Cwd, Provenance: gc.Provenance,
+		Route: rb.Route, RouteGen: rb.Gen,
 	}
 }
 

@@ -129,7 +129,7 @@ func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, 
 	store := newSessionStore(af.stateDir, in.SessionID, cfg.Provenance.maxBytes())
 
 	if pre {
-		gc := grantContext{Cwd: in.WorkDir()}
+		gc := grantContext{Cwd: in.WorkDir(), Route: cfg.Route}
 		// Waiting for a registering hook's lock may take part of the
 		// deadline, not all of it: the grant request must still fit.
 		lctx, lcancel := context.WithTimeout(ctx, time.Until(deadlineOf(ctx))/2)

@@ -49,7 +49,7 @@ func (g *Agent) MCP(ctx context.Context, flags *pflag.FlagSet, af *AdapterFlags,
 		return Usagef("--server: give the MCP server a name of letters, digits, - and _")
 	}
 	return g.runMCP(ctx, argv, &mcpGate{
-		g: g, lane: lane, server: server, session: client.NewKey(), deadline: deadline,
+		g: g, lane: lane, route: cfg.Route, server: server, session: client.NewKey(), deadline: deadline,
 	})
 }
 
@@ -120,6 +120,7 @@ func (g *Agent) runMCP(ctx context.Context, argv []string, gate *mcpGate) error 
 type mcpGate struct {
 	g        *Agent
 	lane     string
+	route    string // the config's route (see grantContext.Route)
 	server   string
 	session  string // a fresh id per proxy run: the idempotency keys' session
 	deadline time.Duration
@@ -169,7 +170,7 @@ func (m *mcpGate) Check(ctx context.Context, tc harness.ToolCall) harness.Verdic
 	if err != nil {
 		return refuse(unreachable(err))
 	}
-	env, err := authorize(ctx, a, call, m.lane, grantContext{})
+	env, err := authorize(ctx, a, call, m.lane, grantContext{Route: m.route})
 	if err != nil {
 		return refuse(unreachable(err))
 	}

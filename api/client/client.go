@@ -343,3 +343,23 @@ func (c *Client) PolicyTest(ctx context.Context, req api.PolicyTestRequest) (api
 	}
 	return a, nil
 }
+
+// Route sends a route lease operation (acquire, renew, release or status)
+// in the client's worker's name.
+func (c *Client) Route(ctx context.Context, r api.RouteRequest) (grants.Envelope, error) {
+	r.V = api.Version
+	return c.envelope(ctx, c.workerSubject(api.OpRoute), r)
+}
+
+// Routes asks the leader for every route's lease.
+func (c *Client) Routes(ctx context.Context) (api.Routes, error) {
+	var r api.Routes
+	data, err := c.call(ctx, api.SubjectRoutes, api.RoutesRequest{V: api.Version})
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return r, fmt.Errorf("client: decoding routes: %w", err)
+	}
+	return r, nil
+}

@@ -153,8 +153,6 @@ func dash(s string) string {
 // detail is the one field that says most about an event of its kind.
 func detail(e events.Event) string {
 	switch e.Kind {
-	case events.KindEffect:
-		return e.Outcome + " by " + e.Verifier
 	case events.KindEpoch:
 		return fmt.Sprintf("epoch=%d policy=%s", e.Epoch, e.PolicyDigest.Short())
 	case events.KindRevoke:
@@ -165,7 +163,24 @@ func detail(e events.Event) string {
 		if len(e.Cancelled) > 0 {
 			parts = append(parts, "cancelled="+strings.Join(e.Cancelled, ","))
 		}
+		if len(e.Routes) > 0 {
+			parts = append(parts, "routes="+strings.Join(e.Routes, ","))
+		}
 		return strings.Join(parts, " ")
+	case events.KindRouteAcquired, events.KindRouteRenewed, events.KindRouteReleased, events.KindRouteLapsed, events.KindRouteTaken:
+		s := fmt.Sprintf("route=%s gen=%d", e.Route, e.RouteGen)
+		if e.ExpiresAt != 0 && e.Kind != events.KindRouteLapsed {
+			s += " until=" + time.Unix(0, e.ExpiresAt).UTC().Format(time.RFC3339)
+		}
+		if e.Kind == events.KindRouteTaken {
+			s += fmt.Sprintf(" from=%s@%d", e.PrevOwner, e.PrevGen)
+		}
+		return s
+	case events.KindEffect:
+		if e.RouteStale {
+			return e.Outcome + " by " + e.Verifier + " (late: route " + e.Route + " generation " + fmt.Sprint(e.RouteGen) + " had ended)"
+		}
+		return e.Outcome + " by " + e.Verifier
 	case events.KindSource:
 		return sourceDetail(e)
 	case events.KindApproval:

@@ -107,6 +107,7 @@ Exit codes: 0 ok, 1 refused, 2 usage, 3 unavailable.`,
 		approveCmd(stdout),
 		reviewsCmd(stdout),
 		reviewCmd(stdout),
+		routeCmd(stdout),
 		policyCmd(stdout),
 		snapshotCmd(stdout),
 	)

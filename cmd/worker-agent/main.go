@@ -156,7 +156,7 @@ sidecar the hooks use). Hooks answer with exit 0, or exit 2 and one line on stde
 
 	root.AddCommand(newRequestCmd(g), newSpendCmd(g), newEffectCmd(g),
 		newHookCmd(g), newInstallCmd(g, true), newInstallCmd(g, false), newMCPCmd(g), newRunCmd(g),
-		newDoctorCmd(g), newReviewCmd(g))
+		newDoctorCmd(g), newReviewCmd(g), newRouteCmd(g), newCronCmd(g))
 	version.Setup(root)
 
 	cmd, err := root.ExecuteContextC(ctx)

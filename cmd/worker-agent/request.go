@@ -9,11 +9,14 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/worker"
 )
 
 func newRequestCmd(g *globals) *cobra.Command {
 	var (
 		lane, session, tool, key string
+		route                    string
+		routeGen                 uint64
 		args                     argsInput
 		ttl                      time.Duration
 		sources                  []string
@@ -83,9 +86,14 @@ envelope with the grant_id to spend when the call starts.
 			if err != nil {
 				return err
 			}
+			rb, err := worker.RouteFromEnv(route, routeGen)
+			if err != nil {
+				return usageErr("%v", err)
+			}
 			req := api.GrantRequest{
 				Lane: lane, Session: session, Tool: tool, Args: raw,
 				TTLMillis: ttl.Milliseconds(), Sources: srcs, IdempotencyKey: newKey(key),
+				Route: rb.Route, RouteGen: rb.Gen,
 			}
 			if (review == "") != (artifact == "") {
 				return usageErr("--review and --artifact go together: the review that approves the call and the artifact it approved")
@@ -107,6 +115,8 @@ envelope with the grant_id to spend when the call starts.
 	}
 	f := cmd.Flags()
 	f.StringVar(&lane, "lane", "", "lane the call runs in (required)")
+	f.StringVar(&route, "route", "", "route this call is work under (default $WRIT_ROUTE); the grant binds the lease's generation")
+	f.Uint64Var(&routeGen, "route-gen", 0, "generation of the caller's lease on --route (default $WRIT_ROUTE_GEN; 0: the current one)")
 	f.StringVar(&session, "session", "", "agent session id")
 	f.StringVar(&tool, "tool", "", "tool name (required)")
 	f.StringVar(&args.inline, "args", "", "tool arguments as JSON")
