@@ -13,6 +13,7 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/testenv"
 	"github.com/writ-dev/writ/issuer"
@@ -50,7 +51,7 @@ func TestReviewsThroughTheAPI(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	testenv.WaitFor(t, 10*time.Second, "receipt format 4", func() bool { return env.Service.Status().ReceiptFormatLevel == 4 })
+	testenv.WaitFor(t, 10*time.Second, "receipt format 4 or above", func() bool { return env.Service.Status().ReceiptFormatLevel >= fsm.ReceiptFormatReviews })
 	w := client.New(conn("w1", "pw1"), "w1")
 	op := client.New(conn("ops", "pw-ops"), "")
 	dana := client.New(conn("dana", "pw-dana"), "")

@@ -19,6 +19,7 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
 	"github.com/writ-dev/writ/internal/testing/testenv"
@@ -47,7 +48,7 @@ func TestPlainTextReplyReleasesAHeldCallOnce(t *testing.T) {
 	env := testenv.StartSingle(t, t.TempDir(), func(_ *raftnode.Config, c *issuer.Config) {
 		c.InitialPolicy = policy.Recommended().Canonical()
 	})
-	testenv.WaitFor(t, 10*time.Second, "receipt format 4", func() bool { return env.Service.Status().ReceiptFormatLevel == 4 })
+	testenv.WaitFor(t, 10*time.Second, "receipt format 4 or above", func() bool { return env.Service.Status().ReceiptFormatLevel >= fsm.ReceiptFormatReviews })
 	dir := t.TempDir()
 	cfg := writeJSON(t, dir, "worker.json", workerConfigFor(env.URL))
 	const held = "cat ~/.ssh/id_ed25519"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/cluster"
 )
@@ -44,11 +45,11 @@ func TestReviewsSurviveFailoverAndRestart(t *testing.T) {
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			st, err := c.LeaderStatus()
-			if err == nil && st.ReceiptFormatLevel == 4 {
+			if err == nil && st.ReceiptFormatLevel >= fsm.ReceiptFormatReviews {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("receipt format level 4 never reached: %+v %v", st, err)
+				t.Fatalf("receipt format level 4 or above never reached: %+v %v", st, err)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
