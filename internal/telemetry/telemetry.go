@@ -40,7 +40,8 @@ const (
 )
 
 // Ops are the request operations: the worker API's and the operator's.
-var Ops = []string{api.OpGrant, api.OpSpend, api.OpEffect, api.OpSource, OpRevoke, OpReinstate, OpPolicy, OpApprove, OpBreakGlass}
+var Ops = []string{api.OpGrant, api.OpSpend, api.OpEffect, api.OpSource, api.OpReview, api.OpRoute,
+	OpRevoke, OpReinstate, OpPolicy, OpApprove, OpBreakGlass}
 
 // Decisions.
 var Decisions = []string{string(grants.Permit), string(grants.Deny), string(grants.ApprovalRequired)}
