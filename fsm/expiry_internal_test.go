@@ -60,3 +60,28 @@ func TestExpiryRunPopsInHeapOrder(t *testing.T) {
 		}
 	}
 }
+
+// Every expiry kind is distinct and fits in the kindBits low bits of an
+// Ord: two kinds sharing a value would make items of different records
+// scheduled by one event tie on Ord, and a kind past the bits would
+// change the sequence number part.
+func TestExpiryKindsDistinct(t *testing.T) {
+	kinds := []struct {
+		name string
+		v    uint64
+	}{
+		{"grant", expireGrant}, {"idem", expireIdem}, {"ledger", expireLedger}, {"preauth", expirePreauth},
+		{"quota", expireQuota}, {"source", expireSource}, {"review", expireReview}, {"approval", expireApproval},
+		{"reply", expireReply}, {"route", expireRoute},
+	}
+	seen := map[uint64]string{}
+	for _, k := range kinds {
+		if k.v >= 1<<kindBits {
+			t.Errorf("expiry kind %s = %d does not fit in %d bits", k.name, k.v, kindBits)
+		}
+		if other, dup := seen[k.v]; dup {
+			t.Errorf("expiry kinds %s and %s share the value %d", other, k.name, k.v)
+		}
+		seen[k.v] = k.name
+	}
+}
