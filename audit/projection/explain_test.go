@@ -54,7 +54,7 @@ func TestExplain(t *testing.T) {
 		{arg: fsm.ReviewID("g8"), decision: events.KindApprovalRequired, refused: true,
 			sentence: []string{"vault-read_v3_review (" + fsm.ReviewID("g8") + ")", "still waits for a person"}},
 		// Level 3: the approval receipt, no review_consumed.
-		{arg: "l2", decision: events.KindPermit, closure: ClosurePermitted, approval: true, refused: true,
+		{arg: "l2", decision: events.KindPermit, closure: ClosurePermitted, approval: true,
 			sentence: []string{"after review " + fsm.ReviewID("l1") + " was approved by operator:bob by command at seq " + itoa(at["l1"]+1)}},
 		// Artifact reviews: opened, superseded, decided by replies.
 		{arg: "q3-report_v2_keep", decision: events.KindReviewOpened, approval: true,

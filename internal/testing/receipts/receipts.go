@@ -160,21 +160,26 @@ func EveryKind(t testing.TB) (*Sim, map[string]uint64) {
 	reply := func(text string, sentAgo int64) fsm.Command {
 		return fsm.Command{Op: fsm.OpReviewReply, Caller: "operator:alice", Channel: "slack:#finance", Sender: "dana", ReplyAt: m.Now - sentAgo, Text: text}
 	}
-	m.must(t, grants.Permit, open("q3-report", "q3 v1"))
-	at["q3v1"] = m.S.Chain().Seq
-	m.must(t, grants.Permit, open("q3-report", "q3 v2")) // supersedes v1
+	// Commands in one log entry, as the issuer batches them (one second
+	// of the clock for all, so that the scenario's grants stay live).
+	batch := func(want []grants.Decision, cmds ...fsm.Command) {
+		t.Helper()
+		for i, env := range m.Apply(cmds...) {
+			if env.Decision != want[i] {
+				t.Fatalf("%s by %s: %+v, want %s", cmds[i].Op, cmds[i].Caller, env, want[i])
+			}
+		}
+	}
+	type dd = []grants.Decision
+	batch(dd{grants.Permit, grants.Permit}, open("q3-report", "q3 v1"), open("q3-report", "q3 v2")) // v2 supersedes v1
 	at["q3v2"] = m.S.Chain().Seq - 1
-	m.must(t, grants.Deny, reply("what is this?", Sec)) // orphaned
-	at["orphan"] = m.S.Chain().Seq
-	m.must(t, grants.Permit, reply("q3-report_v2_keep, ship it", 2*Sec))
-	at["q3v2approved"] = m.S.Chain().Seq
-	m.must(t, grants.Permit, open("notes", "notes v1"))
-	m.must(t, grants.Deny, reply("no to notes_v1_review, the numbers are wrong", Sec)) // rejected by the reply
+	batch(dd{grants.Deny, grants.Permit}, reply("what is this?", 2*Sec), reply("q3-report_v2_keep, ship it", Sec)) // orphaned; approved
+	at["orphan"], at["q3v2approved"] = m.S.Chain().Seq-1, m.S.Chain().Seq
+	batch(dd{grants.Permit, grants.Deny}, open("notes", "notes v1"), reply("no to notes_v1_review, the numbers are wrong", 0)) // rejected by the reply
 	at["notesrejected"] = m.S.Chain().Seq
-	m.must(t, grants.ApprovalRequired, wreq("w7", "x1", "payroll"))
-	m.must(t, grants.Permit, fsm.Command{Op: fsm.OpDecideReview, Caller: "operator:alice", ReviewID: fsm.ReviewID("x1"), Outcome: "approve", TTL: Sec})
-	m.Now += int64(time.Minute)
-	m.must(t, grants.Deny, wreq("w7", "x2", "payroll")) // the approval lapsed: approval_unbindable and review_expired
+	batch(dd{grants.ApprovalRequired, grants.Permit}, wreq("w7", "x1", "payroll"),
+		fsm.Command{Op: fsm.OpDecideReview, Caller: "operator:alice", ReviewID: fsm.ReviewID("x1"), Outcome: "approve", TTL: Sec})
+	m.must(t, grants.Deny, wreq("w7", "x2", "payroll")) // a second later the approval has lapsed: approval_unbindable and review_expired
 	at["x2"] = m.S.Chain().Seq
 
 	// A held call approved by command and the permit that consumes it.
