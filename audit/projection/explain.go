@@ -523,7 +523,7 @@ func reviewSentence(r *Review) string {
 		if r.ArtifactVersion != 0 {
 			v = fmt.Sprintf(" version %d", r.ArtifactVersion)
 		}
-		return fmt.Sprintf("Review %s (%s) was opened by worker %s at seq %d for the artifact %s%s (sha256 %s), to authorize %s toward %s, decided by %s; %s",
+		return fmt.Sprintf("Review %s (%s) was opened by worker %s at seq %d for the artifact %s%s (sha256 %s), to authorize %s toward %s, for %s to decide; %s",
 			r.Label(), r.ID, r.Worker, r.OpenedSeq, dash(r.ArtifactPath), v, r.ArtifactDigest.Short(), dash(r.Transition),
 			dash(r.Destination), orAny(r.ReviewerRole), reviewState(r))
 	}
@@ -538,7 +538,7 @@ func orAny(role string) string {
 	if role == "" {
 		return "any operator or reviewer"
 	}
-	return "reviewer role " + role
+	return "an operator or a reviewer of role " + role
 }
 
 func orphanSentence(e *events.Event) string {

@@ -58,7 +58,7 @@ func TestExplain(t *testing.T) {
 			sentence: []string{"after review " + fsm.ReviewID("l1") + " was approved by operator:bob by command at seq " + itoa(at["l1"]+1)}},
 		// Artifact reviews: opened, superseded, decided by replies.
 		{arg: "q3-report_v2_keep", decision: events.KindReviewOpened, approval: true,
-			sentence: []string{"Review q3-report_v2_review", "opened by worker w7", "artifact out/q3-report.pdf version 2", "review_ready->send toward class:finance", "reviewer role finance",
+			sentence: []string{"Review q3-report_v2_review", "opened by worker w7", "artifact out/q3-report.pdf version 2", "review_ready->send toward class:finance", "a reviewer of role finance to decide",
 				`approved by operator:alice by the reply "q3-report_v2_keep, ship it" from dana on slack:#finance at seq ` + itoa(at["q3v2approved"]), "no permit has consumed"}},
 		{arg: "review:q3-report_v1_review", decision: events.KindReviewOpened, refused: true, steps: 1,
 			sentence: []string{"superseded it at seq " + itoa(at["q3v2"]+1) + " before anyone decided it"}},
