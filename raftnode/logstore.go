@@ -49,10 +49,11 @@ const walDirName = "wal"
 // moves between stores.
 const migrateBatchBytes = 1 << 20
 
-// walStore is raft-wal with the meta database it was given. raft-wal's
-// Close leaves a meta store it did not create open (v0.4.0 closes no meta
-// store at all), and bbolt's file lock would then block the next Open of
-// the same directory in this process; walStore closes both.
+// walStore is raft-wal with the meta database it was given. raft-wal
+// v0.4.0 closed no meta store, and bbolt's file lock then blocked the
+// next open of the same directory in this process; v0.4.1 and later
+// close it in WAL.Close. walStore closes it too (a second close is a
+// no-op), so the lock is released whichever raft-wal is linked.
 type walStore struct {
 	*raftwal.WAL
 	meta *metadb.BoltMetaDB

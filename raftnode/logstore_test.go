@@ -201,7 +201,7 @@ func TestInterruptedMoveIsRedone(t *testing.T) {
 	}
 }
 
-// TestWALReopensInProcess: raft-wal v0.4.0's Close leaves the meta
+// TestWALReopensInProcess: raft-wal v0.4.0's Close left the meta
 // database open, and reopening the directory in the same process then
 // waits forever on bbolt's file lock. The node closes it itself.
 func TestWALReopensInProcess(t *testing.T) {
@@ -276,5 +276,51 @@ func TestWALHidesTheCompactedHead(t *testing.T) {
 		if err := w.GetLog(i, &l); err != nil || l.Index != i || string(l.Data) != fmt.Sprintf("e%d", i) {
 			t.Errorf("entry %d: %v (index %d, %q)", i, err, l.Index, l.Data)
 		}
+	}
+}
+
+// TestWALTailTruncationSurvivesReopen: raft truncates the log's tail when
+// a new leader's log disagrees with a follower's (DeleteRange up to the
+// last index). The WAL must reopen after that with every kept entry
+// readable; raft-wal before v0.4.1 recorded the truncated segment as
+// sealed without writing its index, and the next start failed ("sealed
+// segment has no index block", hashicorp/raft-wal#31), which raft turns
+// into a panic.
+func TestWALTailTruncationSurvivesReopen(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), walDirName)
+	w, err := openWAL(dir, MinWALSegmentSize, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ls []*raft.Log
+	for i := uint64(1); i <= 40; i++ {
+		ls = append(ls, &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte(fmt.Sprintf("e%d", i))})
+	}
+	if err := w.StoreLogs(ls); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.DeleteRange(31, 40); err != nil {
+		t.Fatal(err)
+	}
+	// The new leader's entries from 31 on, in a later term.
+	if err := w.StoreLogs([]*raft.Log{{Index: 31, Term: 2, Type: raft.LogCommand, Data: []byte("n31")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w, err = openWAL(dir, MinWALSegmentSize, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatalf("reopening after a tail truncation: %v", err)
+	}
+	defer w.Close()
+	var l raft.Log
+	for _, want := range []raft.Log{{Index: 1, Term: 1, Data: []byte("e1")}, {Index: 30, Term: 1, Data: []byte("e30")}, {Index: 31, Term: 2, Data: []byte("n31")}} {
+		if err := w.GetLog(want.Index, &l); err != nil || l.Term != want.Term || string(l.Data) != string(want.Data) {
+			t.Errorf("entry %d after reopening: %v (term %d, %q), want term %d %q", want.Index, err, l.Term, l.Data, want.Term, want.Data)
+		}
+	}
+	if last, _ := w.LastIndex(); last != 31 {
+		t.Errorf("last index after reopening is %d, want 31", last)
 	}
 }

@@ -43,7 +43,7 @@ var (
 )
 
 // schemaVersion is written in the meta bucket; Open refuses any other.
-const schemaVersion = 3
+const schemaVersion = 4
 
 // Bucket names.
 var (
@@ -63,7 +63,9 @@ var (
 	bContested = []byte("contested") // grant key -> nothing
 	bAnomalous = []byte("anomalous") // grant key -> nothing: effects that did not count
 	bGlass     = []byte("glass")     // case id \0 seq -> Case JSON
-	indexes    = [][]byte{bEvents, bGrants, bReviews, bSources, bRefusals, bWorkers, bLanes, bWorkerSum, bRevokes, bCancels, bEpochs, bOpen, bContested, bAnomalous, bGlass}
+	bCaptions  = []byte("captions")  // review caption -> review id (the latest)
+	bOrphans   = []byte("orphans")   // seq -> Orphan JSON: replies bound to nothing
+	indexes    = [][]byte{bEvents, bGrants, bReviews, bSources, bRefusals, bWorkers, bLanes, bWorkerSum, bRevokes, bCancels, bEpochs, bOpen, bContested, bAnomalous, bGlass, bCaptions, bOrphans}
 	// bViews is the local record of pages shown under break-glass cases:
 	// not folded from the stream, so not an index (IndexDigest skips it).
 	bViews = []byte("views") // sequence -> View JSON

@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
 )
 
@@ -34,8 +35,14 @@ type Explanation struct {
 	Sources []Step `json:"sources,omitempty"`
 	// Review is the review the request was held for or consumed.
 	Review *Review `json:"review,omitempty"`
-	// Approval is the operator's approval the permit consumed.
+	// Approval is the approval the permit consumed (an approval or
+	// review_approved receipt), and Consumed the review_consumed receipt
+	// that records its use (receipt format level 4 and above).
 	Approval *Step `json:"approval,omitempty"`
+	Consumed *Step `json:"consumed,omitempty"`
+	// ReviewSteps are the review's other receipts (opened, rejected,
+	// expired, superseded, the held calls), when a review is explained.
+	ReviewSteps []Step `json:"review_steps,omitempty"`
 	// Grant is the grant's projection (a permit only).
 	Grant *Grant `json:"grant,omitempty"`
 	// Attempt, Effects and Refusals: the spend, every effect report and
@@ -106,8 +113,9 @@ func ParseGround(line string) Ground {
 }
 
 // ExplainArg explains what arg names: "seq:N" or a bare number (a
-// receipt), "grant:ID", "review:ID", or a bare id looked up as a grant,
-// then as a review.
+// receipt), "grant:ID", "review:ID" (an id, a caption or a keep token),
+// or a bare id looked up as a grant, then as a review id, caption or keep
+// token.
 func (d *DB) ExplainArg(arg string) (*Explanation, error) {
 	kind, id, ok := strings.Cut(arg, ":")
 	if !ok {
@@ -138,7 +146,7 @@ func (d *DB) ExplainArg(arg string) (*Explanation, error) {
 	}
 	x, rerr := d.ExplainReview(id)
 	if errors.Is(rerr, ErrNotFound) {
-		return nil, fmt.Errorf("%w: %q is neither a grant nor a review in the projection (at seq %d); give a receipt sequence, or catch the projection up with 'auditor project'", ErrNotFound, id, d.statusSeq())
+		return nil, fmt.Errorf("%w: %q is neither a grant nor a review (id, caption or keep token) in the projection (at seq %d); give a receipt sequence, or catch the projection up with 'auditor project'", ErrNotFound, id, d.statusSeq())
 	}
 	return x, rerr
 }
@@ -159,35 +167,91 @@ func (d *DB) ExplainGrant(id string) (*Explanation, error) {
 	return x, err
 }
 
-// ExplainReview explains a review: the call held for it, the approval and
-// the grant that consumed it.
-func (d *DB) ExplainReview(id string) (*Explanation, error) {
-	r, err := d.Review(id)
+// ExplainReview explains a review, named by its id, caption or keep
+// token: its decision record (the call held for it or the artifact it
+// covers, who decided it and how, every receipt of it) and the grant
+// that consumed it.
+func (d *DB) ExplainReview(ref string) (*Explanation, error) {
+	r, err := d.Review(ref)
+	if errors.Is(err, ErrNotFound) {
+		if rr, rerr := d.ReviewRef(ref); rerr == nil {
+			r, err = rr, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
-	x := &Explanation{Subject: "review " + id}
-	err = d.db.View(func(tx *bbolt.Tx) error {
-		if r.GrantID != "" {
-			if _, g, err := latestGrant(tx.Bucket(bGrants), r.GrantID); err == nil && g != nil && g.PermitSeq == r.PermitSeq {
-				return d.explainGrant(tx, x, g)
-			}
-		}
-		if n := len(r.RequiredSeqs); n > 0 {
-			if err := d.explainRefusal(tx, x, r.RequiredSeqs[n-1]); err != nil {
+	x := &Explanation{Subject: "review " + ref}
+	if r.Caption != "" && ref != r.Caption {
+		x.Subject += " (" + r.Caption + ")"
+	}
+	err = d.db.View(func(tx *bbolt.Tx) error { return d.explainReview(tx, x, &r) })
+	return x, err
+}
+
+func (d *DB) explainReview(tx *bbolt.Tx, x *Explanation, r *Review) error {
+	if r.GrantID != "" {
+		if _, g, err := latestGrant(tx.Bucket(bGrants), r.GrantID); err == nil && g != nil && g.PermitSeq == r.PermitSeq {
+			if err := d.explainGrant(tx, x, g); err != nil {
 				return err
 			}
-		} else {
-			d.stamp(tx, x)
-			x.Review = &r
+			x.Review = r
+			reviewSteps(tx, x, r)
+			return nil
 		}
-		if r.ApprovalSeq != 0 {
-			x.Approval = stepAt(tx, r.ApprovalSeq)
+	}
+	switch n := len(r.RequiredSeqs); {
+	case n > 0:
+		if err := d.explainRefusal(tx, x, r.RequiredSeqs[n-1]); err != nil {
+			return err
 		}
-		x.Sentence = reviewSentence(&r)
-		return nil
-	})
-	return x, err
+	case r.OpenedSeq != 0:
+		d.stamp(tx, x)
+		if e, err := eventIn(tx, r.OpenedSeq); err == nil {
+			x.Decision = step(&e)
+			d.explainDecision(tx, x, &e)
+		}
+		x.RefusedNow = r.Status != ReviewApproved
+	default:
+		d.stamp(tx, x)
+	}
+	x.Review = r
+	if r.ApprovalSeq != 0 {
+		x.Approval = stepAt(tx, r.ApprovalSeq)
+	}
+	if r.ConsumedSeq != 0 {
+		x.Consumed = stepAt(tx, r.ConsumedSeq)
+	}
+	reviewSteps(tx, x, r)
+	x.Sentence = reviewSentence(r)
+	return nil
+}
+
+// reviewSteps fills the receipts of the review the explanation does not
+// show already.
+func reviewSteps(tx *bbolt.Tx, x *Explanation, r *Review) {
+	shown := map[uint64]bool{}
+	for _, st := range []*Step{x.Decision, x.Approval, x.Consumed} {
+		if st != nil {
+			shown[st.Seq] = true
+		}
+	}
+	for _, s := range r.Seqs {
+		if !shown[s] {
+			if st := stepAt(tx, s); st != nil {
+				x.ReviewSteps = append(x.ReviewSteps, *st)
+			}
+		}
+		shown[s] = true
+	}
+	for _, s := range r.RequiredSeqs {
+		if !shown[s] {
+			if st := stepAt(tx, s); st != nil {
+				x.ReviewSteps = append(x.ReviewSteps, *st)
+			}
+		}
+	}
+	sort.SliceStable(x.ReviewSteps, func(i, j int) bool { return x.ReviewSteps[i].Seq < x.ReviewSteps[j].Seq })
 }
 
 // ExplainSeq explains the receipt at seq: the chain of its grant, the
@@ -206,10 +270,25 @@ func (d *DB) ExplainSeq(seq uint64) (*Explanation, error) {
 			}
 		case events.KindDeny, events.KindApprovalRequired, events.KindSpendRefused, events.KindEffectRefused:
 			return d.explainRefusal(tx, x, seq)
-		case events.KindApproval:
+		case events.KindApproval, events.KindReviewOpened, events.KindReviewApproved, events.KindReviewRejected,
+			events.KindReviewConsumed, events.KindReviewExpired, events.KindReviewSuperseded:
 			if v := tx.Bucket(bReviews).Get([]byte(e.ReviewID)); v != nil {
-				x.Subject = fmt.Sprintf("seq %d (approval of review %s)", seq, e.ReviewID)
+				var r Review
+				if err := unmarshal(v, &r); err != nil {
+					return err
+				}
+				x.Subject = fmt.Sprintf("seq %d (%s of review %s)", seq, e.Kind, r.Label())
+				if err := d.explainReview(tx, x, &r); err != nil {
+					return err
+				}
+				x.Event = step(&e)
+				return nil
 			}
+		case events.KindReviewOrphaned:
+			d.stamp(tx, x)
+			x.Event = step(&e)
+			x.Sentence = orphanSentence(&e)
+			return nil
 		}
 		d.stamp(tx, x)
 		x.Event = step(&e)
@@ -259,6 +338,9 @@ func (d *DB) explainGrant(tx *bbolt.Tx, x *Explanation, g *Grant) error {
 				x.Review = &r
 				if r.ApprovalSeq != 0 && r.ApprovalSeq < g.PermitSeq {
 					x.Approval = stepAt(tx, r.ApprovalSeq)
+				}
+				if r.ConsumedSeq > g.PermitSeq {
+					x.Consumed = stepAt(tx, r.ConsumedSeq)
 				}
 			}
 		}
@@ -394,19 +476,86 @@ func (d *DB) explainRefusal(tx *bbolt.Tx, x *Explanation, seq uint64) error {
 }
 
 func reviewState(r *Review) string {
-	switch {
-	case r == nil:
+	if r == nil {
 		return "the review is not in the projection."
+	}
+	approved := ""
+	if r.ApprovalSeq != 0 {
+		approved = fmt.Sprintf("it was approved by %s%s at seq %d", r.Approver, how(r), r.ApprovalSeq)
+	}
+	switch {
+	case r.PermitSeq != 0 && r.ConsumedSeq != 0:
+		return fmt.Sprintf("%s and the approval was consumed by grant %s at seq %d (review_consumed at seq %d).", approved, r.GrantID, r.PermitSeq, r.ConsumedSeq)
 	case r.PermitSeq != 0:
-		return fmt.Sprintf("it was approved by %s at seq %d and the approval was consumed by grant %s at seq %d.", r.Approver, r.ApprovalSeq, r.GrantID, r.PermitSeq)
+		return fmt.Sprintf("%s and the approval was consumed by grant %s at seq %d.", approved, r.GrantID, r.PermitSeq)
+	case r.Status == ReviewRejected:
+		return fmt.Sprintf("it was rejected by %s%s at seq %d; it authorizes nothing.", r.Rejecter, how(r), r.RejectedSeq)
+	case r.Status == ReviewExpired && approved != "":
+		return fmt.Sprintf("%s, until %s, and the approval lapsed unused (review_expired at seq %d).", approved, ts(r.ApprovedTill), r.ExpiredSeq)
+	case r.Status == ReviewSuperseded && approved != "":
+		return fmt.Sprintf("%s, and a new version of the artifact superseded it at seq %d before any use; it authorizes nothing.", approved, r.SupersededSeq)
+	case r.Status == ReviewSuperseded:
+		return fmt.Sprintf("a new version of the artifact superseded it at seq %d before anyone decided it; it authorizes nothing.", r.SupersededSeq)
 	case r.ApprovalSeq != 0:
-		return fmt.Sprintf("it was approved by %s at seq %d, until %s, and no permit has consumed the approval.", r.Approver, r.ApprovalSeq, ts(r.ApprovedTill))
+		return fmt.Sprintf("%s, until %s, and no permit has consumed the approval.", approved, ts(r.ApprovedTill))
 	}
 	return "it still waits for a person to approve it."
 }
 
+// how says how a review was decided: by command, or by a plain-text
+// reply, quoted.
+func how(r *Review) string {
+	if r.Reply == nil {
+		return " by command"
+	}
+	return " by the reply " + quoteReply(r.Reply)
+}
+
+// quoteReply is a reply as recorded: the text quoted, its sender and
+// channel.
+func quoteReply(p *Reply) string {
+	return fmt.Sprintf("%s from %s on %s", strconv.Quote(p.Text), dash(p.Sender), dash(p.Channel))
+}
+
 func reviewSentence(r *Review) string {
-	return fmt.Sprintf("Review %s held a call by worker %s (tool %s); %s", r.ID, r.Worker, dash(r.Tool), reviewState(r))
+	if r.OpenedSeq != 0 {
+		v := ""
+		if r.ArtifactVersion != 0 {
+			v = fmt.Sprintf(" version %d", r.ArtifactVersion)
+		}
+		return fmt.Sprintf("Review %s (%s) was opened by worker %s at seq %d for the artifact %s%s (sha256 %s), to authorize %s toward %s, for %s to decide; %s",
+			r.Label(), r.ID, r.Worker, r.OpenedSeq, dash(r.ArtifactPath), v, r.ArtifactDigest.Short(), dash(r.Transition),
+			dash(r.Destination), orAny(r.ReviewerRole), reviewState(r))
+	}
+	label := r.ID
+	if r.Caption != "" {
+		label = r.Caption + " (" + r.ID + ")"
+	}
+	return fmt.Sprintf("Review %s held a call by worker %s (tool %s); %s", label, r.Worker, dash(r.Tool), reviewState(r))
+}
+
+func orAny(role string) string {
+	if role == "" {
+		return "any operator or reviewer"
+	}
+	return "an operator or a reviewer of role " + role
+}
+
+func orphanSentence(e *events.Event) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Receipt seq %d (%s) at %s records a reply", e.Seq, e.Kind, ts(e.Time))
+	if r := replyOf(e); r != nil {
+		fmt.Fprintf(&b, " %s relayed by %s", quoteReply(r), dash(e.Actor))
+	}
+	fmt.Fprintf(&b, " that bound to no review (missing %s)", dash(e.Missing))
+	if e.RefSeq != 0 {
+		fmt.Fprintf(&b, ", a repeat of the reply recorded at seq %d", e.RefSeq)
+	}
+	if len(e.Candidates) > 0 {
+		fmt.Fprintf(&b, "; live then: %s", strings.Join(e.Candidates, ", "))
+	}
+	b.WriteString("; it is evidence and decided nothing.")
+	return b.String()
 }
 
 func grantSentence(x *Explanation, g *Grant, expired bool) string {
@@ -419,7 +568,14 @@ func grantSentence(x *Explanation, g *Grant, expired bool) string {
 		fmt.Fprintf(&b, " by rules %s", rules)
 	}
 	if x.Approval != nil {
-		fmt.Fprintf(&b, " after review %s was approved by %s at seq %d", g.ReviewID, x.Approval.Fields["actor"], x.Approval.Seq)
+		label, by := g.ReviewID, " by command"
+		if x.Review != nil {
+			label, by = x.Review.Label(), how(x.Review)
+		}
+		fmt.Fprintf(&b, " after review %s was approved by %s%s at seq %d", label, x.Approval.Fields["actor"], by, x.Approval.Seq)
+		if x.Consumed != nil {
+			fmt.Fprintf(&b, " (consumed, seq %d)", x.Consumed.Seq)
+		}
 	}
 	if len(x.Grounds) > 0 {
 		fmt.Fprintf(&b, " on %d provenance ground(s)", len(x.Grounds))
@@ -518,6 +674,30 @@ func step(e *events.Event) *Step {
 		put("policy_digest", e.PolicyDigest.String())
 	}
 	put("node", e.Node)
+	// A review's record: what it covers, and a person's reply verbatim
+	// (the decision itself, so shown like the actor, not as a payload).
+	if e.Caption != "" {
+		put("caption", fsm.Caption(e.Caption, max(e.ArtifactVersion, 1)))
+	}
+	put("artifact_path", e.ArtifactPath)
+	if e.ArtifactVersion != 0 {
+		put("artifact_version", strconv.FormatUint(e.ArtifactVersion, 10))
+	}
+	if !e.ArtifactDigest.IsZero() {
+		put("artifact_digest", e.ArtifactDigest.String())
+	}
+	put("transition", e.Transition)
+	put("destination", e.Destination)
+	put("reviewer_role", e.ReviewerRole)
+	put("reply_channel", e.ReplyChannel)
+	put("reply_sender", e.ReplySender)
+	if e.ReplyAt != 0 {
+		put("reply_at", strconv.FormatInt(e.ReplyAt, 10))
+	}
+	if e.ReplyText != "" {
+		put("reply_text", strconv.Quote(e.ReplyText))
+	}
+	put("candidates", strings.Join(e.Candidates, ","))
 	return &Step{Seq: e.Seq, Time: e.Time, Kind: e.Kind, Hash: e.Hash, Fields: f}
 }
 

@@ -11,8 +11,11 @@ import (
 )
 
 // TestExplain: each way to name a side effect (grant id, receipt
-// sequence, review id) gives the chain that authorized or refused it,
-// with the later receipts that would refuse it now, and a sentence.
+// sequence, review id, caption or keep token) gives the chain that
+// authorized or refused it, with the later receipts that would refuse it
+// now, and a sentence; a review's decision record says who decided it and
+// how (by command, or by a reply quoted verbatim) and the receipt that
+// consumed it; an orphaned reply is explained as evidence.
 func TestExplain(t *testing.T) {
 	m, at := everyKind(t)
 	d := openTemp(t, "p.db", 4)
@@ -25,6 +28,8 @@ func TestExplain(t *testing.T) {
 		attempt   bool
 		effects   int
 		approval  bool
+		consumed  bool
+		steps     int // the review's other receipts shown
 		refused   bool
 		sentence  []string
 		laterKind events.Kind
@@ -36,29 +41,52 @@ func TestExplain(t *testing.T) {
 			sentence: []string{"no verifier has reported its effect (unverified)"}, refused: true},
 		{arg: "g4", decision: events.KindPermit, closure: ClosureCancelled, refused: true, laterKind: events.KindRevoke,
 			sentence: []string{"cancelled by the revoke at seq"}},
-		{arg: "g7", decision: events.KindPermit, closure: grants.OutcomeConfirmed, attempt: true, effects: 1, approval: true,
-			sentence: []string{"after review " + rv6 + " was approved by operator:alice", "confirmed by vault-audit", "nothing recorded since would refuse it now"}},
-		{arg: "seq:" + itoa(at["g7"]+1), decision: events.KindPermit, closure: grants.OutcomeConfirmed, attempt: true, effects: 1, approval: true},
-		{arg: "review:" + rv6, decision: events.KindPermit, closure: grants.OutcomeConfirmed, attempt: true, effects: 1, approval: true},
+		{arg: "g7", decision: events.KindPermit, closure: grants.OutcomeConfirmed, attempt: true, effects: 1, approval: true, consumed: true,
+			sentence: []string{"after review vault-read_v2_review was approved by operator:alice by command at seq " + itoa(at["g7"]-1) + " (consumed, seq " + itoa(at["g7"]+1) + ")",
+				"confirmed by vault-audit", "nothing recorded since would refuse it now"}},
+		{arg: "seq:" + itoa(at["g7"]+2), decision: events.KindPermit, closure: grants.OutcomeConfirmed, attempt: true, effects: 1, approval: true, consumed: true},
+		{arg: "review:" + rv6, decision: events.KindPermit, closure: grants.OutcomeConfirmed, attempt: true, effects: 1, approval: true, consumed: true, steps: 1},
+		{arg: "vault-read_v2_keep", decision: events.KindPermit, closure: grants.OutcomeConfirmed, attempt: true, effects: 1, approval: true, consumed: true, steps: 1,
+			sentence: []string{"after review vault-read_v2_review"}},
+		{arg: "seq:" + itoa(at["g7"]+1), decision: events.KindPermit, closure: grants.OutcomeConfirmed, attempt: true, effects: 1, approval: true, consumed: true, steps: 1},
 		{arg: itoa(at["g6"]), decision: events.KindApprovalRequired, refused: true,
-			sentence: []string{"was held for review " + rv6, "consumed by grant g7"}},
+			sentence: []string{"was held for review " + rv6, "approved by operator:alice by command", "consumed by grant g7", "review_consumed at seq " + itoa(at["g7"]+1)}},
 		{arg: fsm.ReviewID("g8"), decision: events.KindApprovalRequired, refused: true,
-			sentence: []string{"still waits for a person"}},
+			sentence: []string{"vault-read_v3_review (" + fsm.ReviewID("g8") + ")", "still waits for a person"}},
+		// Level 3: the approval receipt, no review_consumed.
+		{arg: "l2", decision: events.KindPermit, closure: ClosurePermitted, approval: true,
+			sentence: []string{"after review " + fsm.ReviewID("l1") + " was approved by operator:bob by command at seq " + itoa(at["l1"]+1)}},
+		// Artifact reviews: opened, superseded, decided by replies.
+		{arg: "q3-report_v2_keep", decision: events.KindReviewOpened, approval: true,
+			sentence: []string{"Review q3-report_v2_review", "opened by worker w7", "artifact out/q3-report.pdf version 2", "review_ready->send toward class:finance", "a reviewer of role finance to decide",
+				`approved by operator:alice by the reply "q3-report_v2_keep, ship it" from dana on slack:#finance at seq ` + itoa(at["q3v2approved"]), "no permit has consumed"}},
+		{arg: "review:q3-report_v1_review", decision: events.KindReviewOpened, refused: true, steps: 1,
+			sentence: []string{"superseded it at seq " + itoa(at["q3v2"]+1) + " before anyone decided it"}},
+		{arg: itoa(at["notesrejected"]), decision: events.KindReviewOpened, refused: true, steps: 1,
+			sentence: []string{`rejected by operator:alice by the reply "no to notes_v1_review, the numbers are wrong" from dana on slack:#finance`, "authorizes nothing"}},
+		{arg: fsm.ReviewID("x1"), decision: events.KindApprovalRequired, approval: true, refused: true, steps: 1,
+			sentence: []string{"the approval lapsed unused (review_expired at seq " + itoa(at["x2"])}},
+		// An orphaned reply: evidence, bound to nothing.
+		{arg: itoa(at["orphan"]), refused: false,
+			sentence: []string{`records a reply "what is this?" from dana on slack:#finance relayed by operator:alice that bound to no review (missing decision word)`, "decided nothing"}},
 	} {
 		x, err := d.ExplainArg(c.arg)
 		if err != nil {
 			t.Fatalf("%s: %v", c.arg, err)
 		}
-		if x.Decision == nil || x.Decision.Kind != c.decision || x.Closure != c.closure ||
+		if (x.Decision == nil) != (c.decision == 0) || x.Decision != nil && x.Decision.Kind != c.decision || x.Closure != c.closure ||
 			(x.Attempt != nil) != c.attempt || len(x.Effects) != c.effects || (x.Approval != nil) != c.approval ||
-			x.RefusedNow != c.refused {
-			t.Errorf("%s: decision %+v closure %q attempt %v effects %d approval %v refused_now %v", c.arg,
-				x.Decision, x.Closure, x.Attempt != nil, len(x.Effects), x.Approval != nil, x.RefusedNow)
+			(x.Consumed != nil) != c.consumed || len(x.ReviewSteps) != c.steps || x.RefusedNow != c.refused {
+			t.Errorf("%s: decision %+v closure %q attempt %v effects %d approval %v consumed %v steps %d refused_now %v", c.arg,
+				x.Decision, x.Closure, x.Attempt != nil, len(x.Effects), x.Approval != nil, x.Consumed != nil, len(x.ReviewSteps), x.RefusedNow)
+		}
+		if x.Consumed != nil && (x.Consumed.Kind != events.KindReviewConsumed || x.Consumed.Fields["ref_seq"] != itoa(x.Grant.PermitSeq)) {
+			t.Errorf("%s: consumed %+v", c.arg, x.Consumed)
 		}
 		if c.laterKind != 0 && (len(x.Later) == 0 || x.Later[0].Kind != c.laterKind) {
 			t.Errorf("%s: later %+v, want a %s first", c.arg, x.Later, c.laterKind)
 		}
-		if x.Epoch == nil || x.Seq != d.Head().Seq {
+		if x.Epoch == nil && c.decision != 0 || x.Seq != d.Head().Seq {
 			t.Errorf("%s: epoch %+v, seq %d", c.arg, x.Epoch, x.Seq)
 		}
 		for _, s := range c.sentence {

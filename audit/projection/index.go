@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
 )
 
@@ -94,25 +95,112 @@ type Row struct {
 	Count uint64 `json:"count"`
 }
 
-// Review is the projection of one review: the calls held for it, the
-// operator's approval and the permit that consumed it.
+// Review statuses, as the receipts of a review leave it.
+const (
+	ReviewOpen       = "open"
+	ReviewApproved   = "approved"
+	ReviewRejected   = "rejected"
+	ReviewConsumed   = "consumed"
+	ReviewExpired    = "expired"
+	ReviewSuperseded = "superseded"
+)
+
+// Review is the projection of one review, the decision record: what it
+// covers (a held call, or an artifact's path, version and digest), the
+// transition it would authorize and where to, who may decide it, who
+// decided it and how (by command, or by a plain-text reply kept
+// verbatim), and the permit that consumed it. Below receipt format level
+// 4 a review has only held calls, an approval and a permit.
 type Review struct {
 	ID           string      `json:"review_id"`
+	Status       string      `json:"status"`
+	Caption      string      `json:"caption,omitempty"`
 	Worker       string      `json:"worker"`
 	Lane         string      `json:"lane,omitempty"`
 	Tool         string      `json:"tool,omitempty"`
 	Digest       events.Hash `json:"digest"`
 	Reason       string      `json:"reason,omitempty"`
 	RequiredSeqs []uint64    `json:"required_seqs,omitempty"`
-	ApprovalSeq  uint64      `json:"approval_seq,omitempty"`
-	Approver     string      `json:"approver,omitempty"`
-	ApprovedTill int64       `json:"approved_until,omitempty"`
-	PermitSeq    uint64      `json:"permit_seq,omitempty"`
-	GrantID      string      `json:"grant_id,omitempty"`
+	// An artifact review: opened explicitly by a worker (OpenedSeq).
+	OpenedSeq       uint64      `json:"opened_seq,omitempty"`
+	ArtifactPath    string      `json:"artifact_path,omitempty"`
+	ArtifactVersion uint64      `json:"artifact_version,omitempty"`
+	ArtifactDigest  events.Hash `json:"artifact_digest,omitzero"`
+	Transition      string      `json:"transition,omitempty"`
+	Destination     string      `json:"destination,omitempty"`
+	ReviewerRole    string      `json:"reviewer_role,omitempty"`
+	// Supersedes are the earlier versions this one superseded.
+	Supersedes []string `json:"supersedes,omitempty"`
+	// The approval (an approval or review_approved receipt): its seq, who
+	// gave it and until when it waits for its use.
+	ApprovalSeq  uint64 `json:"approval_seq,omitempty"`
+	Approver     string `json:"approver,omitempty"`
+	ApprovedTill int64  `json:"approved_until,omitempty"`
+	// The rejection (review_rejected) and who gave it.
+	RejectedSeq uint64 `json:"rejected_seq,omitempty"`
+	Rejecter    string `json:"rejecter,omitempty"`
+	// DecidedAt is when the last decision was recorded (issuer clock).
+	DecidedAt int64 `json:"decided_at,omitempty"`
+	// Reply is the plain-text reply that decided it, verbatim; nil when
+	// a command decided it.
+	Reply *Reply `json:"reply,omitempty"`
+	// The permit that used the approval, and its review_consumed receipt
+	// (level 4; 0 below).
+	PermitSeq     uint64 `json:"permit_seq,omitempty"`
+	GrantID       string `json:"grant_id,omitempty"`
+	ConsumedSeq   uint64 `json:"consumed_seq,omitempty"`
+	ExpiredSeq    uint64 `json:"expired_seq,omitempty"`
+	SupersededSeq uint64 `json:"superseded_seq,omitempty"`
+	// Seqs is every receipt that names the review, in order.
+	Seqs []uint64 `json:"seqs,omitempty"`
+}
+
+// Reply is a person's plain-text reply as the transport relayed it: the
+// channel, the sender as the channel names them, when it was sent (unix
+// ns, the transport's stamp) and the text, all verbatim, with the
+// identity that relayed it and the receipt that recorded it.
+type Reply struct {
+	Seq     uint64 `json:"seq"`
+	Actor   string `json:"actor,omitempty"`
+	Channel string `json:"channel,omitempty"`
+	Sender  string `json:"sender,omitempty"`
+	At      int64  `json:"at,omitempty"`
+	Text    string `json:"text"`
+}
+
+// Orphan is a review_orphaned receipt: a reply that bound to no live
+// review, or repeated one already recorded (RefSeq). Evidence only: it
+// decided nothing.
+type Orphan struct {
+	Seq        uint64   `json:"seq"`
+	Time       int64    `json:"time"`
+	Reply      Reply    `json:"reply"`
+	Missing    string   `json:"missing,omitempty"`
+	RefSeq     uint64   `json:"ref_seq,omitempty"`
+	Candidates []string `json:"candidates,omitempty"`
 }
 
 // Open reports whether the review still waits for a person.
-func (r *Review) Open() bool { return r.ApprovalSeq == 0 && r.PermitSeq == 0 }
+func (r *Review) Open() bool { return r.Status == ReviewOpen }
+
+// Label is the review's caption, or its id when it has none (below
+// level 4).
+func (r *Review) Label() string {
+	if r.Caption != "" {
+		return r.Caption
+	}
+	return r.ID
+}
+
+// ByReply reports whether a plain-text reply decided the review.
+func (r *Review) ByReply() bool { return r.Reply != nil }
+
+func replyOf(e *events.Event) *Reply {
+	if e.ReplyText == "" && e.ReplySender == "" && e.ReplyChannel == "" {
+		return nil
+	}
+	return &Reply{Seq: e.Seq, Actor: e.Actor, Channel: e.ReplyChannel, Sender: e.ReplySender, At: e.ReplyAt, Text: e.ReplyText}
+}
 
 // Source is the projection of one content source.
 type Source struct {
@@ -156,23 +244,22 @@ func index(tx *bbolt.Tx, e *events.Event, raw []byte) error {
 	case events.KindDeny, events.KindApprovalRequired, events.KindRefusalSummary:
 		err = putRow(tx, e, lane)
 		if err == nil && e.Kind == events.KindApprovalRequired && e.ReviewID != "" {
-			err = updateReview(tx, e.ReviewID, func(r *Review) {
-				r.Worker, r.Lane, r.Tool, r.Digest, r.Reason = e.Worker, e.Lane, e.Tool, e.Digest, e.Reason
-				r.RequiredSeqs = append(r.RequiredSeqs, e.Seq)
-			})
+			_, err = indexReview(tx, e)
 		}
 		if err == nil && e.Kind == events.KindDeny && e.Channel != "" {
 			if id, _, _, _ := e.SourceDescriptor(); id != "" {
 				err = updateSource(tx, id, func(s *Source) { s.Refused = append(s.Refused, e.Seq) })
 			}
 		}
-	case events.KindApproval:
-		err = updateReview(tx, e.ReviewID, func(r *Review) {
-			if r.Worker == "" {
-				r.Worker, r.Lane, r.Tool, r.Digest = e.Worker, e.Lane, e.Tool, e.Digest
-			}
-			r.ApprovalSeq, r.Approver, r.ApprovedTill = e.Seq, e.Actor, e.ExpiresAt
-		})
+	case events.KindApproval, events.KindReviewOpened, events.KindReviewApproved, events.KindReviewRejected,
+		events.KindReviewConsumed, events.KindReviewExpired, events.KindReviewSuperseded:
+		lane, err = indexReview(tx, e)
+	case events.KindReviewOrphaned:
+		o := Orphan{Seq: e.Seq, Time: e.Time, Missing: e.Missing, RefSeq: e.RefSeq, Candidates: e.Candidates}
+		if r := replyOf(e); r != nil {
+			o.Reply = *r
+		}
+		err = putJSON(tx.Bucket(bOrphans), u64(e.Seq), &o)
 	case events.KindSource:
 		id, _, _, _ := e.SourceDescriptor()
 		err = updateSource(tx, id, func(s *Source) {
@@ -218,7 +305,10 @@ func indexPermit(tx *bbolt.Tx, e *events.Event) error {
 		return err
 	}
 	if e.ReviewID != "" {
-		return updateReview(tx, e.ReviewID, func(r *Review) { r.PermitSeq, r.GrantID = e.Seq, e.GrantID })
+		return updateReview(tx, e.ReviewID, func(r *Review) {
+			r.PermitSeq, r.GrantID, r.Status = e.Seq, e.GrantID, ReviewConsumed
+			r.Seqs = append(r.Seqs, e.Seq)
+		})
 	}
 	return nil
 }
@@ -331,6 +421,84 @@ func putRow(tx *bbolt.Tx, e *events.Event, lane string) error {
 		r.Count = e.Amount
 	}
 	return putJSON(tx.Bucket(bRefusals), u64(e.Seq), &r)
+}
+
+// indexReview folds a receipt of a review into its decision record. A
+// new review kind is one case here. It returns the lane the receipt is
+// timed in: its own, or the review's.
+func indexReview(tx *bbolt.Tx, e *events.Event) (string, error) {
+	if e.ReviewID == "" {
+		return e.Lane, nil
+	}
+	caption := ""
+	if e.Caption != "" {
+		// The receipt carries the slug and the version.
+		caption = fsm.Caption(e.Caption, max(e.ArtifactVersion, 1))
+		if err := tx.Bucket(bCaptions).Put([]byte(caption), []byte(e.ReviewID)); err != nil {
+			return "", err
+		}
+	}
+	lane := e.Lane
+	err := updateReview(tx, e.ReviewID, func(r *Review) {
+		r.Seqs = append(r.Seqs, e.Seq)
+		if r.Worker == "" {
+			r.Worker, r.Lane, r.Tool, r.Digest = e.Worker, e.Lane, e.Tool, e.Digest
+		}
+		if r.Status == "" {
+			r.Status = ReviewOpen
+		}
+		if caption != "" {
+			r.Caption = caption
+		}
+		if e.ArtifactPath != "" {
+			r.ArtifactPath = e.ArtifactPath
+		}
+		if e.ArtifactVersion != 0 {
+			r.ArtifactVersion = e.ArtifactVersion
+		}
+		if !e.ArtifactDigest.IsZero() {
+			r.ArtifactDigest = e.ArtifactDigest
+		}
+		if e.Transition != "" {
+			r.Transition = e.Transition
+		}
+		if e.Destination != "" {
+			r.Destination = e.Destination
+		}
+		if e.ReviewerRole != "" {
+			r.ReviewerRole = e.ReviewerRole
+		}
+		switch e.Kind {
+		case events.KindApprovalRequired:
+			r.Worker, r.Lane, r.Tool, r.Digest, r.Reason = e.Worker, e.Lane, e.Tool, e.Digest, e.Reason
+			r.RequiredSeqs = append(r.RequiredSeqs, e.Seq)
+		case events.KindReviewOpened:
+			r.Worker, r.Lane, r.OpenedSeq, r.Status = e.Worker, e.Lane, e.Seq, ReviewOpen
+			r.Supersedes = e.Candidates
+		case events.KindApproval, events.KindReviewApproved:
+			r.ApprovalSeq, r.Approver, r.ApprovedTill, r.DecidedAt = e.Seq, e.Actor, e.ExpiresAt, e.Time
+			r.Reply, r.Status = replyOf(e), ReviewApproved
+		case events.KindReviewRejected:
+			r.RejectedSeq, r.Rejecter, r.DecidedAt = e.Seq, e.Actor, e.Time
+			r.Reply, r.Status = replyOf(e), ReviewRejected
+		case events.KindReviewConsumed:
+			r.ConsumedSeq, r.Status = e.Seq, ReviewConsumed
+			if e.RefSeq != 0 {
+				r.PermitSeq = e.RefSeq
+			}
+			if e.GrantID != "" {
+				r.GrantID = e.GrantID
+			}
+		case events.KindReviewExpired:
+			r.ExpiredSeq, r.Status = e.Seq, ReviewExpired
+		case events.KindReviewSuperseded:
+			r.SupersededSeq, r.Status = e.Seq, ReviewSuperseded
+		}
+		if lane == "" {
+			lane = r.Lane
+		}
+	})
+	return lane, err
 }
 
 func updateReview(tx *bbolt.Tx, id string, f func(*Review)) error {

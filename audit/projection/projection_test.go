@@ -68,16 +68,65 @@ func TestEveryKindIndexed(t *testing.T) {
 	if _, err := d.Grant("g5"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("g5 (denied) has a grant record: %v", err)
 	}
-	rv, err := d.Review(fsm.ReviewID("g6"))
-	if err != nil {
-		t.Fatalf("%v", err)
+	for _, c := range []struct {
+		ref, status, caption, decider, reply, grant string
+		seqs                                        int // receipts naming the review
+		consumed, artifact                          bool
+	}{
+		// Level 3: an approval receipt, consumed by the permit (no
+		// review_consumed below level 4).
+		{ref: fsm.ReviewID("l1"), status: ReviewConsumed, decider: "operator:bob", grant: "l2", seqs: 3},
+		// Level 4: approved by command, consumed by g7's permit and its
+		// review_consumed receipt.
+		{ref: fsm.ReviewID("g6"), status: ReviewConsumed, caption: "vault-read_v2_review", decider: "operator:alice", grant: "g7", seqs: 4, consumed: true},
+		{ref: "q3-report_v1_review", status: ReviewSuperseded, caption: "q3-report_v1_review", seqs: 2, artifact: true},
+		{ref: "q3-report_v2_keep", status: ReviewApproved, caption: "q3-report_v2_review", decider: "operator:alice", reply: "q3-report_v2_keep, ship it", seqs: 2, artifact: true},
+		{ref: "notes_v1_review", status: ReviewRejected, caption: "notes_v1_review", decider: "operator:alice", reply: "no to notes_v1_review, the numbers are wrong", seqs: 2, artifact: true},
+		{ref: fsm.ReviewID("x1"), status: ReviewExpired, caption: "vault-read_v1_review", decider: "operator:alice", seqs: 3},
+		{ref: fsm.ReviewID("g8"), status: ReviewOpen, caption: "vault-read_v3_review", seqs: 1},
+	} {
+		rv, err := d.Review(c.ref)
+		if errors.Is(err, ErrNotFound) {
+			rv, err = d.ReviewRef(c.ref)
+		}
+		if err != nil {
+			t.Errorf("review %s: %v", c.ref, err)
+			continue
+		}
+		decider, reply := rv.Approver, ""
+		if rv.Status == ReviewRejected {
+			decider = rv.Rejecter
+		}
+		if rv.Reply != nil {
+			reply = rv.Reply.Text
+			if rv.Reply.Sender != "dana" || rv.Reply.Channel != "slack:#finance" || rv.Reply.At == 0 || rv.Reply.Actor != "operator:alice" {
+				t.Errorf("review %s: reply %+v", c.ref, rv.Reply)
+			}
+		}
+		if rv.Status != c.status || rv.Caption != c.caption || decider != c.decider || reply != c.reply ||
+			rv.GrantID != c.grant || len(rv.Seqs) != c.seqs || (rv.ConsumedSeq != 0) != c.consumed ||
+			rv.Open() != (c.status == ReviewOpen) {
+			t.Errorf("review %s: %+v", c.ref, rv)
+		}
+		if c.artifact && (rv.OpenedSeq == 0 || rv.ArtifactPath == "" || rv.ArtifactDigest.IsZero() || rv.ArtifactVersion == 0 ||
+			rv.Transition != "review_ready->send" || rv.Destination != "class:finance" || rv.ReviewerRole != "finance" || rv.Worker != "w7") {
+			t.Errorf("artifact review %s: %+v", c.ref, rv)
+		}
+		if c.consumed && rv.ConsumedSeq != rv.PermitSeq+1 {
+			t.Errorf("review %s: consumed at seq %d, its permit is seq %d", c.ref, rv.ConsumedSeq, rv.PermitSeq)
+		}
 	}
-	if rv.ApprovalSeq == 0 || rv.GrantID != "g7" || rv.Approver != "operator:alice" || len(rv.RequiredSeqs) != 1 || rv.Open() {
-		t.Errorf("review: %+v", rv)
+	v1, _ := d.ReviewRef("q3-report_v1_keep")
+	if v2, _ := d.ReviewRef("q3-report_v2_review"); len(v2.Supersedes) != 1 || v2.Supersedes[0] != v1.ID || v1.SupersededSeq <= v2.OpenedSeq {
+		t.Errorf("q3-report v2 supersedes %v, v1 %+v", v2.Supersedes, v1)
 	}
 	open, _ := d.Reviews(func(r *Review) bool { return r.Open() })
 	if len(open) != 1 || open[0].ID != fsm.ReviewID("g8") {
 		t.Errorf("open reviews %+v, want rv-g8", open)
+	}
+	orphans, _ := d.Orphans()
+	if len(orphans) != 1 || orphans[0].Reply.Text != "what is this?" || orphans[0].Missing != "decision word" || orphans[0].Reply.Sender != "dana" {
+		t.Errorf("orphaned replies: %+v", orphans)
 	}
 	if s, err := d.Source("ds1"); err != nil || len(s.Registered) != 1 {
 		t.Errorf("source ds1: %+v %v", s, err)
@@ -94,15 +143,29 @@ func TestEveryKindIndexed(t *testing.T) {
 		t.Errorf("worker_revoked rows: %+v", rows)
 	}
 	tl, _ := d.Timeline(Filter{Worker: "w5"})
-	if len(tl) != 7 || tl[0].Kind != events.KindBreakGlass || tl[1].Kind != events.KindApprovalRequired || tl[len(tl)-1].Kind != events.KindApprovalRequired {
+	// approval_required, review_approved, permit, review_consumed, attempt,
+	// effect, approval_required, break_glass
+	if len(tl) != 8 || tl[4].Kind != events.KindReviewConsumed || tl[0].Kind != events.KindBreakGlass || tl[1].Kind != events.KindApprovalRequired || tl[len(tl)-1].Kind != events.KindApprovalRequired {
 		t.Errorf("w5 timeline: %d receipts", len(tl))
 	}
 	tl, _ = d.Timeline(Filter{Lane: "coordinator", Kind: events.KindEffect})
 	if len(tl) != 1 || tl[0].GrantID != "g7" {
 		t.Errorf("coordinator effects: %+v", tl)
 	}
+	tl, _ = d.Timeline(Filter{Worker: "w7"})
+	kinds7 := map[events.Kind]int{}
+	for _, e := range tl {
+		kinds7[e.Kind]++
+	}
+	if kinds7[events.KindReviewOpened] != 3 || kinds7[events.KindReviewSuperseded] != 1 || kinds7[events.KindReviewApproved] != 2 ||
+		kinds7[events.KindReviewRejected] != 1 || kinds7[events.KindReviewExpired] != 1 {
+		t.Errorf("w7 timeline kinds: %v", kinds7)
+	}
+	if tl, _ = d.Timeline(Filter{Lane: "coordinator", Kind: events.KindReviewExpired}); len(tl) != 1 {
+		t.Errorf("review_expired in the coordinator lane (the review's): %d", len(tl))
+	}
 	ws, _ := d.Workers()
-	if len(ws) != 5 {
+	if len(ws) != 7 {
 		t.Errorf("workers: %+v", ws)
 	}
 	cs, _ := d.Cases()

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"go.etcd.io/bbolt"
 
@@ -403,6 +404,50 @@ func (d *DB) EpochsAfter(seq uint64) ([]uint64, error) {
 			out = append(out, getU64(k))
 		}
 		return nil
+	})
+	return out, err
+}
+
+// ReviewRef returns the review a caption ("<slug>_v<N>_review") or a keep
+// token ("<slug>_v<N>_keep") names: the latest review that carried that
+// caption.
+func (d *DB) ReviewRef(ref string) (Review, error) {
+	caption := ref
+	if s, ok := strings.CutSuffix(ref, "_keep"); ok {
+		caption = s + "_review"
+	}
+	var id []byte
+	err := d.db.View(func(tx *bbolt.Tx) error {
+		if b := tx.Bucket(bCaptions); b != nil {
+			id = bytes.Clone(b.Get([]byte(caption)))
+		}
+		return nil
+	})
+	if err != nil {
+		return Review{}, err
+	}
+	if id == nil {
+		return Review{}, fmt.Errorf("%w: no review captioned %q in the projection", ErrNotFound, caption)
+	}
+	return d.Review(string(id))
+}
+
+// Orphans returns the replies that bound to no review, in sequence order.
+func (d *DB) Orphans() ([]Orphan, error) {
+	var out []Orphan
+	err := d.db.View(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(bOrphans)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(_, v []byte) error {
+			var o Orphan
+			if err := json.Unmarshal(v, &o); err != nil {
+				return err
+			}
+			out = append(out, o)
+			return nil
+		})
 	})
 	return out, err
 }

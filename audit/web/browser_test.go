@@ -105,7 +105,7 @@ func TestBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rows != 100+2 { // the header row (x100) and the two held calls
+	if rows != 100+4 { // the header row (x100) and the four held calls
 		t.Errorf("filtered refusals: %d (header*100+held)", rows)
 	}
 	shot("refusals-held")

@@ -4,11 +4,14 @@
 // Pages:
 //
 //	/                    fleet: projection head and checks, workers, lanes,
-//	                     live grants, reviews waiting for a person
+//	                     live grants, reviews waiting for a person, replies
+//	                     bound to no review
 //	/worker/{id}         a worker's timeline (filters: kind, reason, since)
 //	/grant/{id}          the chain of a grant (the explain view)
 //	/seq/{n}             the chain behind one receipt
-//	/review/{id}         a review, its approval and the grant that used it
+//	/review/{ref}        a review's decision record (by id, caption or keep
+//	                     token): what it covers, who decided it and how,
+//	                     every receipt of it and the grant that used it
 //	/refusals            denials, refused spends and effects, and calls
 //	                     held for approval (filters: worker, lane, kind,
 //	                     reason, since)
@@ -19,7 +22,9 @@
 //
 // The view reads only the projection. It shows identifiers, kinds,
 // reasons and digests; targets and idempotency keys only as digests,
-// approval notes and policy documents not at all. While a break-glass
+// approval notes and policy documents not at all. A person's reply that
+// decided a review (or bound to none) is shown verbatim: it is the
+// decision itself, as the approving actor is. While a break-glass
 // case (a break_glass receipt) runs for a worker, that worker's timeline
 // and the chains of its grants also show their receipts' payloads, under
 // a banner, and every such page view is recorded in the projection file
@@ -223,6 +228,7 @@ type fleetData struct {
 	LiveGrants []projection.Grant
 	LiveTotal  int
 	Reviews    []projection.Review
+	Orphans    []projection.Orphan
 }
 
 func (s *Server) fleet(w http.ResponseWriter, r *http.Request) {
@@ -253,6 +259,9 @@ func (s *Server) fleet(w http.ResponseWriter, r *http.Request) {
 	d.LiveTotal = len(live)
 	d.LiveGrants = live[:min(len(live), 100)]
 	d.Reviews, err = s.cfg.DB.Reviews(func(rv *projection.Review) bool { return rv.Open() })
+	if err == nil {
+		d.Orphans, err = s.cfg.DB.Orphans()
+	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -392,12 +401,12 @@ func chainWorker(x *projection.Explanation) string {
 // chainSeqs are the receipts an explanation shows.
 func chainSeqs(x *projection.Explanation) []uint64 {
 	var out []uint64
-	for _, st := range []*projection.Step{x.Decision, x.Epoch, x.Approval, x.Attempt, x.Event} {
+	for _, st := range []*projection.Step{x.Decision, x.Epoch, x.Approval, x.Consumed, x.Attempt, x.Event} {
 		if st != nil {
 			out = append(out, st.Seq)
 		}
 	}
-	for _, list := range [][]projection.Step{x.Sources, x.Effects, x.Refusals, x.Later} {
+	for _, list := range [][]projection.Step{x.Sources, x.ReviewSteps, x.Effects, x.Refusals, x.Later} {
 		for _, st := range list {
 			if st.Seq != 0 {
 				out = append(out, st.Seq)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +80,7 @@ func section(body, id string) string {
 // select rows; a grant's chain shows its permit, attempt and effect.
 func TestPages(t *testing.T) {
 	ts, m := server(t)
+	at := receiptsAt(t)
 	head := m.S.Chain().Head.String()
 	rv8 := fsm.ReviewID("g8")
 	for _, c := range []struct {
@@ -92,17 +94,26 @@ func TestPages(t *testing.T) {
 	}{
 		{path: "/", code: 200, table: "reviews", want: []string{head, "/review/" + rv8, "ok: chain and invariants checked from seq 1", "projection lag <span class=\"warn\">3</span>"}, rows: 1},
 		{path: "/", code: 200, table: "live", want: []string{"/grant/g3"}, rows: -1},
-		{path: "/worker/w5", code: 200, table: "timeline", want: []string{"approval_required", "/grant/g7", "break_glass"}, notWant: []string{"owner said yes", `id="glass"`}, rows: 7},
+		{path: "/", code: 200, table: "orphans", want: []string{"what is this?", "/seq/" + itoa(at["orphan"])}, rows: 1},
+		{path: "/worker/w5", code: 200, table: "timeline", want: []string{"approval_required", "/grant/g7", "break_glass"}, notWant: []string{"owner said yes", `id="glass"`}, rows: 8},
+		{path: "/worker/w5?kind=review_consumed", code: 200, table: "timeline", rows: 1, rowsOf: `class="review_consumed"`},
+		{path: "/worker/w7", code: 200, table: "timeline", want: []string{"review_superseded", "review_expired", "ship it"}, rows: -1},
 		{path: "/worker/w5?kind=approval_required", code: 200, table: "timeline", rows: 2, rowsOf: `class="approval_required"`},
 		{path: "/worker/nobody", code: 404, want: []string{"No receipt of worker nobody"}, rows: -1},
-		{path: "/grant/g7", code: 200, table: "chain", want: []string{"<th>decision</th>", "permit", "<th>attempt</th>", "<th>effect</th>", "verifier=vault-audit", "<b>confirmed</b>", "Grant g7 (worker w5", "<th>approval</th>"}, rows: -1},
+		{path: "/grant/g7", code: 200, table: "chain", want: []string{"<th>decision</th>", "permit", "<th>attempt</th>", "<th>effect</th>", "verifier=vault-audit", "<b>confirmed</b>", "Grant g7 (worker w5", "<th>approval</th>", "<th>consumed</th>", "review_consumed", "after review vault-read_v2_review was approved by operator:alice by command"}, rows: -1},
+		{path: "/grant/l2", code: 200, table: "chain", want: []string{"<th>approval</th>", `<tr class="approval">`}, notWant: []string{"<th>consumed</th>"}, rows: -1},
+		{path: "/review/q3-report_v2_keep", code: 200, table: "chain", want: []string{"q3-report_v2_review", "approved by operator:alice", "q3-report_v2_keep, ship it", "from dana on slack:#finance", "out/q3-report.pdf v2", "authorizes review_ready-&gt;send toward class:finance", "reviewer role finance"}, rows: -1},
+		{path: "/review/notes_v1_review", code: 200, table: "chain", want: []string{"rejected by operator:alice", "no to notes_v1_review, the numbers are wrong", "review_rejected"}, rows: -1},
+		{path: "/review/q3-report_v1_review", code: 200, table: "chain", want: []string{"superseded by a new version", "review_superseded"}, rows: -1},
+		{path: "/review/" + fsm.ReviewID("x1"), code: 200, table: "chain", want: []string{"the approval lapsed unused", "review_expired"}, rows: -1},
+		{path: "/seq/" + itoa(at["orphan"]), code: 200, table: "chain", want: []string{"review_orphaned", "decided nothing"}, rows: -1},
 		{path: "/grant/g1", code: 200, table: "chain", want: []string{"<b>contested</b>", "<th>later</th>"}, rows: -1},
 		{path: "/grant/nope", code: 404, want: []string{"no grant"}, rows: -1},
-		{path: "/review/" + fsm.ReviewID("g6"), code: 200, table: "chain", want: []string{"operator:alice", "/grant/g7"}, notWant: []string{"owner said yes"}, rows: -1},
+		{path: "/review/" + fsm.ReviewID("g6"), code: 200, table: "chain", want: []string{"operator:alice", "/grant/g7", "<th>consumed</th>", "vault-read_v2_review"}, notWant: []string{"owner said yes"}, rows: -1},
 		{path: "/refusals", code: 200, table: "rows", rows: -1, want: []string{"worker_revoked", "already_spent", "unknown_grant", "review_required"}},
-		{path: "/refusals?kind=approval_required", code: 200, table: "rows", rows: 2, rowsOf: `class="approval_required"`},
+		{path: "/refusals?kind=approval_required", code: 200, table: "rows", rows: 4, rowsOf: `class="approval_required"`},
 		{path: "/refusals?worker=w2&reason=worker_revoked", code: 200, table: "rows", rows: 1, rowsOf: `class="deny"`},
-		{path: "/refusals?lane=coordinator&kind=approval_required", code: 200, table: "rows", rows: 2, rowsOf: `class="approval_required"`},
+		{path: "/refusals?lane=coordinator&kind=approval_required", code: 200, table: "rows", rows: 4, rowsOf: `class="approval_required"`},
 		{path: "/refusals?since=1h500ms", code: 200, table: "rows", rows: 0},
 		{path: "/refusals?since=1h2s", code: 200, table: "rows", rows: 1},
 		{path: "/refusals?kind=bogus", code: 400, want: []string{"not a receipt kind"}, rows: -1},
@@ -197,3 +208,11 @@ func TestBreakGlassViews(t *testing.T) {
 		t.Error("payloads shown after the case expired")
 	}
 }
+
+// receiptsAt is the every-kind scenario's sequence numbers by name.
+func receiptsAt(t *testing.T) map[string]uint64 {
+	_, at := receipts.EveryKind(t)
+	return at
+}
+
+func itoa(n uint64) string { return strconv.FormatUint(n, 10) }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,12 +20,13 @@ func newExplainCmd(g *globals) *cobra.Command {
 		asJSON bool
 	)
 	cmd := &cobra.Command{
-		Use:   "explain --db PATH GRANT | SEQ | REVIEW",
+		Use:   "explain --db PATH GRANT | SEQ | REVIEW | CAPTION | KEEP-TOKEN",
 		Short: "Show the chain of receipts that authorized or refused a side effect",
 		Long: `explain reads a projection file (see 'auditor project') and prints the chain
-behind one side effect, named by a grant id, a receipt sequence number or a
-review id (prefix with grant:, seq: or review: when an id looks like
-another):
+behind one side effect, named by a grant id, a receipt sequence number, or a
+review by its id, caption (q3-report_v2_review) or keep token
+(q3-report_v2_keep) (prefix with grant:, seq: or review: when an id looks
+like another):
 
   decision   the permit, deny or approval_required receipt: the request
              (worker, lane, tool, request digest, consequence, target as a
@@ -32,7 +34,16 @@ another):
   epoch      the policy epoch in force and the receipt that applied it
   grounds    the provenance grounds (field, source, authority level,
              revocation counter, transform) and the sources' registrations
-  review     the review the call was held for or consumed, and the approval
+  review     the review's decision record: what it covers (the held call,
+             or the artifact's path, version and digest), the transition
+             and destination, the reviewer role, who approved or rejected
+             it and how (by command, or by a plain-text reply quoted
+             verbatim with its sender and channel), the grant that used
+             it, a lapse or a supersession
+  approval   the approval receipt (approval, or review_approved from
+             receipt format 4) and, from format 4, the review_consumed
+             receipt that records its use; other receipts of the review
+             follow as "review rx"
   attempt    the spend
   effects    every effect report, with its verifier, and the closure:
              confirmed, failed, unknown, contested (reports disagree), or
@@ -41,7 +52,9 @@ another):
              that would refuse the same grant now, and its expiry
 
 and ends with one sentence to paste into an incident report. Targets and
-idempotency keys are shown as digests, never in clear.
+idempotency keys are shown as digests, never in clear; a reply that
+decided a review is quoted, since it is the decision. A review_orphaned
+receipt (a reply that bound to nothing) is explained as evidence.
 
 explain reads only the file; it does not contact NATS. Run 'auditor
 project --db PATH' first to bring the file up to the stream's head (explain
@@ -104,14 +117,13 @@ func writeExplanation(w io.Writer, x *projection.Explanation) {
 		writeStep(w, "source", s)
 	}
 	if r := x.Review; r != nil {
-		state := "open"
-		if !r.Open() {
-			state = "approved"
-		}
-		fmt.Fprintf(w, "  review     %s %s (held at seqs %v, approval seq %d, consumed by %s at seq %d)\n",
-			r.ID, state, r.RequiredSeqs, r.ApprovalSeq, dash(r.GrantID), r.PermitSeq)
+		writeReview(w, r)
 	}
 	one("approval", x.Approval)
+	one("consumed", x.Consumed)
+	for _, s := range x.ReviewSteps {
+		writeStep(w, "review rx", s)
+	}
 	one("attempt", x.Attempt)
 	for _, s := range x.Effects {
 		writeStep(w, "effect", s)
@@ -130,6 +142,49 @@ func writeExplanation(w io.Writer, x *projection.Explanation) {
 	}
 	one("receipt", x.Event)
 	fmt.Fprintf(w, "\n%s\n", x.Sentence)
+}
+
+// writeReview prints a review's decision record.
+func writeReview(w io.Writer, r *projection.Review) {
+	fmt.Fprintf(w, "  review     %s %s %s", r.Label(), r.ID, r.Status)
+	if len(r.RequiredSeqs) > 0 {
+		fmt.Fprintf(w, " held at seqs %v", r.RequiredSeqs)
+	}
+	if r.OpenedSeq != 0 {
+		fmt.Fprintf(w, " opened by %s at seq %d", r.Worker, r.OpenedSeq)
+	}
+	fmt.Fprintln(w)
+	if r.ArtifactPath != "" || !r.ArtifactDigest.IsZero() {
+		fmt.Fprintf(w, "             artifact %s v%d sha256 %s\n", dash(r.ArtifactPath), r.ArtifactVersion, r.ArtifactDigest.Short())
+	}
+	if r.Transition != "" || r.Destination != "" || r.ReviewerRole != "" {
+		fmt.Fprintf(w, "             transition %s destination %s reviewer role %s\n", dash(r.Transition), dash(r.Destination), dash(r.ReviewerRole))
+	}
+	how := "by command"
+	if p := r.Reply; p != nil {
+		how = fmt.Sprintf("by the reply %q from %s on %s (sent %s, relayed by %s, seq %d)", p.Text, dash(p.Sender), dash(p.Channel),
+			time.Unix(0, p.At).UTC().Format(time.RFC3339Nano), dash(p.Actor), p.Seq)
+	}
+	if r.ApprovalSeq != 0 {
+		fmt.Fprintf(w, "             approved by %s at seq %d until %s, %s\n", r.Approver, r.ApprovalSeq,
+			time.Unix(0, r.ApprovedTill).UTC().Format(time.RFC3339), how)
+	}
+	if r.RejectedSeq != 0 {
+		fmt.Fprintf(w, "             rejected by %s at seq %d, %s\n", r.Rejecter, r.RejectedSeq, how)
+	}
+	if r.GrantID != "" {
+		fmt.Fprintf(w, "             consumed by grant %s at seq %d", r.GrantID, r.PermitSeq)
+		if r.ConsumedSeq != 0 {
+			fmt.Fprintf(w, " (review_consumed seq %d)", r.ConsumedSeq)
+		}
+		fmt.Fprintln(w)
+	}
+	if r.ExpiredSeq != 0 {
+		fmt.Fprintf(w, "             the approval lapsed unused (review_expired seq %d)\n", r.ExpiredSeq)
+	}
+	if r.SupersededSeq != 0 {
+		fmt.Fprintf(w, "             superseded by a new version (review_superseded seq %d)\n", r.SupersededSeq)
+	}
 }
 
 func writeStep(w io.Writer, label string, s projection.Step) {

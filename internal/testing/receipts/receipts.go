@@ -37,14 +37,37 @@ type Sim struct {
 	Digests map[uint64]events.Hash
 }
 
-func NewSim(t testing.TB) *Sim {
+// NewSim starts a state machine at the highest receipt format level.
+func NewSim(t testing.TB) *Sim { return NewSimAt(t, fsm.MaxReceiptFormat) }
+
+// NewSimAt starts a state machine at receipt format level format, under
+// the legacy default policy.
+func NewSimAt(t testing.TB, format uint64) *Sim {
 	m := &Sim{S: fsm.New(), Now: T0, Digests: map[uint64]events.Hash{}}
-	env := fsm.Apply(m.S, 0, fsm.Batch{Time: T0, Node: "n1", Commands: []fsm.Command{{Op: fsm.OpRaiseFormat, Caller: "issuer:n1", Format: fsm.MaxReceiptFormat}}})
+	env := fsm.Apply(m.S, 0, fsm.Batch{Time: T0, Node: "n1", Commands: []fsm.Command{{Op: fsm.OpRaiseFormat, Caller: "issuer:n1", Format: format}}})
 	if env[0].Decision != grants.Permit {
 		t.Fatalf("raise format: %+v", env[0])
 	}
 	m.Apply(fsm.Command{Op: fsm.OpSetPolicy, Caller: "operator:alice", Policy: policy.LegacyDefault().Canonical()})
 	return m
+}
+
+// RaiseFormat raises the receipt format level, as the leader does once
+// every voter supports it (it records no receipt).
+func (m *Sim) RaiseFormat(t testing.TB, format uint64) {
+	if env := m.Apply(fsm.Command{Op: fsm.OpRaiseFormat, Caller: "issuer:n1", Format: format}); env[0].Decision != grants.Permit {
+		t.Fatalf("raise format: %+v", env[0])
+	}
+}
+
+// must applies one command and fails t unless its answer is decision.
+func (m *Sim) must(t testing.TB, decision grants.Decision, c fsm.Command) grants.Envelope {
+	t.Helper()
+	env := m.Apply(c)
+	if env[0].Decision != decision {
+		t.Fatalf("%s by %s: %+v, want %s", c.Op, c.Caller, env[0], decision)
+	}
+	return env[0]
 }
 
 func (m *Sim) Apply(cmds ...fsm.Command) []grants.Envelope {
@@ -64,14 +87,20 @@ func (m *Sim) Raw() [][]byte {
 	return out
 }
 
-// everyKind runs a scenario that writes a receipt of every kind this
+// EveryKind runs a scenario that writes a receipt of every kind this
 // build knows: permits, denials, attempts, refused spends, agreeing,
 // unknown and conflicting effects, refused effects, a revocation that
 // cancels a grant, a reinstatement, sources (accepted and refused), a
-// held call, its approval and the permit that consumes it, a refusal
-// summary and policy epochs.
+// refusal summary and policy epochs at receipt format level 3, where a
+// held call's approval is an approval receipt (worker w6, grants l1 and
+// l2); then, at the highest level, reviews as decision records: an
+// artifact review superseded by its next version, an orphaned reply, an
+// approval and a rejection by plain-text replies (worker w7), an approval
+// that lapses unused (w7, grants x1 and x2), a held call approved by
+// command and the permit that consumes it (w5, grants g6 to g8), and a
+// break-glass case.
 func EveryKind(t testing.TB) (*Sim, map[string]uint64) {
-	m := NewSim(t)
+	m := NewSimAt(t, fsm.ReceiptFormatSummaries)
 	at := map[string]uint64{}
 	d := func(s string) events.Hash { return events.Sum([]byte(s)) }
 	req := func(id, w, lane, tool string, dg events.Hash) fsm.Command {
@@ -108,11 +137,57 @@ func EveryKind(t testing.TB) (*Sim, map[string]uint64) {
 	vreq := func(id string) fsm.Command {
 		return fsm.Command{Op: fsm.OpRequest, Caller: "w5", Lane: "coordinator", Tool: "vault_read", GrantID: id, Digest: vd, IdemKey: "k-" + id, Args: flat}
 	}
+	wreq := func(w, id, name string) fsm.Command {
+		call := []byte(`{"name":"` + name + `"}`)
+		dg, _ := args.Digest("vault_read", call)
+		fl, _ := args.Flatten(call)
+		return fsm.Command{Op: fsm.OpRequest, Caller: w, Lane: "coordinator", Tool: "vault_read", GrantID: id, Digest: dg, IdemKey: "k-" + id, Args: fl}
+	}
+
+	// Level 3: a held call's approval is an approval receipt.
+	m.must(t, grants.ApprovalRequired, wreq("w6", "l1", "ledger"))
+	at["l1"] = m.S.Chain().Seq
+	m.must(t, grants.Permit, fsm.Command{Op: fsm.OpApprove, Caller: "operator:bob", ReviewID: fsm.ReviewID("l1"), TTL: int64(time.Minute)})
+	m.must(t, grants.Permit, wreq("w6", "l2", "ledger"))
+	at["l2"] = m.S.Chain().Seq
+
+	// The highest level: reviews are decision records.
+	m.RaiseFormat(t, fsm.MaxReceiptFormat)
+	open := func(name, digest string) fsm.Command {
+		return fsm.Command{Op: fsm.OpOpenReview, Caller: "w7", Lane: "coordinator", Caption: name, Path: "out/" + name + ".pdf",
+			ContentDigest: d(digest), Transition: "review_ready->send", Destination: "class:finance", ReviewerRole: "finance"}
+	}
+	reply := func(text string, sentAgo int64) fsm.Command {
+		return fsm.Command{Op: fsm.OpReviewReply, Caller: "operator:alice", Channel: "slack:#finance", Sender: "dana", ReplyAt: m.Now - sentAgo, Text: text}
+	}
+	// Commands in one log entry, as the issuer batches them (one second
+	// of the clock for all, so that the scenario's grants stay live).
+	batch := func(want []grants.Decision, cmds ...fsm.Command) {
+		t.Helper()
+		for i, env := range m.Apply(cmds...) {
+			if env.Decision != want[i] {
+				t.Fatalf("%s by %s: %+v, want %s", cmds[i].Op, cmds[i].Caller, env, want[i])
+			}
+		}
+	}
+	type dd = []grants.Decision
+	batch(dd{grants.Permit, grants.Permit}, open("q3-report", "q3 v1"), open("q3-report", "q3 v2")) // v2 supersedes v1
+	at["q3v2"] = m.S.Chain().Seq - 1
+	batch(dd{grants.Deny, grants.Permit}, reply("what is this?", 2*Sec), reply("q3-report_v2_keep, ship it", Sec)) // orphaned; approved
+	at["orphan"], at["q3v2approved"] = m.S.Chain().Seq-1, m.S.Chain().Seq
+	batch(dd{grants.Permit, grants.Deny}, open("notes", "notes v1"), reply("no to notes_v1_review, the numbers are wrong", 0)) // rejected by the reply
+	at["notesrejected"] = m.S.Chain().Seq
+	batch(dd{grants.ApprovalRequired, grants.Permit}, wreq("w7", "x1", "payroll"),
+		fsm.Command{Op: fsm.OpDecideReview, Caller: "operator:alice", ReviewID: fsm.ReviewID("x1"), Outcome: "approve", TTL: Sec})
+	m.must(t, grants.Deny, wreq("w7", "x2", "payroll")) // a second later the approval has lapsed: approval_unbindable and review_expired
+	at["x2"] = m.S.Chain().Seq
+
+	// A held call approved by command and the permit that consumes it.
 	m.Apply(vreq("g6")) // approval_required
 	at["g6"] = m.S.Chain().Seq
 	m.Apply(fsm.Command{Op: fsm.OpApprove, Caller: "operator:alice", ReviewID: fsm.ReviewID("g6"), TTL: int64(time.Minute), Note: "owner said yes"})
-	m.Apply(vreq("g7")) // permitted under the approval
-	at["g7"] = m.S.Chain().Seq
+	m.Apply(vreq("g7")) // permitted under the approval, which it consumes
+	at["g7"] = m.S.Chain().Seq - 1
 	m.Apply(fsm.Command{Op: fsm.OpSpend, Caller: "w5", GrantID: "g7", Digest: vd, IdemKey: "s7"})
 	m.Apply(fsm.Command{Op: fsm.OpEffect, Caller: "w5", GrantID: "g7", Outcome: "confirmed", Verifier: "vault-audit"})
 	m.Apply(vreq("g8")) // held again: the approval is used up
