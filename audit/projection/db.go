@@ -35,7 +35,7 @@ var (
 	ErrSchema = errors.New("projection: unsupported database schema")
 	// ErrReadOnly: a write on a DB opened read-only.
 	ErrReadOnly = errors.New("projection: opened read-only")
-	// ErrNotFound: no grant, review or receipt by that name.
+	// ErrNotFound: no grant, review, route or receipt by that name.
 	ErrNotFound = errors.New("projection: not found")
 	// ErrBroken: an earlier commit failed; the in-memory state is ahead of
 	// the file. Close and Open again.
@@ -43,7 +43,7 @@ var (
 )
 
 // schemaVersion is written in the meta bucket; Open refuses any other.
-const schemaVersion = 4
+const schemaVersion = 5
 
 // Bucket names.
 var (
@@ -65,7 +65,8 @@ var (
 	bGlass     = []byte("glass")     // case id \0 seq -> Case JSON
 	bCaptions  = []byte("captions")  // review caption -> review id (the latest)
 	bOrphans   = []byte("orphans")   // seq -> Orphan JSON: replies bound to nothing
-	indexes    = [][]byte{bEvents, bGrants, bReviews, bSources, bRefusals, bWorkers, bLanes, bWorkerSum, bRevokes, bCancels, bEpochs, bOpen, bContested, bAnomalous, bGlass, bCaptions, bOrphans}
+	bRoutes    = []byte("routes")    // route name -> Route JSON
+	indexes    = [][]byte{bEvents, bGrants, bReviews, bSources, bRefusals, bWorkers, bLanes, bWorkerSum, bRevokes, bCancels, bEpochs, bOpen, bContested, bAnomalous, bGlass, bCaptions, bOrphans, bRoutes}
 	// bViews is the local record of pages shown under break-glass cases:
 	// not folded from the stream, so not an index (IndexDigest skips it).
 	bViews = []byte("views") // sequence -> View JSON

@@ -45,6 +45,9 @@ type Explanation struct {
 	ReviewSteps []Step `json:"review_steps,omitempty"`
 	// Grant is the grant's projection (a permit only).
 	Grant *Grant `json:"grant,omitempty"`
+	// Route is the route generation a grant was bound to, and how that
+	// generation stood against the grant's attempt.
+	Route *RouteBinding `json:"route,omitempty"`
 	// Attempt, Effects and Refusals: the spend, every effect report and
 	// every spend or effect refused against the grant.
 	Attempt  *Step  `json:"attempt,omitempty"`
@@ -348,6 +351,10 @@ func (d *DB) explainGrant(tx *bbolt.Tx, x *Explanation, g *Grant) error {
 	if g.AttemptSeq != 0 {
 		x.Attempt = stepAt(tx, g.AttemptSeq)
 	}
+	headTime := int64(getU64(tx.Bucket(bMeta).Get(kTime)))
+	if g.Route != "" {
+		x.Route = routeBinding(tx, g, headTime)
+	}
 	for _, s := range g.Effects {
 		if st := stepAt(tx, s); st != nil {
 			x.Effects = append(x.Effects, *st)
@@ -363,7 +370,6 @@ func (d *DB) explainGrant(tx *bbolt.Tx, x *Explanation, g *Grant) error {
 	x.Closure = g.Closure()
 
 	// What would refuse the grant now.
-	headTime := int64(getU64(tx.Bucket(bMeta).Get(kTime)))
 	rb := tx.Bucket(bRevokes)
 	for _, c := range permit.Counters {
 		_ = scanPrefix(rb, c.Key, false, func(s uint64, v []byte) (bool, error) {
@@ -382,6 +388,12 @@ func (d *DB) explainGrant(tx *bbolt.Tx, x *Explanation, g *Grant) error {
 		}
 		return true, nil
 	})
+	if rt := x.Route; rt != nil && rt.EndSeq > g.PermitSeq {
+		// The end of the generation it bound: its spend is refused
+		// owner_stale from then on.
+		x.Later = append(x.Later, Step{Seq: rt.EndSeq, Kind: rt.EndKind, Fields: map[string]string{
+			"route": rt.Route, "route_gen": strconv.FormatUint(rt.Gen, 10), "ended": rt.Ended}})
+	}
 	c := tx.Bucket(bEpochs).Cursor()
 	if k, v := c.Seek(u64(g.PermitSeq + 1)); k != nil {
 		x.Later = append(x.Later, Step{Seq: getU64(k), Kind: events.KindEpoch, Fields: map[string]string{
@@ -580,6 +592,12 @@ func grantSentence(x *Explanation, g *Grant, expired bool) string {
 	if len(x.Grounds) > 0 {
 		fmt.Fprintf(&b, " on %d provenance ground(s)", len(x.Grounds))
 	}
+	if x.Route != nil {
+		fmt.Fprintf(&b, " under generation %d of route %s", x.Route.Gen, x.Route.Route)
+		if x.Route.Lease != nil {
+			fmt.Fprintf(&b, " (%s's lease)", x.Route.Lease.Owner)
+		}
+	}
 	switch {
 	case g.AttemptSeq == 0 && g.CancelledSeq != 0:
 		fmt.Fprintf(&b, ", cancelled by the revoke at seq %d before any attempt", g.CancelledSeq)
@@ -588,13 +606,20 @@ func grantSentence(x *Explanation, g *Grant, expired bool) string {
 	default:
 		fmt.Fprintf(&b, ", spent at seq %d", g.AttemptSeq)
 		switch g.Closure() {
+		case grants.OutcomeContested:
+			if len(g.Stale) > 0 {
+				fmt.Fprintf(&b, ", and its effect is contested: reported at seq %d after the route generation it bound had ended (route_stale), so it is late and never clean", g.Stale[0])
+				break
+			}
+			fmt.Fprintf(&b, ", and its effect is contested (verifiers %s disagree, last report seq %d)", strings.Join(g.Verifiers, ", "), g.Effects[len(g.Effects)-1])
 		case ClosureUnverified:
 			b.WriteString(", and no verifier has reported its effect (unverified)")
-		case grants.OutcomeContested:
-			fmt.Fprintf(&b, ", and its effect is contested (verifiers %s disagree, last report seq %d)", strings.Join(g.Verifiers, ", "), g.Effects[len(g.Effects)-1])
 		default:
 			fmt.Fprintf(&b, ", and its effect was %s by %s (seq %d)", g.Outcome, strings.Join(g.Verifiers, ", "), g.Effects[len(g.Effects)-1])
 		}
+	}
+	if x.Route != nil {
+		b.WriteString("; " + x.Route.sentence())
 	}
 	switch {
 	case len(x.Later) > 0 && x.Later[0].Seq != 0 && g.AttemptSeq != 0 && x.Later[0].Seq > g.AttemptSeq:

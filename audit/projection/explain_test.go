@@ -5,9 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	"go.etcd.io/bbolt"
+
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/internal/testing/receipts"
 )
 
 // TestExplain: each way to name a side effect (grant id, receipt
@@ -108,3 +111,88 @@ func TestParseGround(t *testing.T) {
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// TestExplainRoute: a grant bound to a route names the route and the
+// generation it bound, how that generation ended and whether before or
+// after the attempt; a late effect under an ended generation is
+// contested, never clean.
+func TestExplainRoute(t *testing.T) {
+	m, at := everyKind(t)
+	d := openTemp(t, "p.db", 4)
+	applyAll(t, d, m.Raw())
+	for _, c := range []struct {
+		grant, relation, ended string
+		gen                    uint64
+		endKind                events.Kind
+		endSeq                 uint64
+		closure                string
+		sentence               []string
+	}{
+		{grant: "rt1", gen: 1, relation: RouteEndedAfter, ended: LeaseReleased, endKind: events.KindRouteReleased, endSeq: at["route_released"],
+			closure: grants.OutcomeConfirmed,
+			sentence: []string{"under generation 1 of route inbox-triage@acme (cron1's lease)", "confirmed by hook",
+				"generation 1 of route inbox-triage@acme released at", "(route_released, seq " + itoa(at["route_released"]) + "), after the attempt at seq",
+				"the route_released at seq " + itoa(at["route_released"]) + ", after the attempt, would refuse it now"}},
+		{grant: "rt2", gen: 2, relation: RouteEndedAfter, ended: LeaseLapsed, endKind: events.KindRouteLapsed, endSeq: at["route_lapsed"],
+			closure: grants.OutcomeContested,
+			sentence: []string{"under generation 2 of route inbox-triage@acme (cron2's lease)",
+				"reported at seq " + itoa(at["route_stale"]) + " after the route generation it bound had ended (route_stale)",
+				"generation 2 of route inbox-triage@acme lapsed at", "(route_lapsed, seq " + itoa(at["route_lapsed"]) + "), after the attempt"}},
+	} {
+		x, err := d.ExplainArg(c.grant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb := x.Route
+		if rb == nil || rb.Route != receipts.Route || rb.Gen != c.gen || rb.Relation != c.relation || rb.Ended != c.ended ||
+			rb.EndKind != c.endKind || rb.EndSeq != c.endSeq || rb.Lease == nil || x.Closure != c.closure || !x.RefusedNow {
+			t.Errorf("%s: route %+v closure %s refused_now %v", c.grant, rb, x.Closure, x.RefusedNow)
+		}
+		for _, s := range c.sentence {
+			if !strings.Contains(x.Sentence, s) {
+				t.Errorf("%s: sentence %q lacks %q", c.grant, x.Sentence, s)
+			}
+		}
+	}
+	// No route on other grants.
+	if x, _ := d.ExplainArg("g7"); x.Route != nil || strings.Contains(x.Sentence, "route") {
+		t.Errorf("g7: route %+v, sentence %q", x.Route, x.Sentence)
+	}
+}
+
+// TestRouteBindingRelation: the generation's end against the attempt,
+// by sequence for a release or revocation and by time for a lapse (a
+// lease lapses at its expiry, whenever a receipt records it).
+func TestRouteBindingRelation(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		lease Lease
+		g     Grant
+		now   int64
+		want  string
+	}{
+		{"live", Lease{Gen: 1, Expires: 100}, Grant{AttemptSeq: 5, AttemptTime: 50}, 60, RouteLive},
+		{"released after", Lease{Gen: 1, Expires: 100, End: LeaseReleased, EndSeq: 7, EndedAt: 70}, Grant{AttemptSeq: 5, AttemptTime: 50}, 80, RouteEndedAfter},
+		{"revoked before", Lease{Gen: 1, Expires: 100, End: LeaseRevoked, EndSeq: 4, EndedAt: 40}, Grant{AttemptSeq: 5, AttemptTime: 50}, 80, RouteEndedBefore},
+		{"lapse recorded late, expiry before the attempt", Lease{Gen: 1, Expires: 45, End: LeaseLapsed, EndSeq: 9, EndedAt: 45}, Grant{AttemptSeq: 5, AttemptTime: 50}, 80, RouteEndedBefore},
+		{"lapse with no receipt", Lease{Gen: 1, Expires: 60}, Grant{AttemptSeq: 5, AttemptTime: 50}, 80, RouteEndedAfter},
+		{"never spent", Lease{Gen: 1, Expires: 60}, Grant{}, 80, RouteEndedUnspent},
+	} {
+		d := openTemp(t, c.name+".db", 4)
+		c.g.Route, c.g.RouteGen = "r", 1
+		var rb *RouteBinding
+		err := d.db.Update(func(tx *bbolt.Tx) error {
+			if err := putJSON(tx.Bucket(bRoutes), []byte("r"), &Route{Name: "r", Leases: []Lease{c.lease}}); err != nil {
+				return err
+			}
+			rb = routeBinding(tx, &c.g, c.now)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rb.Relation != c.want {
+			t.Errorf("%s: %+v, want %s", c.name, rb, c.want)
+		}
+	}
+}

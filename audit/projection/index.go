@@ -29,12 +29,16 @@ const (
 // Grant is the projection of one grant: its permit, attempt, effects and
 // everything refused against it. Sequences are 0 when absent.
 type Grant struct {
-	ID          string      `json:"grant_id"`
-	Worker      string      `json:"worker"`
-	Lane        string      `json:"lane,omitempty"`
-	Tool        string      `json:"tool,omitempty"`
-	Consequence string      `json:"consequence,omitempty"`
-	ReviewID    string      `json:"review_id,omitempty"`
+	ID          string `json:"grant_id"`
+	Worker      string `json:"worker"`
+	Lane        string `json:"lane,omitempty"`
+	Tool        string `json:"tool,omitempty"`
+	Consequence string `json:"consequence,omitempty"`
+	ReviewID    string `json:"review_id,omitempty"`
+	// Route and RouteGen: the route generation the grant is bound to
+	// (work under a route lease); "" and 0 otherwise.
+	Route       string      `json:"route,omitempty"`
+	RouteGen    uint64      `json:"route_gen,omitempty"`
 	Digest      events.Hash `json:"digest"`
 	Epoch       uint64      `json:"epoch"`
 	PermitSeq   uint64      `json:"permit_seq"`
@@ -59,6 +63,10 @@ type Grant struct {
 	// grant's attempt, another worker, another request digest, or no
 	// verifier. 'auditor verify' reports each as a violation.
 	Anomalies []string `json:"anomalies,omitempty"`
+	// Stale are effect receipts reported after the route generation the
+	// grant bound had ended (route_stale): recorded, never clean. Each
+	// makes the outcome contested.
+	Stale []uint64 `json:"stale_effects,omitempty"`
 }
 
 // Closure is the grant's state: permitted, cancelled, unverified, or its
@@ -268,6 +276,11 @@ func index(tx *bbolt.Tx, e *events.Event, raw []byte) error {
 		})
 	case events.KindRevoke:
 		err = indexRevoke(tx, e)
+		if err == nil && len(e.Routes) > 0 {
+			err = indexRevokedRoutes(tx, e)
+		}
+	case events.KindRouteAcquired, events.KindRouteRenewed, events.KindRouteReleased, events.KindRouteLapsed, events.KindRouteTaken:
+		err = indexRoute(tx, e)
 	case events.KindEpoch:
 		err = tx.Bucket(bEpochs).Put(seqKey, u64(e.Epoch))
 	case events.KindBreakGlass:
@@ -299,10 +312,15 @@ func indexPermit(tx *bbolt.Tx, e *events.Event) error {
 	g := Grant{
 		ID: e.GrantID, Worker: e.Worker, Lane: e.Lane, Tool: e.Tool, Consequence: e.Consequence,
 		ReviewID: e.ReviewID, Digest: e.Digest, Epoch: e.Epoch, PermitSeq: e.Seq,
-		IssuedAt: e.IssuedAt, ExpiresAt: e.ExpiresAt,
+		IssuedAt: e.IssuedAt, ExpiresAt: e.ExpiresAt, Route: e.Route, RouteGen: e.RouteGen,
 	}
 	if err := putGrant(tx, key(e.GrantID, e.Seq), &g); err != nil {
 		return err
+	}
+	if e.Route != "" {
+		if err := bindRoute(tx, e); err != nil {
+			return err
+		}
 	}
 	if e.ReviewID != "" {
 		return updateReview(tx, e.ReviewID, func(r *Review) {
@@ -366,7 +384,15 @@ func closeEffect(g *Grant, e *events.Event) {
 		g.Anomalies = append(g.Anomalies, fmt.Sprintf("effect seq %d not counted: %s", e.Seq, why))
 		return
 	}
-	g.Outcome = CombineOutcome(g.Outcome, e.Outcome)
+	if e.RouteStale {
+		// Reported once the grant's route generation had ended: another
+		// owner may have done the work since, so the report is late and
+		// the outcome contested, never clean.
+		g.Stale = append(g.Stale, e.Seq)
+		g.Outcome = CombineOutcome(g.Outcome, grants.OutcomeContested)
+	} else {
+		g.Outcome = CombineOutcome(g.Outcome, e.Outcome)
+	}
 	for _, v := range g.Verifiers {
 		if v == e.Verifier {
 			return

@@ -3,6 +3,7 @@ package projection
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/writ-dev/writ/audit"
@@ -149,7 +150,7 @@ func TestEveryKindIndexed(t *testing.T) {
 		t.Errorf("w5 timeline: %d receipts", len(tl))
 	}
 	tl, _ = d.Timeline(Filter{Lane: "coordinator", Kind: events.KindEffect})
-	if len(tl) != 1 || tl[0].GrantID != "g7" {
+	if len(tl) != 3 || tl[0].GrantID != "rt2" || tl[1].GrantID != "rt1" || tl[2].GrantID != "g7" {
 		t.Errorf("coordinator effects: %+v", tl)
 	}
 	tl, _ = d.Timeline(Filter{Worker: "w7"})
@@ -165,7 +166,7 @@ func TestEveryKindIndexed(t *testing.T) {
 		t.Errorf("review_expired in the coordinator lane (the review's): %d", len(tl))
 	}
 	ws, _ := d.Workers()
-	if len(ws) != 7 {
+	if len(ws) != 9 {
 		t.Errorf("workers: %+v", ws)
 	}
 	cs, _ := d.Cases()
@@ -379,5 +380,83 @@ func TestEffectClosure(t *testing.T) {
 	}
 	if an, _ := d.GrantsIn(SetAnomalous, nil); len(an) != 1 || an[0].ID != "g3" {
 		t.Fatalf("anomalous set: %+v", an)
+	}
+}
+
+// TestRouteRecord: the scenario's route has one record with every lease
+// in order (acquired, renewed, released; acquired and lapsed; taken over
+// and ended by a revocation), grants bound to their generation, the route
+// receipts in the owners' timelines, and the effect reported under an
+// ended generation contested, never clean.
+func TestRouteRecord(t *testing.T) {
+	m, at := everyKind(t)
+	d := openTemp(t, "p.db", 5)
+	applyAll(t, d, m.Raw())
+	r, err := d.Route(receipts.Route)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Gen != 3 || r.Owner != "cron1" || r.End != LeaseRevoked || len(r.Leases) != 3 {
+		t.Fatalf("route: %+v", r)
+	}
+	want := []Lease{
+		{Gen: 1, Owner: "cron1", AcquiredSeq: at["route_acquired"], Renewals: []uint64{at["route_renewed"]}, End: LeaseReleased, EndSeq: at["route_released"], Grants: []string{"rt1"}},
+		{Gen: 2, Owner: "cron2", End: LeaseLapsed, EndSeq: at["route_lapsed"], Grants: []string{"rt2"}},
+		{Gen: 3, Owner: "cron1", AcquiredSeq: at["route_taken"], Taken: true, PrevOwner: "cron2", PrevGen: 2, End: LeaseRevoked, EndSeq: at["route_revoked"]},
+	}
+	for i, w := range want {
+		l := r.Leases[i]
+		if l.Gen != w.Gen || l.Owner != w.Owner || l.End != w.End || l.EndSeq != w.EndSeq || l.Taken != w.Taken ||
+			l.PrevOwner != w.PrevOwner || l.PrevGen != w.PrevGen || !slices.Equal(l.Grants, w.Grants) ||
+			!slices.Equal(l.Renewals, w.Renewals) || (w.AcquiredSeq != 0 && l.AcquiredSeq != w.AcquiredSeq) || l.Lane != "coordinator" {
+			t.Errorf("lease %d: %+v, want %+v", i+1, l, w)
+		}
+	}
+	if l := r.Leases[1]; l.EndedAt != l.Expires || l.Live(l.AcquiredAt) {
+		t.Errorf("lapsed lease: %+v", l)
+	}
+	if l := r.Leases[0]; l.Live(l.AcquiredAt) || l.Expires <= l.AcquiredAt+10*receipts.Sec {
+		t.Errorf("released lease (renewed to 20s): %+v", l)
+	}
+	for _, c := range []struct {
+		id, closure string
+		gen         uint64
+		stale       int
+	}{
+		{"rt1", grants.OutcomeConfirmed, 1, 0},
+		{"rt2", grants.OutcomeContested, 2, 1}, // its only effect is route_stale: never clean
+	} {
+		g, err := d.Grant(c.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Route != receipts.Route || g.RouteGen != c.gen || g.Closure() != c.closure || len(g.Stale) != c.stale || len(g.Anomalies) != 0 {
+			t.Errorf("grant %s: %+v, want %s at generation %d with %d stale effects", c.id, g, c.closure, c.gen, c.stale)
+		}
+	}
+	contested, _ := d.GrantsIn("contested", nil)
+	if !slices.ContainsFunc(contested, func(g Grant) bool { return g.ID == "rt2" }) {
+		t.Errorf("rt2 not among contested grants: %+v", contested)
+	}
+	for w, kinds := range map[string][]events.Kind{
+		"cron1": {events.KindRouteAcquired, events.KindRouteRenewed, events.KindRouteReleased, events.KindRouteTaken, events.KindRevoke},
+		"cron2": {events.KindRouteAcquired, events.KindRouteLapsed},
+	} {
+		tl, _ := d.Timeline(Filter{Worker: w})
+		have := map[events.Kind]bool{}
+		for _, e := range tl {
+			have[e.Kind] = true
+		}
+		for _, k := range kinds {
+			if !have[k] {
+				t.Errorf("%s timeline has no %s", w, k)
+			}
+		}
+	}
+	if tl, _ := d.Timeline(Filter{Lane: "coordinator", Kind: events.KindRouteTaken}); len(tl) != 1 {
+		t.Errorf("route_taken in the coordinator lane: %d", len(tl))
+	}
+	if rs, _ := d.Routes(); len(rs) != 1 {
+		t.Errorf("routes: %+v", rs)
 	}
 }

@@ -93,7 +93,7 @@ func TestPages(t *testing.T) {
 		rowsOf  string
 	}{
 		{path: "/", code: 200, table: "reviews", want: []string{head, "/review/" + rv8, "ok: chain and invariants checked from seq 1", "projection lag <span class=\"warn\">3</span>"}, rows: 1},
-		{path: "/", code: 200, table: "live", want: []string{"/grant/g3"}, rows: -1},
+		{path: "/", code: 200, table: "live", want: []string{"/grant/l2"}, rows: -1},
 		{path: "/", code: 200, table: "orphans", want: []string{"what is this?", "/seq/" + itoa(at["orphan"])}, rows: 1},
 		{path: "/worker/w5", code: 200, table: "timeline", want: []string{"approval_required", "/grant/g7", "break_glass"}, notWant: []string{"owner said yes", `id="glass"`}, rows: 8},
 		{path: "/worker/w5?kind=review_consumed", code: 200, table: "timeline", rows: 1, rowsOf: `class="review_consumed"`},
@@ -117,7 +117,7 @@ func TestPages(t *testing.T) {
 		{path: "/refusals?since=1h500ms", code: 200, table: "rows", rows: 0},
 		{path: "/refusals?since=1h2s", code: 200, table: "rows", rows: 1},
 		{path: "/refusals?kind=bogus", code: 400, want: []string{"not a receipt kind"}, rows: -1},
-		{path: "/effects", code: 200, table: "contested", want: []string{"/grant/g1"}, rows: 1},
+		{path: "/effects", code: 200, table: "contested", want: []string{"/grant/g1", "/grant/rt2"}, rows: 2}, // rt2: a route_stale effect
 		{path: "/effects", code: 200, table: "unverified", want: []string{"/grant/g3"}, rows: 1},
 		{path: "/metrics", code: 200, want: []string{"writ_auditor_projection_lag 3"}, rows: -1},
 	} {

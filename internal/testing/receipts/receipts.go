@@ -22,11 +22,15 @@ const (
 	Sec = int64(time.Second)
 )
 
-// reviewPolicy holds vault_read calls (credential_use) for a review.
+// reviewPolicy holds vault_read calls (credential_use) for a review, lets
+// file reads through, and declares a route cron workers may own (leases
+// of 30s at most), under which they may only read.
 const reviewPolicy = `{"version":2,"default_ttl":"1m",
  "lanes":{"coordinator":{"surfaces":["*"],"consequences":["*"]}},
- "surfaces":[{"id":"vault","tools":["vault_read"],"operation":"read","consequence":"credential_use","target":{"field":"name","canon":"digest"}}],
- "review":{"classes":["credential_use"]}}`
+ "surfaces":[{"id":"vault","tools":["vault_read"],"operation":"read","consequence":"credential_use","target":{"field":"name","canon":"digest"}},
+  {"id":"file_read","tools":["Read"],"operation":"read","consequence":"local_read","target":{"field":"file_path","canon":"path"}}],
+ "review":{"classes":["credential_use"]},
+ "routes":[{"name":"inbox-triage@*","workers":["cron*"],"max_ttl":"30s","consequences":["local_read"]}]}`
 
 // sim drives the real state machine and remembers its digest at every
 // sequence, as an issuer would report it.
@@ -97,8 +101,8 @@ func (m *Sim) Raw() [][]byte {
 // artifact review superseded by its next version, an orphaned reply, an
 // approval and a rejection by plain-text replies (worker w7), an approval
 // that lapses unused (w7, grants x1 and x2), a held call approved by
-// command and the permit that consumes it (w5, grants g6 to g8), and a
-// break-glass case.
+// command and the permit that consumes it (w5, grants g6 to g8), a
+// break-glass case, and route leases (see routes).
 func EveryKind(t testing.TB) (*Sim, map[string]uint64) {
 	m := NewSimAt(t, fsm.ReceiptFormatSummaries)
 	at := map[string]uint64{}
@@ -194,7 +198,68 @@ func EveryKind(t testing.TB) (*Sim, map[string]uint64) {
 	m.Apply(fsm.Command{Op: fsm.OpBreakGlass, Caller: "operator", CaseID: "inc-1", GlassScope: "worker:w5",
 		TTL: int64(30 * time.Minute), Note: "which vault entry did w5 read?"})
 	at["glass"] = m.S.Chain().Seq
+	routes(t, m, at)
 	return m, at
+}
+
+// Route is the route of the scenario's route section.
+const Route = "inbox-triage@acme"
+
+// routes is the route section of EveryKind: cron1 acquires the route
+// (generation 1), renews it, does work under it (grant rt1: permit,
+// attempt, a clean effect) and releases it; cron2 acquires it
+// (generation 2), spends grant rt2 under it and lets the lease lapse,
+// which the leader records (route_lapsed); cron1 takes the route over
+// (route_taken, generation 3), cron2's late effect for rt2 is recorded
+// route_stale, its request under generation 2 is refused owner_stale,
+// and revoking cron1 ends generation 3 in the revocation.
+//
+// The policy in force (reviewPolicy) declares the route.
+func routes(t testing.TB, m *Sim, at map[string]uint64) {
+	read := func(w, id, path string, gen uint64) fsm.Command {
+		call := []byte(`{"file_path":"` + path + `"}`)
+		dg, _ := args.Digest("Read", call)
+		fl, _ := args.Flatten(call)
+		return fsm.Command{Op: fsm.OpRequest, Caller: w, Lane: "coordinator", Tool: "Read", GrantID: id, Digest: dg,
+			IdemKey: "k-" + id, Args: fl, Route: Route, RouteGen: gen}
+	}
+	spend := func(w, id, path, key string) fsm.Command {
+		c := read(w, id, path, 0)
+		return fsm.Command{Op: fsm.OpSpend, Caller: w, GrantID: id, Digest: c.Digest, IdemKey: key}
+	}
+	lease := func(op fsm.Op, w string, ttl int64) fsm.Command {
+		return fsm.Command{Op: op, Caller: w, Lane: "coordinator", Route: Route, TTL: ttl}
+	}
+	m.must(t, grants.Permit, lease(fsm.OpRouteAcquire, "cron1", 10*Sec)) // route_acquired, generation 1
+	at["route_acquired"] = m.S.Chain().Seq
+	m.must(t, grants.Permit, lease(fsm.OpRouteRenew, "cron1", 20*Sec))
+	at["route_renewed"] = m.S.Chain().Seq
+	m.must(t, grants.Permit, read("cron1", "rt1", "/work/cron1/inbox", 1))
+	at["rt1"] = m.S.Chain().Seq
+	m.must(t, grants.Permit, spend("cron1", "rt1", "/work/cron1/inbox", "a-rt1"))
+	m.must(t, grants.Permit, fsm.Command{Op: fsm.OpEffect, Caller: "cron1", GrantID: "rt1", Outcome: "confirmed", Verifier: "hook"})
+	m.must(t, grants.Permit, lease(fsm.OpRouteRelease, "cron1", 0))
+	at["route_released"] = m.S.Chain().Seq
+	m.must(t, grants.Permit, lease(fsm.OpRouteAcquire, "cron2", 5*Sec)) // generation 2
+	m.must(t, grants.Permit, read("cron2", "rt2", "/work/cron2/inbox", 0))
+	at["rt2"] = m.S.Chain().Seq
+	m.must(t, grants.Permit, spend("cron2", "rt2", "/work/cron2/inbox", "a-rt2"))
+	// Nobody renews: ten seconds on, the lease has lapsed, and the
+	// leader records it.
+	m.Now += 10 * Sec
+	if l := m.S.LapsedRoutes(m.Now); len(l) != 1 || l[0] != Route {
+		t.Fatalf("lapsed routes at %d: %v", m.Now, l)
+	}
+	m.must(t, grants.Permit, fsm.Command{Op: fsm.OpRouteLapse, Caller: "issuer:n1", Route: Route})
+	at["route_lapsed"] = m.S.Chain().Seq
+	m.must(t, grants.Permit, lease(fsm.OpRouteAcquire, "cron1", 0)) // route_taken, generation 3
+	at["route_taken"] = m.S.Chain().Seq
+	m.must(t, grants.Permit, fsm.Command{Op: fsm.OpEffect, Caller: "cron2", GrantID: "rt2", Outcome: "confirmed", Verifier: "hook"}) // route_stale
+	at["route_stale"] = m.S.Chain().Seq
+	m.must(t, grants.Deny, read("cron2", "rt3", "/work/cron2/inbox", 2)) // owner_stale: generation 2 ended
+	at["rt3"] = m.S.Chain().Seq
+	m.must(t, grants.Permit, fsm.Command{Op: fsm.OpRevoke, Caller: "operator:alice", Key: "worker/cron1"}) // ends generation 3
+	at["route_revoked"] = m.S.Chain().Seq
 }
 
 // workload adds n random batches of requests, spends, effects,
