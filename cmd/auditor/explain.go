@@ -44,12 +44,19 @@ like another):
              receipt format 4) and, from format 4, the review_consumed
              receipt that records its use; other receipts of the review
              follow as "review rx"
+  route      for work under a route lease: the route and the generation
+             the grant bound, its owner, and how that generation ended
+             (released, lapsed, revoked, with the receipt) and whether
+             before or after the attempt
   attempt    the spend
   effects    every effect report, with its verifier, and the closure:
-             confirmed, failed, unknown, contested (reports disagree), or
-             unverified (spent, no verifier has reported)
-  later      revocations, cancellations and epoch changes after the permit
-             that would refuse the same grant now, and its expiry
+             confirmed, failed, unknown, contested (reports disagree, or
+             an effect reported after the grant's route generation ended,
+             route_stale: late, never clean), or unverified (spent, no
+             verifier has reported)
+  later      revocations, cancellations, epoch changes and the end of the
+             grant's route generation after the permit that would refuse
+             the same grant now, and its expiry
 
 and ends with one sentence to paste into an incident report. Targets and
 idempotency keys are shown as digests, never in clear; a reply that
@@ -124,6 +131,9 @@ func writeExplanation(w io.Writer, x *projection.Explanation) {
 	for _, s := range x.ReviewSteps {
 		writeStep(w, "review rx", s)
 	}
+	if rb := x.Route; rb != nil {
+		writeRoute(w, rb)
+	}
 	one("attempt", x.Attempt)
 	for _, s := range x.Effects {
 		writeStep(w, "effect", s)
@@ -136,12 +146,39 @@ func writeExplanation(w io.Writer, x *projection.Explanation) {
 		for _, a := range x.Grant.Anomalies {
 			fmt.Fprintf(w, "  anomaly    %s\n", a)
 		}
+		for _, s := range x.Grant.Stale {
+			fmt.Fprintf(w, "  late       effect seq %d reported after the route generation ended (route_stale): not clean\n", s)
+		}
 	}
 	for _, s := range x.Later {
 		writeStep(w, "later", s)
 	}
 	one("receipt", x.Event)
 	fmt.Fprintf(w, "\n%s\n", x.Sentence)
+}
+
+// writeRoute prints the route generation a grant bound.
+func writeRoute(w io.Writer, rb *projection.RouteBinding) {
+	fmt.Fprintf(w, "  route      %s generation %d", rb.Route, rb.Gen)
+	if l := rb.Lease; l != nil {
+		fmt.Fprintf(w, " owner %s acquired at seq %d", l.Owner, l.AcquiredSeq)
+		if l.Taken {
+			fmt.Fprintf(w, " (taken over from %s generation %d)", l.PrevOwner, l.PrevGen)
+		}
+	}
+	switch {
+	case rb.Relation == projection.RouteNotProjected:
+		fmt.Fprint(w, ", not in the projection")
+	case rb.Ended == "":
+		fmt.Fprint(w, ", live")
+	default:
+		fmt.Fprintf(w, ", %s at %s", rb.Ended, time.Unix(0, rb.EndedAt).UTC().Format(time.RFC3339Nano))
+		if rb.EndSeq != 0 {
+			fmt.Fprintf(w, " (%s seq %d)", rb.EndKind, rb.EndSeq)
+		}
+		fmt.Fprintf(w, ", %s", strings.ReplaceAll(rb.Relation, "_", " "))
+	}
+	fmt.Fprintln(w)
 }
 
 // writeReview prints a review's decision record.

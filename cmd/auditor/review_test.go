@@ -29,7 +29,8 @@ func TestReviewRecords(t *testing.T) {
 		t.Fatalf("verify: exit %d: %s%s", r.code, r.stdout, r.stderr)
 	}
 	for _, k := range []string{"approval", "review_opened", "review_approved", "review_rejected", "review_consumed",
-		"review_orphaned", "review_expired", "review_superseded"} {
+		"review_orphaned", "review_expired", "review_superseded",
+		"route_acquired", "route_renewed", "route_released", "route_lapsed", "route_taken"} {
 		if rep.Kinds[k] == 0 {
 			t.Errorf("verify counted no %s receipt: %v", k, rep.Kinds)
 		}
@@ -61,6 +62,12 @@ func TestReviewRecords(t *testing.T) {
 		{"review:notes_v1_review", []string{"rejected by operator:alice at seq " + itoa(at["notesrejected"]), `by the reply "no to notes_v1_review, the numbers are wrong"`}},
 		{"l2", []string{"approved by operator:bob", "  approval   seq " + itoa(at["l1"]+1) + " approval ", "after review " + fsm.ReviewID("l1") + " was approved by operator:bob"}},
 		{itoa(at["orphan"]), []string{"review_orphaned", `records a reply "what is this?" from dana on slack:#finance`, "decided nothing"}},
+		// Work under a route lease: the generation bound, how it ended
+		// and whether before or after the attempt; a late effect.
+		{"rt1", []string{"  route      " + sim.Route + " generation 1 owner cron1 acquired at seq " + itoa(at["route_acquired"]),
+			"released at ", "(route_released seq " + itoa(at["route_released"]) + "), ended after attempt", "  closure    confirmed"}},
+		{"rt2", []string{"  route      " + sim.Route + " generation 2 owner cron2", "lapsed at ", "(route_lapsed seq " + itoa(at["route_lapsed"]) + ")",
+			"  closure    contested", "  late       effect seq " + itoa(at["route_stale"]), "after the route generation it bound had ended (route_stale)"}},
 	} {
 		r := runCLI(t, "explain", "--db", db, c.arg)
 		if r.code != ExitOK {
