@@ -137,7 +137,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, tmpl: map[string]*template.Template{}, mux: http.NewServeMux()}
-	for _, page := range []string{"fleet", "worker", "chain", "refusals", "effects", "breakglass"} {
+	for _, page := range []string{"fleet", "worker", "chain", "refusals", "effects", "breakglass", "route"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("web: template %s: %w", page, err)
@@ -149,6 +149,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /grant/{id}", s.chain("grant:"))
 	s.mux.HandleFunc("GET /seq/{id}", s.chain("seq:"))
 	s.mux.HandleFunc("GET /review/{id}", s.chain("review:"))
+	s.mux.HandleFunc("GET /route/{name}", s.route)
 	s.mux.HandleFunc("GET /refusals", s.refusals)
 	s.mux.HandleFunc("GET /effects", s.effects)
 	s.mux.HandleFunc("GET /breakglass", s.breakGlass)
@@ -229,6 +230,23 @@ type fleetData struct {
 	LiveTotal  int
 	Reviews    []projection.Review
 	Orphans    []projection.Orphan
+	Routes     []routeRow
+}
+
+// routeRow is a route as the fleet page lists it: its current lease's
+// state at the projection's last receipt.
+type routeRow struct {
+	projection.Route
+	State string // live, released, lapsed or revoked
+}
+
+func routeState(r *projection.Route, now int64) string {
+	if n := len(r.Leases); n > 0 {
+		if end, _ := r.Leases[n-1].Ended(now); end != "" {
+			return end
+		}
+	}
+	return "live"
 }
 
 func (s *Server) fleet(w http.ResponseWriter, r *http.Request) {
@@ -262,11 +280,61 @@ func (s *Server) fleet(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		d.Orphans, err = s.cfg.DB.Orphans()
 	}
+	var routes []projection.Route
+	if err == nil {
+		routes, err = s.cfg.DB.Routes()
+	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
+	for i := range routes {
+		d.Routes = append(d.Routes, routeRow{routes[i], routeState(&routes[i], st.Time)})
+	}
 	s.render(w, "fleet", "Fleet", d)
+}
+
+// leaseRow is one lease of a route page, with how it stands at the
+// projection's last receipt ("" while live).
+type leaseRow struct {
+	projection.Lease
+	State   string
+	EndedAt int64
+}
+
+type routeData struct {
+	Route  *projection.Route
+	State  string
+	Leases []leaseRow
+	Err    string
+}
+
+// route shows one route's record: every generation's lease.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	st, err := s.cfg.DB.Status()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	var d routeData
+	rt, err := s.cfg.DB.Route(name)
+	switch {
+	case errors.Is(err, projection.ErrNotFound):
+		w.WriteHeader(http.StatusNotFound)
+		d.Err = fmt.Sprintf("no route %q in the projection (at seq %d)", name, st.Seq)
+	case err != nil:
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	default:
+		d.Route, d.State = &rt, routeState(&rt, st.Time)
+		for _, l := range rt.Leases {
+			row := leaseRow{Lease: l}
+			row.State, row.EndedAt = l.Ended(st.Time)
+			d.Leases = append(d.Leases, row)
+		}
+	}
+	s.render(w, "route", "Route "+name, d)
 }
 
 // filterForm is the filter form's values, echoed back into it.

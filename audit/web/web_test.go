@@ -119,6 +119,12 @@ func TestPages(t *testing.T) {
 		{path: "/refusals?kind=bogus", code: 400, want: []string{"not a receipt kind"}, rows: -1},
 		{path: "/effects", code: 200, table: "contested", want: []string{"/grant/g1", "/grant/rt2"}, rows: 2}, // rt2: a route_stale effect
 		{path: "/effects", code: 200, table: "unverified", want: []string{"/grant/g3"}, rows: 1},
+		{path: "/", code: 200, table: "routes", want: []string{"/route/" + receipts.Route}, rows: 1, rowsOf: `class="lease_revoked"`},
+		{path: "/route/" + receipts.Route, code: 200, table: "leases", want: []string{"generation 3, owner cron1", "<b>revoked</b>", "/grant/rt1", "/grant/rt2",
+			"from cron2 generation 2", "/seq/" + itoa(at["route_renewed"]), "/seq/" + itoa(at["route_lapsed"]), "/seq/" + itoa(at["route_revoked"])}, rows: 3},
+		{path: "/route/nope", code: 404, want: []string{"no route"}, rows: -1},
+		{path: "/grant/rt1", code: 200, table: "chain", want: []string{`href="/route/` + receipts.Route + `"`, "generation 1 (cron1's lease): released", "ended_after_attempt"}, rows: -1},
+		{path: "/grant/rt2", code: 200, table: "chain", want: []string{"<b>contested</b>", "late: effect seq", "(route_lapsed, seq"}, rows: -1},
 		{path: "/metrics", code: 200, want: []string{"writ_auditor_projection_lag 3"}, rows: -1},
 	} {
 		code, body := get(t, ts, c.path)
