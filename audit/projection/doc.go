@@ -11,8 +11,11 @@
 //     so that Digest is fsm.State.Digest of the same stream, which must
 //     equal the issuer's state_digest at the same sequence;
 //   - indexes folded from the receipts: grants (permit, attempt, effects,
-//     refusals against the grant, cancellation, collapsed outcome),
-//     reviews (approval_required, approval, the permit that consumed it),
+//     refusals against the grant, cancellation, collapsed outcome, the
+//     route generation it bound, effects reported late under an ended
+//     generation), reviews (approval_required, approval, the permit that
+//     consumed it), routes (every lease: acquired or taken over, renewed,
+//     released, lapsed, ended by a revocation, and the grants bound to it),
 //     sources (registrations and refusals), refusals (deny, spend_refused,
 //     effect_refused, approval_required, refusal_summary), revocation
 //     counters moved and grants cancelled, epochs, and per-worker and

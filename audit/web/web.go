@@ -4,14 +4,16 @@
 // Pages:
 //
 //	/                    fleet: projection head and checks, workers, lanes,
-//	                     live grants, reviews waiting for a person, replies
-//	                     bound to no review
+//	                     live grants, routes, reviews waiting for a person,
+//	                     replies bound to no review
 //	/worker/{id}         a worker's timeline (filters: kind, reason, since)
 //	/grant/{id}          the chain of a grant (the explain view)
 //	/seq/{n}             the chain behind one receipt
 //	/review/{ref}        a review's decision record (by id, caption or keep
 //	                     token): what it covers, who decided it and how,
 //	                     every receipt of it and the grant that used it
+//	/route/{name}        a route's leases: every generation, its owner,
+//	                     renewals, how it ended and the grants bound to it
 //	/refusals            denials, refused spends and effects, and calls
 //	                     held for approval (filters: worker, lane, kind,
 //	                     reason, since)
