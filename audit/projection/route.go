@@ -126,6 +126,9 @@ func indexRoute(tx *bbolt.Tx, e *events.Event) error {
 // indexRevokedRoutes ends the leases a revocation lists.
 func indexRevokedRoutes(tx *bbolt.Tx, e *events.Event) error {
 	for _, name := range e.Routes {
+		if tx.Bucket(bRoutes).Get([]byte(name)) == nil {
+			continue // a lease the projection never saw begin
+		}
 		err := updateRoute(tx, name, func(r *Route) {
 			r.Seqs = append(r.Seqs, e.Seq)
 			if n := len(r.Leases); n > 0 && r.Leases[n-1].End == "" {
