@@ -121,6 +121,24 @@ func TestBrowser(t *testing.T) {
 	do(chromedp.Navigate(ts.URL+"/worker/w1"), chromedp.WaitVisible(chromedp.CSS("#timeline")))
 	shot("worker-timeline")
 
+	// A route: from the fleet page's routes to the route's leases, and
+	// the late effect of a grant bound to a lapsed generation.
+	do(chromedp.Navigate(ts.URL+"/"), chromedp.Click(chromedp.CSS(`#routes a[href^="/route/"]`)), chromedp.WaitVisible(chromedp.CSS("#leases")))
+	leases, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#leases tr[class^="lease_"]').length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if summary := text("#summary"); leases != 3 || !strings.Contains(summary, "generation 3") || !strings.Contains(summary, "revoked") {
+		t.Errorf("route page: %d leases, summary %q", leases, summary)
+	}
+	shot("route")
+	do(chromedp.Navigate(ts.URL + "/grant/rt2"))
+	if route, closure := text("#route"), text("#closure"); !strings.Contains(route, "generation 2") || !strings.Contains(route, "lapsed") ||
+		!strings.HasPrefix(strings.TrimSpace(closure), "contested") || !strings.Contains(closure, "late") {
+		t.Errorf("route-bound grant: route %q closure %q", route, closure)
+	}
+	shot("grant-chain-route-stale")
+
 	// Under the scenario's break-glass case for w5.
 	glass, _ := serverAt(t, 0)
 	do(chromedp.Navigate(glass.URL + "/grant/g7"))
