@@ -102,7 +102,26 @@ func TestRollingMoveToTheWAL(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(c.RaftDir(i), "wal")); err != nil {
 			t.Fatalf("%s: no WAL directory after the move: %v", nd.ID, err)
 		}
-		c.WaitConverged()
+		// Caught up (the load keeps running, so the nodes are never all
+		// at one seq): the restarted node reaches the seq the leader had
+		// just after the restart.
+		c.Leader() // waits for a serving leader
+		ls, err := c.LeaderStatus()
+		for deadline := time.Now().Add(cluster.ConvergeTimeout); err != nil; ls, err = c.LeaderStatus() {
+			if time.Now().After(deadline) {
+				t.Fatalf("leader status after restarting %s: %v", nd.ID, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		for deadline := time.Now().Add(cluster.ConvergeTimeout); ; time.Sleep(100 * time.Millisecond) {
+			st, err := c.TryStatus(i)
+			if err == nil && st.Seq >= ls.Seq {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s did not catch up to seq %d after its move to the WAL: %+v (%v)", nd.ID, ls.Seq, st, err)
+			}
+		}
 	}
 	// A crash on the WAL: SIGKILL mid-load, then back.
 	victim := c.Leader()

@@ -975,6 +975,50 @@ type Receipt struct {
 	Data      []byte
 }
 
+// readOrdered reads the stream's messages first..last through an ordered
+// consumer, in batches. It returns the receipts read, the sequences it
+// saw skipped (deleted or never stored) and the first sequence it did
+// not get to (last+1 when it read everything); it stops early, without
+// error, on any failure, leaving the rest to the caller.
+func readOrdered(ctx context.Context, s jetstream.Stream, first, last uint64) (out []Receipt, missing []uint64, next uint64) {
+	next = first
+	if first == 0 || last < first {
+		return nil, nil, next
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: first,
+	})
+	if err != nil {
+		return nil, nil, next
+	}
+	for next <= last && ctx.Err() == nil {
+		batch, err := cons.Fetch(min(1024, int(last-next+1)), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return out, missing, next
+		}
+		n := 0
+		for m := range batch.Messages() {
+			md, err := m.Metadata()
+			if err != nil || md.Sequence.Stream < next {
+				return out, missing, next
+			}
+			for ; next < md.Sequence.Stream && next <= last; next++ {
+				missing = append(missing, next)
+			}
+			if md.Sequence.Stream > last {
+				return out, missing, next
+			}
+			out = append(out, Receipt{StreamSeq: md.Sequence.Stream, Subject: m.Subject(), MsgID: m.Headers().Get(jetstream.MsgIDHeader), Data: m.Data()})
+			next = md.Sequence.Stream + 1
+			n++
+		}
+		if batch.Error() != nil || n == 0 {
+			return out, missing, next
+		}
+	}
+	return out, missing, next
+}
+
 // StreamInfo is the receipt stream's state.
 type StreamInfo struct {
 	FirstSeq, LastSeq, Msgs uint64
@@ -1012,9 +1056,11 @@ func (c *Cluster) Receipts(ctx context.Context, atLeast uint64) (StreamInfo, []R
 	}
 	st := s.CachedInfo().State
 	si = StreamInfo{FirstSeq: st.FirstSeq, LastSeq: st.LastSeq, Msgs: st.Msgs, Deleted: st.NumDeleted}
-	var out []Receipt
-	var missing []uint64
-	for seq := st.FirstSeq; seq <= st.LastSeq && seq > 0; seq++ {
+	// Read in bulk through an ordered consumer (one round trip per
+	// batch); whatever it could not deliver is read one message at a time
+	// below, which also tells a missing message from a slow one.
+	out, missing, next := readOrdered(ctx, s, st.FirstSeq, st.LastSeq)
+	for seq := next; seq <= st.LastSeq && seq > 0; seq++ {
 		var m *jetstream.RawStreamMsg
 		err = retryTransient(ctx, func() (e error) {
 			m, e = s.GetMsg(ctx, seq)
