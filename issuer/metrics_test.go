@@ -50,9 +50,18 @@ func TestMetricsBoundedLabels(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rec := httptest.NewRecorder()
-	telemetry.Handler(reg).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	text := rec.Body.String()
+	// A request is counted just after its answer is sent, so the last
+	// answers' observations may land a moment after the client has them:
+	// scrape until the last one (the sixth effect's commit) is in.
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		telemetry.Handler(reg).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		return rec.Body.String()
+	}
+	text := scrape()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(text, `writ_issuer_commit_seconds_count{node="n1",op="effect"} 6`) && time.Now().Before(deadline); text = scrape() {
+		time.Sleep(20 * time.Millisecond)
+	}
 	n, err := telemetry.CheckExposition(text, map[string]map[string]bool{"node": {env.Node.ID(): true}})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, text)
