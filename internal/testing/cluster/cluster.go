@@ -985,13 +985,21 @@ func readOrdered(ctx context.Context, s jetstream.Stream, first, last uint64) (o
 	if first == 0 || last < first {
 		return nil, nil, next
 	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+	// Bounded on its own: while the stream has no leader (after a kill or
+	// a partition) creating the consumer retries until its context ends,
+	// and the one-at-a-time reads after it need the rest of ctx.
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cons, err := s.OrderedConsumer(cctx, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: first,
 	})
 	if err != nil {
 		return nil, nil, next
 	}
 	for next <= last && ctx.Err() == nil {
+		if cctx.Err() != nil {
+			return out, missing, next
+		}
 		batch, err := cons.Fetch(min(1024, int(last-next+1)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			return out, missing, next
