@@ -34,6 +34,8 @@ func decideEffect(s *State, now int64, node string, c *Command) verdict {
 	}
 	switch g.Status {
 	case grants.StatusPermitted, grants.StatusRevoked:
+		// A refused report is no effect, so it is not a stale one either.
+		e.RouteStale = false
 		return record(deny(e, grants.ReasonNotSpent, "attempt", ""))
 	case grants.StatusClosed:
 		switch {
