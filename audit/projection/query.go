@@ -103,26 +103,7 @@ func (d *DB) Source(id string) (Source, error) {
 }
 
 // Grants returns the grants keep accepts, in grant id order.
-func (d *DB) Grants(keep func(*Grant) bool) ([]Grant, error) {
-	var out []Grant
-	err := d.db.View(func(tx *bbolt.Tx) error {
-		b := tx.Bucket(bGrants)
-		if b == nil {
-			return nil
-		}
-		return b.ForEach(func(_, v []byte) error {
-			var g Grant
-			if err := json.Unmarshal(v, &g); err != nil {
-				return err
-			}
-			if keep == nil || keep(&g) {
-				out = append(out, g)
-			}
-			return nil
-		})
-	})
-	return out, err
-}
+func (d *DB) Grants(keep func(*Grant) bool) ([]Grant, error) { return scanBucket(d, bGrants, keep) }
 
 // Grant sets for GrantsIn.
 const (
@@ -159,15 +140,19 @@ func (d *DB) GrantsIn(set string, keep func(*Grant) bool) ([]Grant, error) {
 }
 
 // Reviews returns the reviews keep accepts, in review id order.
-func (d *DB) Reviews(keep func(*Review) bool) ([]Review, error) {
-	var out []Review
+func (d *DB) Reviews(keep func(*Review) bool) ([]Review, error) { return scanBucket(d, bReviews, keep) }
+
+// scanBucket decodes every record of a bucket, in key order, and returns
+// those keep accepts (all when keep is nil).
+func scanBucket[T any](d *DB, bucket []byte, keep func(*T) bool) ([]T, error) {
+	var out []T
 	err := d.db.View(func(tx *bbolt.Tx) error {
-		b := tx.Bucket(bReviews)
+		b := tx.Bucket(bucket)
 		if b == nil {
 			return nil
 		}
 		return b.ForEach(func(_, v []byte) error {
-			var r Review
+			var r T
 			if err := json.Unmarshal(v, &r); err != nil {
 				return err
 			}
