@@ -23,7 +23,9 @@ func resultFact(p *policy.Policy, id, channel, tool string, whole bool, refs ...
 	return f
 }
 
-func ref(ptr string, whole bool) policy.ResultRef { return policy.ResultRef{Pointer: ptr, Whole: whole} }
+func ref(ptr string, whole bool) policy.ResultRef {
+	return policy.ResultRef{Pointer: ptr, Whole: whole}
+}
 
 // TestResultFieldAuthority: a value equal to the whole of a field the
 // policy attests for the tool that produced the result steers a call; the
