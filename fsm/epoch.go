@@ -25,11 +25,6 @@ func decideSetPolicy(s *State, now int64, node string, c *Command) verdict {
 		}
 		return reply(grants.Refuse(grants.ReasonInvalidRequest, "policy", err.Error()))
 	}
-	if p.HasResultSchemas() && !s.JudgesResultFields() {
-		return reply(grants.Refuse(grants.ReasonInvalidRequest, "policy", fmt.Sprintf(
-			"results: result schemas are judged from receipt format %d; the format is %d (every voter must run a build that judges them)",
-			ReceiptFormatResultFields, s.ReceiptFormat())))
-	}
 	// The epoch event carries the canonical form and Evolve parses that, so
 	// the canonical form must itself parse, to the same canonical form.
 	// Otherwise Decide would emit an event Evolve refuses (for example a

@@ -39,9 +39,9 @@ import (
 //   - ReceiptFormatResultFields (10): grant requests' traces name the
 //     field of a structured tool result a value came from (tm 7-8), and
 //     the policy's result schemas (results) judge them: a value equal to
-//     an attested field takes its level. Below this level a policy that
-//     declares result schemas is refused and traced fields are not read,
-//     so a log written before it replays to the same decisions.
+//     an attested field takes its level. Below this level traced fields
+//     are not read (a policy may declare result schemas, which then judge
+//     nothing), so a log written before it replays to the same decisions.
 //
 // The level only goes up. Evolve reads every form whatever the level.
 //
@@ -73,8 +73,8 @@ const (
 	// (OpBreakGlass, events.KindBreakGlass); below it the op is refused.
 	ReceiptFormatBreakGlass uint64 = 6
 	// ReceiptFormatResultFields (10) judges the result fields traces name
-	// against the policy's result schemas (provenance.go); below it a
-	// policy with result schemas is refused.
+	// against the policy's result schemas (provenance.go); below it they
+	// are not read.
 	ReceiptFormatResultFields uint64 = 10
 	// MaxReceiptFormat is the highest level this build writes: what its
 	// status reports as receipt_format.
@@ -94,7 +94,7 @@ func (s *State) writesFacts() bool { return s.ReceiptFormat() >= ReceiptFormatFa
 func (s *State) WritesBreakGlass() bool { return s.ReceiptFormat() >= ReceiptFormatBreakGlass }
 
 // JudgesResultFields reports whether the level in force reads the result
-// fields of traces and accepts policies with result schemas.
+// fields of traces.
 func (s *State) JudgesResultFields() bool { return s.ReceiptFormat() >= ReceiptFormatResultFields }
 
 // WritesSummaries reports whether Decide writes refusal summaries

@@ -284,7 +284,3 @@ func (p *Policy) ResultFieldClass(channel, tool, pointer string) (class string, 
 	return "", authority.Evidence
 }
 
-// HasResultSchemas reports whether the policy declares any result schema:
-// the state machine accepts such a policy only at the receipt format that
-// judges result fields.
-func (p *Policy) HasResultSchemas() bool { return p != nil && len(p.Results) > 0 }
