@@ -257,3 +257,33 @@ func TestResultSchemaValidation(t *testing.T) {
 		t.Fatalf("canonical form does not round-trip")
 	}
 }
+
+// TestRecommendedResultSchemas: the recommended policy attests the
+// identities mail, chat, bank and drive systems set themselves, and keeps
+// as content what the author of a mail, an invitation or a file chooses.
+func TestRecommendedResultSchemas(t *testing.T) {
+	p := policy.Recommended()
+	for _, tc := range []struct {
+		tool, ptr string
+		class     string
+	}{
+		{"mcp__slack__read_channel_messages", "/3/sender", policy.ClassAttested},
+		{"mcp__slack__read_channel_messages", "/3/body", policy.ClassContent},
+		{"mcp__slack__get_users_in_channel", "/0", policy.ClassAttested},
+		{"mcp__workspace__get_received_emails", "/0/sender", policy.ClassAttested},
+		{"mcp__workspace__get_received_emails", "/0/recipients/1", policy.ClassContent},
+		{"mcp__workspace__get_received_emails", "/0/cc/0", policy.ClassContent},
+		{"mcp__workspace__get_received_emails", "/0/body", policy.ClassContent},
+		{"mcp__workspace__get_day_calendar_events", "/0/participants/2", policy.ClassContent},
+		{"mcp__bank__get_most_recent_transactions", "/4/recipient", policy.ClassAttested},
+		{"mcp__bank__get_most_recent_transactions", "/4/subject", policy.ClassContent},
+		{"mcp__drive__list_files", "/0/owner", policy.ClassAttested},
+		{"mcp__drive__list_files", "/0/filename", policy.ClassContent},
+		{"mcp__other__read_channel_messages_v2", "/0/sender", ""},
+	} {
+		class, level := p.ResultFieldClass("tool_result", tc.tool, tc.ptr)
+		if class != tc.class || (class == policy.ClassAttested) != (level == authority.Instruction) {
+			t.Errorf("%s %s: %q %s, want %q", tc.tool, tc.ptr, class, level, tc.class)
+		}
+	}
+}
