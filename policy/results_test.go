@@ -287,3 +287,41 @@ func TestRecommendedResultSchemas(t *testing.T) {
 		}
 	}
 }
+
+// FuzzResultFields: any declared pattern and any reported pointer judge
+// without panicking and deterministically; a field lends a level only
+// when it is attested, whole, and from a registered tool_result source,
+// and never lowers a source's own level.
+func FuzzResultFields(f *testing.F) {
+	f.Add("/messages/*/sender", "attested", "/messages/3/sender", true, "tool_result", true)
+	f.Add("/a/*/*", "content", "/a/0/1", true, "tool_result", true)
+	f.Add("/x~1y/*", "attested", "/x~1y/01", false, "derived", true)
+	f.Add("/*", "attested", "/-1", true, "tool_result", false)
+	f.Fuzz(func(t *testing.T, pattern, class, ptr string, whole bool, channel string, registered bool) {
+		base := loadPolicy(t, "testdata/results.yaml")
+		doc := *base
+		doc.Results = []policy.ResultSchema{{Surface: "chat_read", Fields: []policy.ResultField{{Pointer: pattern, Class: class, Authority: "policy"}}}}
+		if class == policy.ClassContent {
+			doc.Results[0].Fields[0].Authority = ""
+		}
+		p, err := policy.Parse(doc.Canonical())
+		if err != nil {
+			if !errors.Is(err, policy.ErrInvalid) {
+				t.Fatalf("error not ErrInvalid: %v", err)
+			}
+			return
+		}
+		src := resultFact(p, "s1", channel, chatTool, true, ref(ptr, whole))
+		src.Registered = registered
+		r := traced(t, "mcp__chat__send_message", `{"recipient":"x"}`, origin("/recipient", true, src))
+		j := p.Judge(r, usage{}, now)
+		if again := p.Judge(r, usage{}, now); j.Decision != again.Decision || strings.Join(j.Grounds, "\n") != strings.Join(again.Grounds, "\n") {
+			t.Fatal("not deterministic")
+		}
+		lends := class == policy.ClassAttested && whole && registered && channel == "tool_result"
+		if j.Decision == grants.Permit && !lends {
+			t.Fatalf("permitted without an attested whole field: %q %q %q %v %q %v", pattern, class, ptr, whole, channel, registered)
+		}
+		_, _ = p.ResultFieldClass(channel, chatTool, ptr)
+	})
+}

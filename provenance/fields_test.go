@@ -161,3 +161,47 @@ func TestFieldsPersist(t *testing.T) {
 		t.Fatal("the oldest structured source kept its fields under pressure")
 	}
 }
+
+// FuzzResultLeaves: any tool result reads without panicking into leaves
+// with pointers and bounded values, and once registered, each kept leaf's
+// value traces back to a field it equals whole.
+func FuzzResultLeaves(f *testing.F) {
+	f.Add([]byte(`{"messages":[{"sender":"alice","body":"hi bob"}]}`))
+	f.Add([]byte(`[{"type":"text","text":"{\"a\":[1,\"x\"]}"}]`))
+	f.Add([]byte(`{"structuredContent":{"k~/":"v"},"content":[]}`))
+	f.Add([]byte(`[[[[["deep"]]]]]`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if len(raw) > 64<<10 {
+			return
+		}
+		leaves, ok := ResultLeaves(raw)
+		if !ok {
+			return
+		}
+		if len(leaves) > MaxResultLeaves {
+			t.Fatalf("%d leaves", len(leaves))
+		}
+		for _, l := range leaves {
+			if !strings.HasPrefix(l.Pointer, "/") || len(l.Value) > MaxLeafBytes {
+				t.Fatalf("leaf %+v", l)
+			}
+		}
+		r := NewRegistry(Options{})
+		d, c := src("r", authority.ChannelToolResult, Evidence, string(raw))
+		if err := r.RegisterResult(d, c, leaves); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range r.sources["r"].leaves {
+			tr := r.Trace("/x", string(l.norm))
+			found := false
+			for _, m := range tr.Matches {
+				for _, fr := range m.Fields {
+					found = found || fr.Whole
+				}
+			}
+			if !found && len(l.norm) <= MaxTraceInput {
+				t.Fatalf("leaf %s (%q) does not trace to a field", l.ptr, l.norm)
+			}
+		}
+	})
+}
