@@ -283,4 +283,3 @@ func (p *Policy) ResultFieldClass(channel, tool, pointer string) (class string, 
 	}
 	return "", authority.Evidence
 }
-
