@@ -188,6 +188,13 @@ func TestProvenanceReasons(t *testing.T) {
 		t.Errorf("no lookup:\n%s", r)
 	}
 
+	// A structured result's field is named with the source.
+	body := tooLow
+	body.Grounds = []string{"field=/to source=s-web authority=evidence counter=source/s-web=0 transform=raw whole from=mcp__mail__get_inbox:/messages/1/body"}
+	if r := harness.RefusalReasonWith("pay", body, channels); !strings.Contains(r, "came from web_fetch content (source s-web, evidence; field /messages/1/body of a mcp__mail__get_inbox result)") {
+		t.Errorf("result field:\n%s", r)
+	}
+
 	modelMade := tooLow
 	modelMade.Grounds = []string{"field=/to model_made authority=evidence"}
 	if r := harness.RefusalReasonWith("pay", modelMade, channels); !strings.Contains(r, "/to traced to nothing registered: it counts as model-made") {

@@ -361,7 +361,8 @@ func traceCommand(in []api.FieldTrace) ([]fsm.Trace, *requestError) {
 			if e := checkID(fmt.Sprintf("provenance[%d].matches[%d].source", i, j), m.Source, true); e != nil {
 				return nil, e
 			}
-			ft.Matches = append(ft.Matches, fsm.TraceMatch{Source: m.Source, Transform: m.Transform, Part: m.Part, Whole: m.Whole})
+			ft.Matches = append(ft.Matches, fsm.TraceMatch{Source: m.Source, Transform: m.Transform, Part: m.Part, Whole: m.Whole,
+				Field: m.Field, FieldWhole: m.FieldWhole})
 		}
 		out = append(out, ft)
 	}
@@ -369,6 +370,18 @@ func traceCommand(in []api.FieldTrace) ([]fsm.Trace, *requestError) {
 		return nil, invalid(field, "%s", detail)
 	}
 	return out, nil
+}
+
+// stripResultFields drops the result fields of traces, for a cluster
+// below receipt format 10 (fsm.ReceiptFormatResultFields): a voter of an
+// earlier build could not decode them, and the state machine would not
+// read them anyway.
+func stripResultFields(traces []fsm.Trace) {
+	for i := range traces {
+		for j := range traces[i].Matches {
+			traces[i].Matches[j].Field, traces[i].Matches[j].FieldWhole = "", false
+		}
+	}
 }
 
 // sourceCommand builds an OpSource from a worker's source registration:

@@ -68,6 +68,7 @@ type compiled struct {
 	workspace    string
 	prov         cProvenance
 	routes       []cRoute
+	results      cResults
 }
 
 type toolGlob struct {
@@ -146,7 +147,7 @@ func compile(p *Policy) (*compiled, error) {
 	steps := []func(*Policy) error{
 		c.compileTop, c.compileSurfaces, c.compileLanes, c.compileWorkers, c.compileRules,
 		c.compilePreauths, c.compileBoundaries, c.compileReview, c.compileShapes, c.compileQuotas,
-		c.compileProvenance, c.compileRoutes,
+		c.compileProvenance, c.compileRoutes, c.compileResults,
 	}
 	// Every step runs, so that one refusal lists every problem; a step
 	// keeps a placeholder for an entry it refused (a surface, a lane), so

@@ -159,6 +159,8 @@ func FuzzParseV2(f *testing.F) {
 	f.Add(rec)
 	f.Add([]byte(`{"version":2,"default_ttl":"1m","lanes":{"a":{}},"surfaces":[{"id":"s","tools":["*"],"operation":"o","consequence":"local_read"}]}`))
 	f.Add([]byte(`{"version":2,"lanes":null}`))
+	f.Add([]byte(`{"version":2,"default_ttl":"1m","lanes":{"a":{}},"surfaces":[{"id":"s","tools":["*"],"operation":"o","consequence":"local_read"}],` +
+		`"results":[{"surface":"s","tools":["r*"],"fields":[{"pointer":"/m/*/from","class":"attested","authority":"instruction"},{"pointer":"/m/*/b~1x","class":"content"}]}]}`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		p, err := policy.Parse(doc)
 		if err != nil {

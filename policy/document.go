@@ -247,6 +247,32 @@ type AuthorityRule struct {
 	Approval     bool     `json:"approval,omitempty"`
 }
 
+// ResultSchema declares the shape of the structured results of one tool
+// surface's tools (all of them, or those matching Tools): per field, by
+// JSON pointer ("/messages/*/sender", where a "*" segment is any array
+// index), whether the system producing the result attests it (class
+// attested, with the level it lends: a value equal to the whole field
+// takes that level) or it is content others write (class content, which
+// keeps the channel's level). A field no schema names keeps the channel's
+// level: declaring is how an operator widens authority, never the default.
+// An attested field counts only for results of the tool it is declared
+// for, through the tool_result channel, and only for a value equal to the
+// whole field; see docs/provenance.md for the residual risk.
+type ResultSchema struct {
+	Surface string        `json:"surface"`
+	Tools   []string      `json:"tools,omitempty"`
+	Fields  []ResultField `json:"fields"`
+}
+
+// ResultField is one field of a result schema: Pointer, Class (attested or
+// content) and, for an attested field, Authority (preference, instruction
+// or policy).
+type ResultField struct {
+	Pointer   string `json:"pointer"`
+	Class     string `json:"class"`
+	Authority string `json:"authority,omitempty"`
+}
+
 // ProtectedSources are secret-bearing: content from them matched in a
 // sink or target field of a call whose material leaves the declared
 // domains (egress allow-list, trust domains; see docs/policy.md) is
@@ -282,6 +308,7 @@ type Policy struct {
 	Ledger            Ledger            `json:"ledger,omitzero"`
 	Provenance        Provenance        `json:"provenance,omitzero"`
 	Routes            []Route           `json:"routes,omitempty"`
+	Results           []ResultSchema    `json:"results,omitempty"`
 
 	c *compiled // version 2: built by Parse
 }
@@ -329,6 +356,7 @@ type docV2 struct {
 	Ledger            Ledger            `json:"ledger,omitzero"`
 	Provenance        Provenance        `json:"provenance,omitzero"`
 	Routes            []Route           `json:"routes,omitempty"`
+	Results           []ResultSchema    `json:"results,omitempty"`
 }
 
 // Canonical returns the document's canonical JSON (encoding/json sorts map
@@ -342,7 +370,7 @@ func (p *Policy) Canonical() []byte {
 			Workspace: p.Workspace, Surfaces: p.Surfaces, Allow: p.Allow, Deny: p.Deny,
 			Preauthorizations: p.Preauthorizations, Boundaries: p.Boundaries, Review: p.Review,
 			ShapeRules: p.ShapeRules, Quotas: p.Quotas, Ledger: p.Ledger, Provenance: p.Provenance,
-			Routes: p.Routes,
+			Routes: p.Routes, Results: p.Results,
 		}
 		if p.Lanes != nil {
 			d.Lanes = make(map[string]laneV2, len(p.Lanes))

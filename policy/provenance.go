@@ -37,6 +37,19 @@ type SourceFact struct {
 	// Whole: this source alone contains the entire raw value, so the
 	// value is exactly something it said (see leaf levels in Judge).
 	Whole bool
+	// Fields are the fields of the source's structured result the value
+	// was found in (receipt format 10 and later): with Whole set on the
+	// ref, the value equals that field whole; otherwise the field
+	// contains it. A whole ref to a field the policy's result schemas
+	// make attested lends the field's level (see ResultSchema).
+	Fields []ResultRef
+}
+
+// ResultRef names one field of a source's structured result by JSON
+// pointer (RFC 6901, with concrete array indexes: /messages/3/sender).
+type ResultRef struct {
+	Pointer string
+	Whole   bool
 }
 
 // provChannels are the channels a document may give a level or protect.

@@ -111,6 +111,10 @@ var (
 		"routes": list(strct(map[string]*shape{
 			"name": sString, "workers": sStrings, "lanes": sStrings, "max_ttl": sDuration, "consequences": sStrings,
 		})),
+		"results": list(strct(map[string]*shape{
+			"surface": sString, "tools": sStrings,
+			"fields": list(strct(map[string]*shape{"pointer": sString, "class": sString, "authority": sString})),
+		})),
 	})
 )
 

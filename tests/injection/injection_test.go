@@ -49,6 +49,7 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
 	"github.com/writ-dev/writ/internal/testing/gobuild"
@@ -232,6 +233,11 @@ func newRunner(t *testing.T, bin string, doc []byte, name string) *runner {
 	root := t.TempDir()
 	home := filepath.Join(root, "home")
 	env := testenv.StartSingle(t, filepath.Join(root, "issuer"), nil)
+	// The scenario policy declares result schemas, which the state
+	// machine judges from receipt format 10: wait for the node's raise.
+	testenv.WaitFor(t, testenv.SetupTimeout, "receipt format 10", func() bool {
+		return env.Service.Status().ReceiptFormatLevel >= fsm.ReceiptFormatResultFields
+	})
 	nc, err := nats.Connect(env.URL)
 	if err != nil {
 		t.Fatal(err)
