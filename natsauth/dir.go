@@ -42,8 +42,9 @@ var OfflineFiles = []string{OperatorSeedFile, SystemSeedFile, AccountSeedFile}
 
 // Sentinel errors. Errors returned by this package wrap one of these.
 var (
-	// ErrExists reports that Init found a file it would write.
-	ErrExists = errors.New("natsauth: auth directory already initialised")
+	// ErrExists reports that Init, or WriteSecretFile, found a file it
+	// would write: keys and credentials are never overwritten.
+	ErrExists = errors.New("natsauth: refusing to overwrite")
 	// ErrBadDir reports an auth directory that cannot be used: a missing
 	// or malformed file, a JWT that does not chain to the operator, or a
 	// seed file others may read.
@@ -334,6 +335,20 @@ func (a *Authority) ServerAuth(resolverDir string) natsbus.OperatorAuth {
 func (a *Authority) need(kp nkeys.KeyPair, file, what string) error {
 	if kp == nil {
 		return fmt.Errorf("%w: %s needs %s in %s", ErrMissingKey, what, file, a.Dir)
+	}
+	return nil
+}
+
+// CanServe reports whether the Authority holds the three signing keys an
+// issuer node needs (ErrMissingKey naming the first missing file).
+func (a *Authority) CanServe() error {
+	for _, k := range []struct {
+		kp   nkeys.KeyPair
+		file string
+	}{{a.operatorSigner, OperatorSigningSeedFile}, {a.systemSigner, SystemSigningSeedFile}, {a.accountSigner, AccountSigningSeedFile}} {
+		if err := a.need(k.kp, k.file, "an issuer node"); err != nil {
+			return err
+		}
 	}
 	return nil
 }
