@@ -297,6 +297,12 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if err := f.checkOperatorDir(); err != nil {
 		return usageError{err}
 	}
+	var opMode *operatorMode // from --nats-operator-dir
+	if f.operatorDir != "" {
+		if opMode, err = loadOperatorMode(f.operatorDir, f.nodeID, f.dataDir); err != nil {
+			return usageError{err}
+		}
+	}
 	if !f.dev && f.authFile == "" && f.operatorDir == "" && f.natsURL == "" && !f.insecure {
 		return usageError{fmt.Errorf("a non-dev node needs NATS credentials: pass --auth FILE or --nats-operator-dir DIR (see --help), or --dev for a local single node")}
 	}
@@ -353,7 +359,6 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		nc        *nats.Conn
 		connURL   = f.natsURL
 		reviewers map[string][]string // from --auth
-		opMode    *operatorMode       // from --nats-operator-dir
 	)
 	if f.natsURL == "" {
 		scfg := natsbus.DefaultServerConfig()
@@ -374,10 +379,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 			issuerPW = randomSecret()
 			scfg.Users = append(users, natsbus.IssuerUser("writ-issuer-"+f.nodeID, issuerPW))
 		}
-		if f.operatorDir != "" {
-			if opMode, err = loadOperatorMode(f.operatorDir, f.nodeID, f.dataDir); err != nil {
-				return usageError{err}
-			}
+		if opMode != nil {
 			scfg.Operator = &opMode.server
 		}
 		ns, err = natsbus.StartServer(scfg, natsLogf(lg))
