@@ -352,3 +352,34 @@ func (a *Authority) CanServe() error {
 	}
 	return nil
 }
+
+// SaveAccountJWT replaces the directory's account JWT with token (a
+// Revocation's AccountJWT) when token is the same account, signed by the
+// operator, and newer; an older or equal one is left alone. The file is
+// replaced atomically and stays 0600.
+func (a *Authority) SaveAccountJWT(token string) error {
+	ac, err := jwt.DecodeAccountClaims(token)
+	if err != nil {
+		return fmt.Errorf("%w: not an account JWT: %v", ErrInvalid, err)
+	}
+	if ac.Subject != a.Account.Subject || !a.Operator.DidSign(ac) {
+		return fmt.Errorf("%w: account JWT of %s, not signed by this operator for %s", ErrInvalid, ac.Subject, a.Account.Subject)
+	}
+	p := filepath.Join(a.Dir, AccountJWTFile)
+	if cur, err := readJWT(a.Dir, AccountJWTFile); err == nil {
+		if cc, err := jwt.DecodeAccountClaims(cur); err == nil && cc.IssuedAt >= ac.IssuedAt {
+			return nil
+		}
+	}
+	tmp := p + ".new"
+	_ = os.Remove(tmp)
+	if err := writeNew(tmp, []byte(token+"\n")); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadDir, err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("%w: %v", ErrBadDir, err)
+	}
+	a.AccountJWT, a.Account = token, ac
+	return nil
+}

@@ -508,6 +508,31 @@ func TestRevokedCredentialRefused(t *testing.T) {
 	}
 	waitClosed(t, w2, "w2 after its revocation")
 	refusedAtConnect(t, url, c, authViolation)
+
+	// Saved in the auth directory, the revocations reach a server started
+	// later with an empty resolver (a new cluster).
+	if err := a.SaveAccountJWT(rev.AccountJWT); err != nil {
+		t.Fatal(err)
+	}
+	w3 := mint(t, a, Worker("w3", 0), time.Hour)
+	last, err := rv.RevokeWorker(ctx, "w3", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SaveAccountJWT(last.AccountJWT); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SaveAccountJWT(rev.AccountJWT); err != nil { // older: kept out
+		t.Fatal(err)
+	}
+	reloaded, err := Load(a.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := natsbus.ClientURL(startServers(t, serverConfigs(t, reloaded, 1))[0])
+	refusedAtConnect(t, fresh, c, authViolation)
+	refusedAtConnect(t, fresh, w3, authViolation)
+	mustDial(t, fresh, mint(t, a, Worker("w1", 1), time.Hour))
 }
 
 // TestRevocationReachesEveryClusterServer: a revocation pushed through one

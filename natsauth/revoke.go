@@ -60,6 +60,10 @@ type Revocation struct {
 	Servers []string `json:"servers"`
 	// Expected is how many servers had to acknowledge.
 	Expected int `json:"servers_expected"`
+	// AccountJWT is the pushed account JWT; Authority.SaveAccountJWT
+	// keeps it in the auth directory, so that servers started from the
+	// directory later (a new cluster) know the revocation too.
+	AccountJWT string `json:"-"`
 }
 
 // Revoke revokes every credential minted for ids up to now: it adds the
@@ -138,7 +142,7 @@ func (r *Revoker) revokeKeys(ctx context.Context, ids []Identity, keys []string)
 			return Revocation{}, fmt.Errorf("natsauth: signing the account JWT: %w", err)
 		}
 		servers, err := r.push(ctx, acc, signed, expect)
-		rev := Revocation{Identities: ids, UserKeys: keys, At: at, Servers: servers, Expected: expect}
+		rev := Revocation{Identities: ids, UserKeys: keys, At: at, Servers: servers, Expected: expect, AccountJWT: signed}
 		if err != nil {
 			return rev, err
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -34,7 +35,7 @@ writ.api.<worker>.>, and its replies arrive only on _INBOX.<worker>.>.
 
 See docs/operator-mode.md for what to keep offline and what to back up.`,
 	}
-	cmd.AddCommand(authInitCmd(stdout), authMintCmd(stdout, stderr), authRevokeCmd(stdout))
+	cmd.AddCommand(authInitCmd(stdout), authMintCmd(stdout, stderr), authRevokeCmd(stdout, stderr))
 	return cmd
 }
 
@@ -286,7 +287,7 @@ func orAll(s []string) any {
 	return s
 }
 
-func authRevokeCmd(stdout io.Writer) *cobra.Command {
+func authRevokeCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		dir     string
 		idf     identityFlags
@@ -346,6 +347,16 @@ the worker's authority in the issuer.`,
 			}
 			r.Servers = servers
 			rev, err := r.Revoke(ctx, ids...)
+			saved := ""
+			if rev.AccountJWT != "" {
+				// Servers started later from DIR (a new cluster) must
+				// know the revocation too.
+				if serr := a.SaveAccountJWT(rev.AccountJWT); serr != nil {
+					saved = fmt.Sprintf("warning: the revocation is in force on the servers, but %s was not updated: %v", natsauth.AccountJWTFile, serr)
+				} else {
+					saved = "saved the revoking account JWT in " + filepath.Join(dir, natsauth.AccountJWTFile) + " (back it up)"
+				}
+			}
 			if asJSON && (err == nil || len(rev.Servers) > 0) {
 				_ = printJSON(stdout, rev)
 			} else if err == nil {
@@ -353,6 +364,9 @@ the worker's authority in the issuer.`,
 					fmt.Fprintf(stdout, "revoked %s (user %s) as of %s\n", id, rev.UserKeys[i], rev.At.Format(time.RFC3339))
 				}
 				fmt.Fprintf(stdout, "acknowledged by %d of %d servers: %s\n", len(rev.Servers), rev.Expected, strings.Join(rev.Servers, ", "))
+			}
+			if saved != "" {
+				fmt.Fprintln(stderr, saved)
 			}
 			return authErr(err)
 		},
