@@ -130,10 +130,14 @@ func TestServeOperatorModeProcess(t *testing.T) {
 	ops := mintFile("--operator", "ops", "--ttl", "1h")
 	t.Setenv("WRIT_NATS_CREDS", ops)
 
+	revFile := filepath.Join(tmp, "reviewers.json")
+	if err := os.WriteFile(revFile, []byte(`{"reviewers":[{"name":"dana","roles":["finance"]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	natsPort := freePort(t)
 	url := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 	p := startServe(t, bin, "--node-id", "n1", "--data-dir", filepath.Join(tmp, "data"), "--nats-port", fmt.Sprint(natsPort),
-		"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-operator-dir", dir, "--log-level", "warn")
+		"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--nats-operator-dir", dir, "--reviewers", revFile, "--log-level", "warn")
 	st := p.waitReady(t, url, testenv.SetupTimeout)
 	if !st.Auth {
 		t.Error("status does not report authentication")
@@ -200,6 +204,16 @@ func TestServeOperatorModeProcess(t *testing.T) {
 		}
 	}
 
+	// Reviewers: dana (in --reviewers) reaches the review logic; eve,
+	// with a valid credential but not configured, is refused by the issuer.
+	for _, tc := range []struct{ name, want string }{{"dana", "unknown_review"}, {"eve", "no reviewer eve is configured"}} {
+		cf := mintFile("--reviewer", tc.name, "--ttl", "1h")
+		r := runCLI(t, "review", "approve", "rv-0123456789abcdef0123", "--as-reviewer", tc.name, "--nats-url", url, "--nats-creds", cf)
+		if r.code != exitRefused || !strings.Contains(r.stdout+r.stderr, tc.want) {
+			t.Fatalf("reviewer %s deciding an unknown review: want refused with %q: %s", tc.name, tc.want, r)
+		}
+	}
+
 	w1File := mintFile("--worker", "w1", "--ttl", "1h")
 	w1 := mustDial(w1File, "w1")
 	if err := answered(w1, "w1"); err != nil {
@@ -255,4 +269,34 @@ func TestServeOperatorModeProcess(t *testing.T) {
 	p2.waitReady(t, url, testenv.SetupTimeout)
 	refused(w1File, "w1")
 	p2.stop(t)
+}
+
+func TestLoadReviewers(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"ok", `{"reviewers":[{"name":"dana","roles":["finance"]},{"name":"lee"}]}`, ""},
+		{"unknown field", `{"reviewers":[{"name":"dana","password_file":"x"}]}`, "password_file"},
+		{"bad name", `{"reviewers":[{"name":"da.na"}]}`, "reviewers[0].name"},
+		{"twice", `{"reviewers":[{"name":"dana"},{"name":"dana"}]}`, "twice"},
+		{"not json", `reviewers: dana`, "want {"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(dir, tc.name+".json")
+			if err := os.WriteFile(p, []byte(tc.body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, err := loadReviewers(p)
+			if tc.want == "" {
+				if err != nil || len(got["dana"]) != 1 || got["dana"][0] != "finance" || got["lee"] == nil {
+					t.Fatalf("loadReviewers: %v %v", got, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("want an error mentioning %q, got %v", tc.want, err)
+			}
+		})
+	}
 }

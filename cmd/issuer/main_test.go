@@ -101,6 +101,7 @@ func TestUsageErrors(t *testing.T) {
 		{"operator dir with --auth", append([]string{"serve", "--nats-operator-dir", dir, "--auth", "auth.json"}, nodeFlags...), []string{"--nats-operator-dir", "--auth"}},
 		{"operator dir with --dev", []string{"serve", "--dev", "--nats-operator-dir", dir, "--data-dir", filepath.Join(dir, "dev")}, []string{"--nats-operator-dir", "--dev"}},
 		{"operator dir without keys", append([]string{"serve", "--nats-operator-dir", filepath.Join(dir, "nokeys")}, nodeFlags...), []string{"--nats-operator-dir", "issuer auth init"}},
+		{"reviewers without operator mode", append([]string{"serve", "--auth", "auth.json", "--reviewers", "r.json"}, nodeFlags...), []string{"--reviewers", "--nats-operator-dir"}},
 		{"auth revoke without a target", []string{"auth", "revoke", "--dir", dir, "--nats-url", url}, []string{"exactly one"}},
 		{"unknown serve flag", []string{"serve", "--bogus"}, []string{"--bogus"}},
 		{"unknown command", []string{"frobnicate"}, []string{"frobnicate"}},

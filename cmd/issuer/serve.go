@@ -44,6 +44,7 @@ type serveFlags struct {
 	routes       string
 	authFile     string
 	operatorDir  string
+	reviewers    string
 	policyFile   string
 	logLevel     string
 	logFormat    string
@@ -93,7 +94,10 @@ start unless --insecure-no-auth is given.
 instead of --auth: keys and JWTs from 'issuer auth init --dir DIR', clients
 connect with .creds files from 'issuer auth mint' (--nats-creds), and
 'issuer auth revoke' revokes them on every server. The account resolver
-keeps its JWTs in DATA-DIR/nats-accounts. See docs/operator-mode.md.
+keeps its JWTs in DATA-DIR/nats-accounts. --reviewers FILE names the
+reviewer identities and their roles, as the auth file does with passwords:
+  {"reviewers":[{"name":"dana","roles":["finance"]}]}
+See docs/operator-mode.md.
 
 A running node holds an exclusive lock on its --data-dir (the file
 writ.lock in it): a second node started on the same dir fails before it
@@ -134,6 +138,7 @@ host must reach it; the endpoint has no authentication.`,
 	fl.IntVar(&f.clusterPort, "cluster-port", 0, "embedded NATS route port (enables the NATS cluster)")
 	fl.StringVar(&f.routes, "routes", "", "NATS route URLs of the cluster, comma separated")
 	fl.StringVar(&f.authFile, "auth", "", "JSON file of NATS users (see above)")
+	fl.StringVar(&f.reviewers, "reviewers", "", "with --nats-operator-dir: JSON file of reviewer identities and their roles, {\"reviewers\":[{\"name\":\"dana\",\"roles\":[\"finance\"]}]}")
 	fl.StringVar(&f.operatorDir, "nats-operator-dir", "", "run NATS in operator mode with the keys of this directory (from issuer auth init), instead of --auth")
 	fl.StringVar(&f.policyFile, "policy", "", "policy document applied when the log has none (default: built-in)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "error, warn, info or debug")
@@ -302,6 +307,11 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		if opMode, err = loadOperatorMode(f.operatorDir, f.nodeID, f.dataDir); err != nil {
 			return usageError{err}
 		}
+		if f.reviewers != "" {
+			if opMode.reviewers, err = loadReviewers(f.reviewers); err != nil {
+				return usageError{err}
+			}
+		}
 	}
 	if !f.dev && f.authFile == "" && f.operatorDir == "" && f.natsURL == "" && !f.insecure {
 		return usageError{fmt.Errorf("a non-dev node needs NATS credentials: pass --auth FILE or --nats-operator-dir DIR (see --help), or --dev for a local single node")}
@@ -381,6 +391,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		}
 		if opMode != nil {
 			scfg.Operator = &opMode.server
+			reviewers = opMode.reviewers
 		}
 		ns, err = natsbus.StartServer(scfg, natsLogf(lg))
 		if err != nil {

@@ -5,8 +5,11 @@ package main
 // full resolver; the node connects with credentials it mints in memory.
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -21,6 +24,9 @@ import (
 // replaces or cannot apply to.
 func (f *serveFlags) checkOperatorDir() error {
 	if f.operatorDir == "" {
+		if f.reviewers != "" {
+			return errors.New("--reviewers applies to --nats-operator-dir; with --auth, reviewers and their roles are in the auth file")
+		}
 		return nil
 	}
 	switch {
@@ -36,12 +42,48 @@ func (f *serveFlags) checkOperatorDir() error {
 	return nil
 }
 
+// reviewersFile is the --reviewers document.
+type reviewersFile struct {
+	Reviewers []struct {
+		Name  string   `json:"name"`
+		Roles []string `json:"roles"`
+	} `json:"reviewers"`
+}
+
+// loadReviewers reads --reviewers: the reviewer identities an issuer in
+// operator mode accepts decisions from, and the roles each holds.
+func loadReviewers(path string) (map[string][]string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--reviewers: %w", err)
+	}
+	var rf reviewersFile
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rf); err != nil {
+		return nil, fmt.Errorf("--reviewers %s: %w (want {\"reviewers\":[{\"name\":\"dana\",\"roles\":[\"finance\"]}]})", path, err)
+	}
+	out := make(map[string][]string, len(rf.Reviewers))
+	for i, r := range rf.Reviewers {
+		if err := natsbus.ValidToken(r.Name); err != nil {
+			return nil, fmt.Errorf("--reviewers %s: reviewers[%d].name: %w", path, i, err)
+		}
+		if _, dup := out[r.Name]; dup {
+			return nil, fmt.Errorf("--reviewers %s: reviewers[%d].name: %q is listed twice", path, i, r.Name)
+		}
+		out[r.Name] = append([]string{}, r.Roles...)
+	}
+	return out, nil
+}
+
 // operatorMode is a node's operator-mode setup.
 type operatorMode struct {
 	auth   *natsauth.Authority
 	server natsbus.OperatorAuth
 	issuer natsauth.Credential // the node's own connection
 	sys    natsauth.Credential // the node's system-account connection
+	// reviewers are from --reviewers.
+	reviewers map[string][]string
 }
 
 // ResolverDirName is where, under --data-dir, a node's account resolver
