@@ -194,8 +194,8 @@ func (o Options) DialContext(ctx context.Context) (*nats.Conn, error) {
 	}
 	if o.CredsFile == "" && o.JWT != "" {
 		uc, err := jwt.DecodeUserClaims(o.JWT)
-		if err != nil || uc.Name == "" {
-			return nil, fmt.Errorf("%w: the in-memory credential holds no named user JWT: %v", ErrConnect, err)
+		if err != nil || !credsNameOK(uc.Name) {
+			return nil, fmt.Errorf("%w: the in-memory credential holds no user JWT named by a subject token: %v", ErrConnect, err)
 		}
 		opts = append(opts, nats.UserJWTAndSeed(o.JWT, o.Seed), nats.CustomInboxPrefix(InboxPrefix(uc.Name)))
 	}
@@ -334,13 +334,28 @@ func CredsName(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: credentials file %s does not hold a user JWT: %v (want a file written by `issuer auth mint`)", ErrConnect, path, err)
 	}
-	if uc.Name == "" {
-		return "", fmt.Errorf("%w: credentials file %s: its user JWT names no user (want a file written by `issuer auth mint`)", ErrConnect, path)
+	if !credsNameOK(uc.Name) {
+		return "", fmt.Errorf("%w: credentials file %s: its user JWT's name %q is not a single subject token (want a file written by `issuer auth mint`)", ErrConnect, path, uc.Name)
 	}
 	if uc.Expires > 0 && time.Now().Unix() > uc.Expires {
 		return "", fmt.Errorf("%w: credentials file %s expired at %s; mint a new one with `issuer auth mint`", ErrConnect, path, time.Unix(uc.Expires, 0).UTC().Format(time.RFC3339))
 	}
 	return uc.Name, nil
+}
+
+// credsNameOK reports whether name can head an inbox prefix: 1 to 64
+// letters, digits, '_' or '-' (what issuer auth mint accepts).
+func credsNameOK(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // InboxPrefix is the reply-subject prefix of an authenticated user. It must

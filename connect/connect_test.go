@@ -392,7 +392,7 @@ func TestDialWithCredsFile(t *testing.T) {
 	}
 }
 
-func testAuth(t *testing.T) *natsauth.Authority {
+func testAuth(t testing.TB) *natsauth.Authority {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "auth")
 	if _, err := natsauth.Init(dir, natsauth.DefaultInitOptions()); err != nil {
@@ -420,4 +420,38 @@ func writeCreds(t *testing.T, a *natsauth.Authority, id natsauth.Identity, exp t
 		t.Fatal(err)
 	}
 	return p
+}
+
+// FuzzCredsName: whatever a credentials file holds, CredsName does not
+// panic, fails with ErrConnect, or returns a name that can head an inbox
+// prefix (one subject token).
+func FuzzCredsName(f *testing.F) {
+	a := testAuth(f)
+	for _, name := range []string{"w1", "writ-issuer-n1"} {
+		c, err := a.Mint(natsauth.Worker(name, 0), time.Now().Add(time.Hour))
+		if err != nil {
+			f.Fatal(err)
+		}
+		b, _ := c.Creds()
+		f.Add(b)
+	}
+	f.Add([]byte("-----BEGIN NATS USER JWT-----\nx.y.z\n------END NATS USER JWT------\n"))
+	f.Add([]byte(""))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(dir, "f.creds")
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		name, err := CredsName(p)
+		if err != nil {
+			if !errors.Is(err, ErrConnect) {
+				t.Fatalf("error does not wrap ErrConnect: %v", err)
+			}
+			return
+		}
+		if !credsNameOK(name) || strings.ContainsAny(name, ".*> ") {
+			t.Fatalf("CredsName returned %q", name)
+		}
+	})
 }
