@@ -55,9 +55,9 @@ type workerConfig struct {
 	NATSCA           string            `json:"nats_ca,omitempty"`
 	// NATSCreds is a .creds file (issuer auth mint --worker), for an
 	// issuer in NATS operator mode; it replaces nats_user.
-	NATSCreds string `json:"nats_creds,omitempty"`
-	Socket           string            `json:"socket,omitempty"`
-	Provenance       provenanceConfig  `json:"provenance,omitzero"`
+	NATSCreds  string           `json:"nats_creds,omitempty"`
+	Socket     string           `json:"socket,omitempty"`
+	Provenance provenanceConfig `json:"provenance,omitzero"`
 	// Route is the route this runtime's calls are work under, when
 	// WRIT_ROUTE does not name one (worker-agent cron sets it for its
 	// command); the grants bind the owner's current lease generation.
