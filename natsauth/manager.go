@@ -50,3 +50,9 @@ func (m *Manager) MintWorker(worker string, incarnation uint64, expires time.Tim
 func (m *Manager) RevokeWorker(ctx context.Context, worker string, incarnations ...uint64) (Revocation, error) {
 	return m.revoker.RevokeWorker(ctx, worker, incarnations...)
 }
+
+// Revoke revokes several identities in one account update (a worker and
+// its children, say): one push, one acknowledgement per server.
+func (m *Manager) Revoke(ctx context.Context, ids ...Identity) (Revocation, error) {
+	return m.revoker.Revoke(ctx, ids...)
+}
