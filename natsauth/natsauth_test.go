@@ -599,3 +599,48 @@ func TestJetStreamInOperatorMode(t *testing.T) {
 		t.Fatalf("EnsureStream in operator mode: %v", err)
 	}
 }
+
+// TestManagerInProcess: what an issuer node holds: a Manager over an
+// in-process system-account connection mints a spawned worker's
+// credential and revokes it together with another identity in one push.
+func TestManagerInProcess(t *testing.T) {
+	a := newAuth(t)
+	s := startServers(t, serverConfigs(t, a, 1))[0]
+	url := natsbus.ClientURL(s)
+	startResponder(t, a, url)
+	sc, err := a.SystemCredential("writ-issuer-n0-sys", time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := nats.Connect(url, nats.InProcessServer(s), nats.UserJWTAndSeed(sc.JWT, string(sc.Seed)),
+		nats.CustomInboxPrefix(natsbus.InboxPrefix(sc.Name)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	m, err := NewManager(a, sys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := m.MintWorker("child-1", 2, time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.MintWorker("child-1", 2, time.Time{}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a spawned worker's credential without expiry: %v", err)
+	}
+	cn := mustDial(t, url, child)
+	if _, err := cn.Request("writ.api.child-1.grant", nil, 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	parent := mint(t, a, Worker("parent", 0), time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rev, err := m.Revoke(ctx, Worker("parent", 0), Worker("child-1", 2))
+	if err != nil || len(rev.UserKeys) != 2 {
+		t.Fatalf("Revoke: %+v %v", rev, err)
+	}
+	waitClosed(t, cn, "the child's connection")
+	refusedAtConnect(t, url, child, authViolation)
+	refusedAtConnect(t, url, parent, authViolation)
+}
