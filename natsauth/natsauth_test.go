@@ -466,6 +466,7 @@ func sysRevoker(t *testing.T, a *Authority, url string) *Revoker {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.Settle = -1 // TestStalePushIsRepaired covers the settle check
 	return r
 }
 
@@ -643,4 +644,103 @@ func TestManagerInProcess(t *testing.T) {
 	waitClosed(t, cn, "the child's connection")
 	refusedAtConnect(t, url, child, authViolation)
 	refusedAtConnect(t, url, parent, authViolation)
+}
+
+// TestConcurrentRevokersBothHold: two pushers (two issuer nodes, or a node
+// and an operator's CLI) revoking different workers at the same time each
+// read, modify and push the account JWT; neither revocation is lost.
+func TestConcurrentRevokersBothHold(t *testing.T) {
+	a := newAuth(t)
+	s := startServers(t, serverConfigs(t, a, 1))[0]
+	url := natsbus.ClientURL(s)
+	creds := map[string]Credential{}
+	for _, w := range []string{"a1", "a2", "a3", "a4"} {
+		creds[w] = mint(t, a, Worker(w, 0), time.Hour)
+	}
+	r1, r2 := sysRevoker(t, a, url), sysRevoker(t, a, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for i, w := range []string{"a1", "a2", "a3", "a4"} {
+		r := r1
+		if i%2 == 1 {
+			r = r2
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := r.RevokeWorker(ctx, w, 0); err != nil {
+				errs <- fmt.Errorf("%s: %w", w, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for w, c := range creds {
+		if cn, err := dial(t, url, c); err == nil {
+			cn.Close()
+			t.Errorf("%s connects after its revocation: a concurrent push lost it", w)
+		}
+	}
+}
+
+// TestStalePushIsRepaired: another process pushes an account JWT built
+// from the copy before our revocation, just after the servers acknowledged
+// ours; the settle check notices the revocation is gone and pushes it
+// again, so when Revoke returns it is in force.
+func TestStalePushIsRepaired(t *testing.T) {
+	a := newAuth(t)
+	s := startServers(t, serverConfigs(t, a, 1))[0]
+	url := natsbus.ClientURL(s)
+	c := mint(t, a, Worker("w1", 0), time.Hour)
+	r := sysRevoker(t, a, url)
+	r.Settle = DefaultSettle
+	other := sysRevoker(t, a, url) // the other process's connection
+	key, _ := a.UserKey(Worker("w1", 0))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	pushed := make(chan error, 1)
+	go func() {
+		// Wait until our revocation is in force, then overwrite it with a
+		// copy that lacks it (what a pusher that read before ours sends).
+		for ctx.Err() == nil {
+			cur, err := other.current(ctx, 1)
+			if err == nil && cur.Revocations[key] > 0 {
+				stale, _ := jwt.DecodeAccountClaims(a.AccountJWT)
+				for {
+					if now := time.Now().Unix(); now > cur.IssuedAt {
+						break
+					}
+					time.Sleep(20 * time.Millisecond) // until the next second: the resolver compares issue times
+				}
+				tok, err := stale.Encode(a.operatorSigner)
+				if err == nil {
+					_, err = other.push(ctx, a.Account.Subject, tok, 1)
+				}
+				pushed <- err
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // poll interval under ctx's deadline
+		}
+		pushed <- ctx.Err()
+	}()
+	if _, err := r.RevokeWorker(ctx, "w1", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-pushed; err != nil {
+		t.Fatalf("stale push: %v", err)
+	}
+	cur, err := other.current(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.Revocations[key] == 0 {
+		t.Fatal("Revoke returned with its revocation overwritten by the stale push")
+	}
+	refusedAtConnect(t, url, c, authViolation)
 }

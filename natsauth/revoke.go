@@ -18,15 +18,33 @@ import (
 // when it does not know how many to expect.
 const DefaultGather = 300 * time.Millisecond
 
+// DefaultSettle is how long, when Revoker.Settle is zero, a revocation is
+// checked again after the servers acknowledged it: longer than a
+// concurrent pusher takes between reading the servers' copy and pushing
+// its own (it waits for the next second, so that its copy is newer).
+const DefaultSettle = 1500 * time.Millisecond
+
+// pushLocks serialise the pushes of every Revoker of one account in this
+// process.
+var pushLocks sync.Map // account public key -> *sync.Mutex
+
 // Revoker pushes user revocations to the servers. Its connection must be a
 // system-account connection (see Authority.SystemCredential); the
-// Authority must hold the operator signing key. One Revoker serialises its
-// own pushes; concurrent Revokers (two issuer nodes, an operator's CLI) are
-// reconciled by reading the account JWT back and retrying.
+// Authority must hold the operator signing key.
+//
+// An account update replaces the servers' copy whole, so two pushers that
+// read the same copy and push one after the other would lose the first
+// one's revocation. The Revokers of one process push one at a time.
+// Pushers in different processes (several issuer nodes, an operator's CLI)
+// have no lock in common: a Revoker reads the servers' copies back after
+// they acknowledged, and again Settle later (a concurrent pusher that read
+// before our push has pushed by then), and pushes again whenever its
+// revocations are missing. A revocation pushed by a process that dies
+// between another's stale push and its own check can still be lost:
+// revoke again when in doubt (it is idempotent).
 type Revoker struct {
 	a  *Authority
 	nc *nats.Conn
-	mu sync.Mutex
 
 	// Gather is how long to wait for more answers after the last one
 	// when the number of servers is not known; 0 means DefaultGather.
@@ -34,7 +52,10 @@ type Revoker struct {
 	// Servers, when > 0, is how many servers must acknowledge an update;
 	// 0 means every server that answers a ping just before the push.
 	Servers int
-	now     func() time.Time
+	// Settle is how long after the acknowledgements the revocation is
+	// checked once more; 0 means DefaultSettle, negative skips the check.
+	Settle time.Duration
+	now    func() time.Time
 }
 
 // NewRevoker returns a Revoker pushing over nc.
@@ -106,9 +127,10 @@ func (r *Revoker) RevokeWorker(ctx context.Context, worker string, incarnations 
 const maxAttempts = 5
 
 func (r *Revoker) revokeKeys(ctx context.Context, ids []Identity, keys []string) (Revocation, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	acc := r.a.Account.Subject
+	mu, _ := pushLocks.LoadOrStore(acc, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
 	expect := r.Servers
 	if expect <= 0 {
 		n, err := r.countServers(ctx)
@@ -119,13 +141,9 @@ func (r *Revoker) revokeKeys(ctx context.Context, ids []Identity, keys []string)
 	}
 	at := time.Unix(r.now().Unix(), 0).UTC()
 	for attempt := 1; ; attempt++ {
-		cur, err := r.current(ctx, expect)
+		ac, err := r.current(ctx, expect)
 		if err != nil {
 			return Revocation{}, err
-		}
-		ac, err := jwt.DecodeAccountClaims(cur)
-		if err != nil || ac.Subject != acc {
-			return Revocation{}, fmt.Errorf("%w: the servers' account JWT for %s does not decode: %v", ErrPush, acc, err)
 		}
 		for _, k := range keys {
 			if prev, ok := ac.Revocations[k]; !ok || prev < at.Unix() {
@@ -146,19 +164,53 @@ func (r *Revoker) revokeKeys(ctx context.Context, ids []Identity, keys []string)
 		if err != nil {
 			return rev, err
 		}
-		// Read back: another pusher may have replaced our JWT with one
-		// built from the copy before ours.
-		back, err := r.current(ctx, expect)
+		// Read back from every server, now and once more after Settle:
+		// another pusher may have replaced our JWT with one built from
+		// the copy before ours.
+		held, err := r.inForce(ctx, expect, keys, at)
 		if err != nil {
 			return rev, err
 		}
-		if bc, err := jwt.DecodeAccountClaims(back); err == nil && revokedAll(bc, keys, at) {
+		if held && r.settle() > 0 {
+			t := time.NewTimer(r.settle())
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return rev, fmt.Errorf("%w: %v", ErrPush, ctx.Err())
+			case <-t.C:
+			}
+			if held, err = r.inForce(ctx, expect, keys, at); err != nil {
+				return rev, err
+			}
+		}
+		if held {
 			return rev, nil
 		}
 		if attempt == maxAttempts {
 			return rev, fmt.Errorf("%w: the account JWT kept being replaced by concurrent updates (%d attempts)", ErrPush, attempt)
 		}
 	}
+}
+
+func (r *Revoker) settle() time.Duration {
+	if r.Settle == 0 {
+		return DefaultSettle
+	}
+	return r.Settle
+}
+
+// inForce reports whether every server's copy revokes keys as of at.
+func (r *Revoker) inForce(ctx context.Context, expect int, keys []string, at time.Time) (bool, error) {
+	held, err := r.held(ctx, expect)
+	if err != nil {
+		return false, err
+	}
+	for _, hc := range held {
+		if !revokedAll(hc, keys, at) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 func revokedAll(ac *jwt.AccountClaims, keys []string, at time.Time) bool {
@@ -219,14 +271,14 @@ func (r *Revoker) countServers(ctx context.Context) (int, error) {
 	return len(ids), nil
 }
 
-// current returns the newest account JWT the servers hold.
-func (r *Revoker) current(ctx context.Context, expect int) (string, error) {
+// held returns the account JWTs the servers hold (one per answer).
+func (r *Revoker) held(ctx context.Context, expect int) ([]*jwt.AccountClaims, error) {
 	acc := r.a.Account.Subject
 	msgs, err := r.gather(ctx, "$SYS.REQ.ACCOUNT."+acc+".CLAIMS.LOOKUP", nil, expect)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	best, bestIAT := "", int64(-1)
+	var out []*jwt.AccountClaims
 	for _, m := range msgs {
 		if len(m.Data) == 0 {
 			continue
@@ -235,12 +287,25 @@ func (r *Revoker) current(ctx context.Context, expect int) (string, error) {
 		if err != nil || ac.Subject != acc || !r.a.Operator.DidSign(ac) {
 			continue
 		}
-		if ac.IssuedAt > bestIAT {
-			best, bestIAT = string(m.Data), ac.IssuedAt
-		}
+		out = append(out, ac)
 	}
-	if best == "" {
-		return "", fmt.Errorf("%w: no server holds the account JWT of %s (are the servers running with this auth directory?)", ErrPush, acc)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: no server holds the account JWT of %s (are the servers running with this auth directory?)", ErrPush, acc)
+	}
+	return out, nil
+}
+
+// current returns the newest account JWT the servers hold, decoded.
+func (r *Revoker) current(ctx context.Context, expect int) (*jwt.AccountClaims, error) {
+	held, err := r.held(ctx, expect)
+	if err != nil {
+		return nil, err
+	}
+	best := held[0]
+	for _, ac := range held[1:] {
+		if ac.IssuedAt > best.IssuedAt {
+			best = ac
+		}
 	}
 	return best, nil
 }
