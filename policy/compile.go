@@ -68,6 +68,7 @@ type compiled struct {
 	workspace    string
 	prov         cProvenance
 	routes       []cRoute
+	ext          cExt // fields added with list targets and per-surface domains (surfaces_ext.go)
 }
 
 type toolGlob struct {
@@ -84,6 +85,7 @@ type cSurface struct {
 	amountPtr, bytesPtr        string
 	shape                      []int // indexes of the shape rules that apply
 	args                       bool  // a shape rule that applies reads every argument
+	x                          surfaceExt
 }
 
 type cLane struct {
@@ -146,7 +148,7 @@ func compile(p *Policy) (*compiled, error) {
 	steps := []func(*Policy) error{
 		c.compileTop, c.compileSurfaces, c.compileLanes, c.compileWorkers, c.compileRules,
 		c.compilePreauths, c.compileBoundaries, c.compileReview, c.compileShapes, c.compileQuotas,
-		c.compileProvenance, c.compileRoutes,
+		c.compileProvenance, c.compileRoutes, c.compileExt,
 	}
 	// Every step runs, so that one refusal lists every problem; a step
 	// keeps a placeholder for an entry it refused (a surface, a lane), so
