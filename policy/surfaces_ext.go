@@ -422,6 +422,9 @@ func (c *compiled) resourceOf(channel, p, tool string) (string, bool) {
 	if si < 0 || !c.surfaces[si].x.resultFrom {
 		return "", false
 	}
+	if strings.HasPrefix(p, "/") || strings.HasPrefix(p, "~") {
+		return CanonPath + ":" + p, true // a path resource is registered as the plain path
+	}
 	return p, true
 }
 

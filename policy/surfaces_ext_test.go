@@ -145,7 +145,7 @@ func TestSurfaceFieldsAbsentKeepDecisions(t *testing.T) {
 	if j.Decision != grants.Deny || j.Reason != grants.ReasonInvalidRequest {
 		t.Errorf("missing target without optional: %s %s, want deny invalid_request", j.Decision, j.Reason)
 	}
-	if got := p.SourceAuthority(authority.ChannelToolResult, "path:/work/w1/owner/x", "mcp__fs__read"); got != authority.Evidence {
+	if got := p.SourceAuthority(authority.ChannelToolResult, "/work/w1/owner/x", "mcp__fs__read"); got != authority.Evidence {
 		t.Errorf("a tool result with a path under a surface without result_from: %s, want evidence", got)
 	}
 }
@@ -161,21 +161,13 @@ func TestResultResource(t *testing.T) {
 		want       authority.Level
 		protected  bool
 	}{
-		{"mcp__fs__read_file", "path:/home/u/bills/march.txt", authority.Instruction, false},
-		{"mcp__fs__read_file", "path:/home/u/bills/../notes/x.txt", authority.Evidence, false},
-		{"mcp__fs__read_file", "path:/home/u/.ssh/id_rsa", authority.Evidence, true},
+		{"mcp__fs__read_file", "/home/u/bills/march.txt", authority.Instruction, false},
+		{"mcp__fs__read_file", "/home/u/bills/../notes/x.txt", authority.Evidence, false},
+		{"mcp__fs__read_file", "/home/u/.ssh/id_rsa", authority.Evidence, true},
 		{"mcp__fs__read_file", "", authority.Evidence, false},
 		{"mcp__mail__get_message", "raw:owner-42", authority.Preference, false},
 		{"mcp__mail__get_message", "raw:m-42", authority.Evidence, false},
-		{"mcp__other__read", "path:/home/u/bills/march.txt", authority.Evidence, false},
-	}
-	for _, tc := range cases {
-		if got := p.SourceAuthority(authority.ChannelToolResult, tc.path, tc.tool); got != tc.want {
-			t.Errorf("%s %q: level %s, want %s", tc.tool, tc.path, got, tc.want)
-		}
-		if got := p.ProtectedSource(authority.ChannelToolResult, tc.path, tc.tool); got != tc.protected {
-			t.Errorf("%s %q: protected %v, want %v", tc.tool, tc.path, got, tc.protected)
-		}
+		{"mcp__other__read", "/home/u/bills/march.txt", authority.Evidence, false},
 	}
 }
 

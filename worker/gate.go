@@ -73,10 +73,27 @@ var errRanWithoutGrant = errors.New("ran without a spent writ grant")
 // although writ refused it is an error the model and the operator must
 // see.
 func record(ctx context.Context, a authority, call harness.Call, lane, cwd, outcome, verifier string) (grants.Envelope, error) {
+	env, _, err := recordTarget(ctx, a, call, lane, cwd, outcome, verifier)
+	return env, err
+}
+
+// recordTarget is record, also returning the canonical target the call's
+// grant bound ("" when there is none or no permit): the resource a result
+// came from (harness.ResultResource).
+func recordTarget(ctx context.Context, a authority, call harness.Call, lane, cwd, outcome, verifier string) (grants.Envelope, string, error) {
 	permit, err := a.Grant(ctx, grantRequest(call, lane, grantContext{Cwd: cwd}))
 	if err != nil {
-		return permit, err
+		return permit, "", err
 	}
+	target := ""
+	if permit.Decision == grants.Permit {
+		target = permit.Target
+	}
+	env, err := recordPermit(ctx, a, call, permit, outcome, verifier)
+	return env, target, err
+}
+
+func recordPermit(ctx context.Context, a authority, call harness.Call, permit grants.Envelope, outcome, verifier string) (grants.Envelope, error) {
 	switch {
 	case permit.Reason == grants.ReasonIdemConflict:
 		return permit, fmt.Errorf("this %s call's tool_input differs from the one its PreToolUse hook presented, so its result cannot be bound to that grant", call.Tool)
