@@ -360,9 +360,8 @@ func (p *Proxy) readUpstream(ctx context.Context, r *bufio.Reader) {
 		line, err := r.ReadBytes('\n')
 		if len(line) > 0 {
 			line = bytes.TrimSuffix(line, []byte("\n"))
-			p.fromUpstream(ctx, line)
-			if werr := p.toClient.writeLine(line); werr != nil {
-				p.logf("writing to the MCP client: %v", werr)
+			if !p.fromUpstream(ctx, line) {
+				p.deliver(line)
 			}
 		}
 		if err != nil {
@@ -374,26 +373,60 @@ func (p *Proxy) readUpstream(ctx context.Context, r *bufio.Reader) {
 	}
 }
 
+func (p *Proxy) deliver(line []byte) {
+	if werr := p.toClient.writeLine(line); werr != nil {
+		p.logf("writing to the MCP client: %v", werr)
+	}
+}
+
 // fromUpstream reports the outcome of a forwarded call when line answers
-// one. It runs before the line reaches the client.
-func (p *Proxy) fromUpstream(ctx context.Context, line []byte) {
+// one. It runs before the line reaches the client. A line that is one
+// answer to a forwarded call is delivered to the client only once the
+// Gate's Done has returned (in its own goroutine; other messages go on),
+// as a harness runs the model on only once its PostToolUse hook has
+// registered the result: the model cannot copy from a result before the
+// result is a registered source. fromUpstream reports true when it
+// delivers the line itself so.
+func (p *Proxy) fromUpstream(ctx context.Context, line []byte) bool {
 	p.mu.Lock()
 	pending := len(p.forwarded)
 	p.mu.Unlock()
 	if pending == 0 {
-		return
+		return false
 	}
 	trimmed := bytes.TrimSpace(line)
 	if len(trimmed) == 0 {
-		return
+		return false
 	}
 	var msgs []json.RawMessage
 	if trimmed[0] == '[' {
 		if json.Unmarshal(trimmed, &msgs) != nil {
-			return
+			return false
 		}
 	} else {
 		msgs = []json.RawMessage{trimmed}
+		if m, err := parseMessage(trimmed); err == nil && m.method == "" && m.id != nil {
+			key := idKey(m.id)
+			p.mu.Lock()
+			f, ok := p.forwarded[key]
+			delete(p.forwarded, key)
+			p.mu.Unlock()
+			if ok {
+				outcome := m.outcome()
+				var result json.RawMessage
+				if outcome == grants.OutcomeConfirmed {
+					result = m.fields["result"]
+				}
+				p.reports.Add(1)
+				go func() {
+					defer p.reports.Done()
+					p.Gate.Done(ctx, f.call, f.ref, outcome, result)
+					p.deliver(line)
+				}()
+				return true
+			}
+			return false
+		}
 	}
 	for _, raw := range msgs {
 		m, err := parseMessage(raw)
@@ -414,6 +447,7 @@ func (p *Proxy) fromUpstream(ctx context.Context, line []byte) {
 			p.report(ctx, f, outcome, result)
 		}
 	}
+	return false
 }
 
 func (p *Proxy) report(ctx context.Context, f forwardedCall, outcome string, result json.RawMessage) {

@@ -20,6 +20,7 @@ import (
 type fakeGate struct {
 	delay   time.Duration
 	release chan struct{} // a call named "hold" waits for it
+	doneGo  chan struct{} // when set, Done waits for it
 
 	mu      sync.Mutex
 	checked []string
@@ -42,6 +43,9 @@ func (g *fakeGate) Check(_ context.Context, c harness.ToolCall) harness.Verdict 
 }
 
 func (g *fakeGate) Done(_ context.Context, c harness.ToolCall, ref any, outcome string, result json.RawMessage) {
+	if g.doneGo != nil {
+		<-g.doneGo
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if ref != "grant-"+c.IDKey() {
@@ -304,6 +308,30 @@ func TestProxyPassesThroughAndGatesToolCalls(t *testing.T) {
 	gate.mu.Unlock()
 	if results != "map[1:hi 3: 4:]" {
 		t.Fatalf("results the gate saw: %s", results)
+	}
+}
+
+// TestProxyDeliversAResultAfterItsReport: the answer to a forwarded call
+// reaches the client only once the Gate has seen it (and registered what
+// it brought in), as a harness runs the model on only after its
+// PostToolUse hook; other messages are not held meanwhile.
+func TestProxyDeliversAResultAfterItsReport(t *testing.T) {
+	gate := &fakeGate{doneGo: make(chan struct{})}
+	rig := newRig(t, gate)
+	rig.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`)
+	rig.send(`{"jsonrpc":"2.0","id":2,"method":"size"}`)
+	if m := rig.read(); fmt.Sprint(m["id"]) != "2" {
+		t.Fatalf("first message the client got: %v (the call's answer came before its report)", m)
+	}
+	if len(gate.outcomes()) != 0 {
+		t.Fatal("reported before release")
+	}
+	close(gate.doneGo)
+	if text, _ := resultText(t, rig.response("1")); text != "hi" {
+		t.Fatalf("echo: %q", text)
+	}
+	if got := gate.outcomes()["1"]; got != grants.OutcomeConfirmed {
+		t.Fatalf("outcome %q", got)
 	}
 }
 
