@@ -169,6 +169,14 @@ func TestResultResource(t *testing.T) {
 		{"mcp__mail__get_message", "raw:m-42", authority.Evidence, false},
 		{"mcp__other__read", "/home/u/bills/march.txt", authority.Evidence, false},
 	}
+	for _, tc := range cases {
+		if got := p.SourceAuthority(authority.ChannelToolResult, tc.path, tc.tool); got != tc.want {
+			t.Errorf("%s %q: level %s, want %s", tc.tool, tc.path, got, tc.want)
+		}
+		if got := p.ProtectedSource(authority.ChannelToolResult, tc.path, tc.tool); got != tc.protected {
+			t.Errorf("%s %q: protected %v, want %v", tc.tool, tc.path, got, tc.protected)
+		}
+	}
 }
 
 // TestListTargetDrift: the spend-time drift check computes a list

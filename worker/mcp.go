@@ -64,7 +64,7 @@ func (g *Agent) MCP(ctx context.Context, flags *pflag.FlagSet, af *AdapterFlags,
 		return Usagef("--session: %v", err)
 	}
 	return g.runMCP(ctx, argv, &mcpGate{
-		g: g, lane: lane, route: cfg.Route, server: server, session: session, deadline: deadline,
+		g: g, lane: lane, route: cfg.Route, server: server, session: session, run: client.NewKey(), deadline: deadline,
 		store: newSessionStore(af.stateDir, session, cfg.Provenance.maxBytes()),
 	})
 }
@@ -139,6 +139,7 @@ type mcpGate struct {
 	route    string // the config's route (see grantContext.Route)
 	server   string
 	session  string // the idempotency keys' and the provenance registry's session
+	run      string // a fresh id per proxy run (see callID)
 	deadline time.Duration
 	store    *sessionStore
 
@@ -180,7 +181,7 @@ func (m *mcpGate) Check(ctx context.Context, tc harness.ToolCall) harness.Verdic
 	if err != nil {
 		return refuse(err)
 	}
-	call := harness.Call{Harness: harness.MCP, Session: m.session, CallID: tc.IDKey(), Tool: tool, Args: args}
+	call := harness.Call{Harness: harness.MCP, Session: m.session, CallID: m.callID(tc), Tool: tool, Args: args}
 	ctx, cancel := context.WithTimeout(ctx, m.deadline)
 	defer cancel()
 	a, err := m.authority(ctx)
@@ -216,6 +217,12 @@ func (m *mcpGate) Check(ctx context.Context, tc harness.ToolCall) harness.Verdic
 	return harness.Verdict{Allow: true, Ref: mcpRef{grant: env.GrantID, target: env.Target}}
 }
 
+// callID is the call id a tools/call's idempotency key is made of: the
+// proxy run and the JSON-RPC id. JSON-RPC ids start over with every
+// client connection, and several proxies (or one restarted) may join one
+// session: the run keeps one call's key from naming another's grant.
+func (m *mcpGate) callID(tc harness.ToolCall) string { return m.run + "/" + tc.IDKey() }
+
 // mcpRef is what a permitted call hands to Done: its grant and the
 // grant's canonical target.
 type mcpRef struct{ grant, target string }
@@ -248,7 +255,7 @@ func (m *mcpGate) Done(ctx context.Context, tc harness.ToolCall, ref any, outcom
 	if outcome != grants.OutcomeConfirmed || len(text) == 0 || a == nil {
 		return
 	}
-	src := newSource(m.session, tc.IDKey(), authlevel.ChannelToolResult, scopeTask, harness.ResultResource(r.target), tool,
+	src := newSource(m.session, m.callID(tc), authlevel.ChannelToolResult, scopeTask, harness.ResultResource(r.target), tool,
 		"the result of this "+tool+" call", text)
 	notes, rerr := registerSources(ctx, a, m.store, []pendingSource{src})
 	for _, n := range notes {
