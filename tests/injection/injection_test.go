@@ -247,8 +247,8 @@ type runner struct {
 	config  string
 	session string
 	ws      string
-	harness string    // harness.ClaudeCode, harness.Codex or harness.MCP
-	agent   [2]string // agent_type, agent_id of a subagent's calls
+	harness string               // harness.ClaudeCode, harness.Codex or harness.MCP
+	agent   [2]string            // agent_type, agent_id of a subagent's calls
 	proxies map[string]*mcpProxy // harness mcp: by server, for the current session
 	calls   int
 	nextSeq uint64 // first stream seq not yet read

@@ -218,5 +218,3 @@ func fakeMCP(dir string) {
 		}
 	}
 }
-
-
