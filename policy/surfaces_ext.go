@@ -195,9 +195,10 @@ func resourcePattern(s string) error {
 }
 
 // dnsNames checks a list of DNS names: lower-case letters, digits and
-// hyphens in dot-separated labels of 1-63 bytes, no leading or trailing
-// hyphen or dot, at most 253 bytes. No wildcards: a name covers its
-// subdomains by itself.
+// hyphens in at least two dot-separated labels of 1-63 bytes, no leading
+// or trailing hyphen or dot, a last label that is not all digits (an IP
+// address is no domain), at most 253 bytes. No wildcards: a name covers
+// its subdomains by itself.
 func dnsNames(field string, names []string) ([]string, error) {
 	if len(names) > maxEntries {
 		return nil, invalid(field, "more than %d entries", maxEntries)
@@ -217,7 +218,14 @@ func checkDNSName(n string) error {
 	if strings.Contains(n, "*") {
 		return fmt.Errorf("%q: a DNS name covers its subdomains by itself; write it without *", n)
 	}
-	for _, label := range strings.Split(n, ".") {
+	labels := strings.Split(n, ".")
+	if len(labels) < 2 {
+		return fmt.Errorf("%q is a single label; name a domain (example.com), not a top-level domain or a bare host", n)
+	}
+	if strings.Trim(labels[len(labels)-1], "0123456789") == "" {
+		return fmt.Errorf("%q ends in a numeric label: an IP address is not a DNS name (use egress_allow for an address)", n)
+	}
+	for _, label := range labels {
 		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
 			return fmt.Errorf("%q is not a DNS name (empty, over-long or hyphen-edged label)", n)
 		}

@@ -206,6 +206,8 @@ func TestSurfaceFieldsInvalid(t *testing.T) {
 		{sh + `,{"id":"r","tools":["r"],"operation":"read","consequence":"local_read","result_from":"args"}`, "", "surfaces[1].result_from"},
 		{sh + `,{"id":"r","tools":["r"],"operation":"read","consequence":"local_read","result_from":"target"}`, "", "surfaces[1].result_from"},
 		{sh, `,"boundaries":{"egress_domains":["a..b"]}`, "boundaries.egress_domains[0]"},
+		{sh, `,"boundaries":{"egress_domains":["com"]}`, "boundaries.egress_domains[0]"},
+		{sh, `,"boundaries":{"recipient_domains":["example.com","10.0.0.1"]}`, "boundaries.recipient_domains[1]"},
 		{sh, `,"boundaries":{"paths":[{"match":"*/x"}]}`, "boundaries.paths[0]"},
 		{sh, `,"boundaries":{"paths":[{"match":"x","secret":true}]}`, "boundaries.paths[0].match"},
 		{sh, `,"review":{"surfaces":["nope"]}`, "review.surfaces[0]"},
