@@ -224,3 +224,39 @@ func TestSurfaceFieldsInvalid(t *testing.T) {
 		}
 	}
 }
+
+// TestRecommendedUtility: under the recommended policy, ordinary
+// read-only and workspace-local work whose values trace to nothing (the
+// model names its own commands and scratch files) is permitted, while a
+// recipient, a payee, an amount or a memory write that traces to nothing
+// is held for the owner.
+func TestRecommendedUtility(t *testing.T) {
+	p := policy.Recommended()
+	cases := []struct {
+		tool, args string
+		reason     grants.Reason // ReasonNone: a permit
+	}{
+		{"Bash", `{"command":"ls -la"}`, grants.ReasonNone},
+		{"Bash", `{"command":"mkdir -p tmp && echo draft > tmp/scratch.txt"}`, grants.ReasonNone},
+		{"Write", `{"file_path":"/home/dev/shop/tmp/scratch.md","content":"notes"}`, grants.ReasonNone},
+		{"Read", `{"file_path":"/home/dev/shop/.claude/settings.json"}`, grants.ReasonNone},
+		{"mcp__filesystem__read_file", `{"path":"/home/dev/shop/README.md"}`, grants.ReasonNone},
+		{"mcp__gmail__search_emails", `{"query":"invoice"}`, grants.ReasonNone},
+		{"mcp__gmail__send_email", `{"to":["bob@example.com","carol@example.com"],"body":"b"}`, grants.ReasonAuthorityReview},
+		{"mcp__gmail__send_email", `{"to":"bob@example.com","cc":["eve@evil.example"],"body":"b"}`, grants.ReasonAuthorityReview},
+		{"mcp__cal__create_calendar_event", `{"title":"t","participants":["dana@example.com"]}`, grants.ReasonAuthorityReview},
+		{"mcp__cal__create_calendar_event", `{"title":"t"}`, grants.ReasonBoundaryCrossing},
+		{"mcp__stripe__create_payment", `{"payee":"acct_1","amount":100}`, grants.ReasonAuthorityReview},
+		{"mcp__bank__send_money", `{"recipient":"DE89370400440532013000","amount":98.7}`, grants.ReasonAuthorityReview},
+		{"mcp__memory__add_observations", `{"observations":[]}`, grants.ReasonMemoryWrite},
+		{"Read", `{"file_path":"/home/dev/.claude/.credentials.json"}`, grants.ReasonBoundaryCrossing},
+	}
+	for _, tc := range cases {
+		r := req(t, "w1", "coordinator", tc.tool, tc.args)
+		r.Cwd = "/home/dev/shop"
+		j := p.Judge(r, usage{}, now)
+		if j.Reason != tc.reason || (tc.reason == grants.ReasonNone) != (j.Decision == grants.Permit) {
+			t.Errorf("%s %s: %s %s %q %v", tc.tool, tc.args, j.Decision, j.Reason, j.Missing, j.Rules)
+		}
+	}
+}
