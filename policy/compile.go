@@ -315,7 +315,7 @@ func (c *compiled) compileSurfaces(p *Policy) error {
 			ps.add(invalid(f+".consequence", "want one of %s, got %q", strings.Join(Consequences, ", "), s.Consequence))
 			cs.class = 0
 		}
-		if s.Target != (Target{}) {
+		if s.Target.Field != "" || s.Target.Canon != "" || s.Target.List || s.Target.Optional || len(s.Target.Also) > 0 {
 			ps.add(checkField(f+".target.field", s.Target.Field))
 			if !contains(canonMethods, s.Target.Canon) {
 				ps.add(invalid(f+".target.canon", "want one of %s, got %q", strings.Join(canonMethods, ", "), s.Target.Canon))

@@ -93,12 +93,15 @@ type Lane struct {
 // may hold an array of values (recipients, paths), each canonicalized and
 // judged on its own, the grant binding the whole set (see docs/policy.md,
 // "List targets"); without it an array is target_ambiguous. Optional: the
-// call may leave the field out, and then has no target.
+// call may leave the field out, and then has no target. Also (with List)
+// names further fields whose values are targets of the same call, judged
+// with the field's as one set: a mail's cc and bcc.
 type Target struct {
-	Field    string `json:"field"`
-	Canon    string `json:"canon"`
-	List     bool   `json:"list,omitempty"`
-	Optional bool   `json:"optional,omitempty"`
+	Field    string   `json:"field"`
+	Canon    string   `json:"canon"`
+	List     bool     `json:"list,omitempty"`
+	Optional bool     `json:"optional,omitempty"`
+	Also     []string `json:"also,omitempty"`
 }
 
 // Surface declares a tool surface: the tools it covers (names or

@@ -20,10 +20,10 @@ func (p *Policy) TargetOf(worker, lane, tool string, flat args.Flat, cwd, resolv
 		return "", false
 	}
 	s := &c.surfaces[si]
-	vals := flat.Under(s.targetPtr)
+	vals, groups, isList := targetLeaves(s, flat)
 	res := Resolution{Cwd: cwd, Resolved: resolved, Workspace: workspaceOf(l.workspace, worker)}
-	if s.x.list && (len(vals) > 1 || len(vals) == 1 && vals[0].Path != s.targetPtr) {
-		_, whole, _, _, ok := listTarget(s, vals, res)
+	if isList {
+		_, whole, _, _, ok := listTarget(s, vals, groups, res)
 		return whole.Emit, ok
 	}
 	if len(vals) != 1 || vals[0].Kind != args.String || vals[0].Path != s.targetPtr {

@@ -86,12 +86,14 @@ func (c *compiled) extract(s *cSurface, lane *cLane, r *Request) (f facts, reaso
 		return f, grants.ReasonInvalidRequest, "args", "the call's arguments were not forwarded to the policy engine"
 	}
 	if s.hasTarget {
-		vals := r.Args.Under(s.targetPtr)
+		vals, groups, isList := targetLeaves(s, r.Args)
 		switch {
 		case len(vals) == 0 && s.x.optional:
 			f.noTarget = true
-		case s.x.list && (len(vals) > 1 || len(vals) == 1 && vals[0].Path != s.targetPtr):
-			elems, whole, missing, detail, ok := listTarget(s, vals, f.res)
+		case len(vals) > 0 && groups[0] != s.targetPtr && !s.x.optional:
+			return f, grants.ReasonInvalidRequest, "args" + s.targetPtr, "the target field is missing"
+		case isList:
+			elems, whole, missing, detail, ok := listTarget(s, vals, groups, f.res)
 			if !ok {
 				return f, grants.ReasonTargetAmbiguous, missing, detail
 			}

@@ -116,6 +116,11 @@ func surfaceFields(s *cSurface) []string {
 	if s.hasTarget && !contains(out, s.targetPtr) {
 		out = append(out, s.targetPtr)
 	}
+	for _, ptr := range s.x.also {
+		if !contains(out, ptr) {
+			out = append(out, ptr)
+		}
+	}
 	return out
 }
 

