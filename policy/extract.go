@@ -27,6 +27,7 @@ type facts struct {
 	list     bool
 	elems    []CanonTarget
 	noTarget bool
+	one      [1]CanonTarget // targets()'s slice of the one target
 	// Case-folded forms for shape-rule prefilters, filled on first use.
 	foldedSinks  []string
 	foldedArgs   []string

@@ -411,7 +411,8 @@ func (f *facts) targets() []CanonTarget {
 	if !f.s.hasTarget || f.noTarget {
 		return nil
 	}
-	return []CanonTarget{f.target}
+	f.one[0] = f.target // no allocation on the common path
+	return f.one[:]
 }
 
 // hasTargets reports whether the call names a destination.
