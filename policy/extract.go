@@ -91,7 +91,7 @@ func (c *compiled) extract(s *cSurface, lane *cLane, r *Request) (f facts, reaso
 		switch {
 		case len(vals) == 0 && s.x.optional:
 			f.noTarget = true
-		case len(vals) > 0 && groups[0] != s.targetPtr && !s.x.optional:
+		case len(groups) > 0 && groups[0] != s.targetPtr && !s.x.optional:
 			return f, grants.ReasonInvalidRequest, "args" + s.targetPtr, "the target field is missing"
 		case isList:
 			elems, whole, missing, detail, ok := listTarget(s, vals, groups, f.res)

@@ -336,13 +336,15 @@ func (c *compiled) reviewNamed(si int, tool string) string {
 // targetLeaves returns the leaves of a surface's target fields: the target
 // field's, then each of target.also's; isList reports whether they make a
 // list target (more than one value, an array, or any further field).
+//
+// groups (the field of each value) is built only for a list surface.
 func targetLeaves(s *cSurface, flat args.Flat) (vals []args.Leaf, groups []string, isList bool) {
 	vals = flat.Under(s.targetPtr)
+	if !s.x.list {
+		return vals, nil, false
+	}
 	for range vals {
 		groups = append(groups, s.targetPtr)
-	}
-	if !s.x.list {
-		return vals, groups, false
 	}
 	isList = len(vals) > 1 || len(vals) == 1 && vals[0].Path != s.targetPtr
 	for _, ptr := range s.x.also {
