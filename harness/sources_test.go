@@ -264,3 +264,18 @@ func TestFailPrompt(t *testing.T) {
 type errStr string
 
 func (e errStr) Error() string { return string(e) }
+
+// TestResultResource: a grant target names the resource a result came
+// from in the form the issuer accepts as a source path; a shell or list
+// target names none.
+func TestResultResource(t *testing.T) {
+	for target, want := range map[string]string{
+		"path:/home/u/bills/a.txt": "/home/u/bills/a.txt", "url:https://x.example/a": "url:https://x.example/a",
+		"raw:m-1": "raw:m-1", "email:a@b.example": "email:a@b.example", "shell:sha256:00": "",
+		`list:["email:a@b"]`: "", "": "", "path:~/x": "", "raw:a\x01b": "",
+	} {
+		if got := harness.ResultResource(target); got != want {
+			t.Errorf("ResultResource(%q) = %q, want %q", target, got, want)
+		}
+	}
+}

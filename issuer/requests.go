@@ -16,6 +16,7 @@ import (
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/args"
+	"github.com/writ-dev/writ/authority"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
@@ -397,7 +398,7 @@ func sourceCommand(worker string, data []byte) (fsm.Command, *requestError) {
 		checkText("session", r.Session, maxSessionLen, false),
 		checkText("channel", r.Channel, maxToolLen, true),
 		checkText("tool", r.Tool, maxToolLen, false),
-		checkPath("path", r.Path),
+		checkSourcePath(r.Channel, r.Path),
 	} {
 		if e != nil {
 			return fsm.Command{}, e
@@ -502,6 +503,21 @@ func argsTooLarge(raw []byte, err error) string {
 }
 
 // checkPath checks an optional absolute path of the resolution context.
+// checkSourcePath checks a source's path: an absolute path, or for a tool
+// result the canonical resource it came from (url:, email:, raw: or
+// digest:, as a surface's result_from target gives it; see
+// policy.ResourcePath).
+func checkSourcePath(channel, v string) *requestError {
+	if channel == authority.ChannelToolResult {
+		for _, m := range []string{policy.CanonURL, policy.CanonEmail, policy.CanonRaw, policy.CanonDigest} {
+			if strings.HasPrefix(v, m+":") {
+				return checkText("path", v, maxPathLen, false)
+			}
+		}
+	}
+	return checkPath("path", v)
+}
+
 func checkPath(field, v string) *requestError {
 	if v == "" {
 		return nil

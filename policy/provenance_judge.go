@@ -145,6 +145,11 @@ func surfaceFields(s *cSurface) []string {
 	if s.hasTarget && !contains(out, s.targetPtr) {
 		out = append(out, s.targetPtr)
 	}
+	for _, ptr := range s.x.also {
+		if !contains(out, ptr) {
+			out = append(out, ptr)
+		}
+	}
 	return out
 }
 
@@ -183,7 +188,7 @@ func (c *compiled) judgeProvenance(j *Judgement, r *Request, si int, f *facts, c
 				}
 				for _, o := range pc.originsOf(leaf.Path) {
 					for _, src := range sortedSources(o.Sources) {
-						if pv.protectedSource(src.Channel, src.Path, src.Tool) {
+						if c.protectedSource(src.Channel, src.Path, src.Tool) {
 							hitField, hitSource = leaf.Path, src.ID
 							break
 						}
@@ -211,7 +216,13 @@ func (c *compiled) judgeProvenance(j *Judgement, r *Request, si int, f *facts, c
 		}
 		applied = append(applied, "authority:"+a.id)
 		fields := a.fields
-		if len(fields) == 0 {
+		switch {
+		case a.x.everyArg:
+			fields = everyArgFields(r.Args)
+			if !r.Args.Carried {
+				fields = []string{"(every argument)"}
+			}
+		case len(fields) == 0:
 			fields = surfaceFields(s)
 		}
 		for _, ptr := range fields {
@@ -251,13 +262,20 @@ func (c *compiled) judgeProvenance(j *Judgement, r *Request, si int, f *facts, c
 
 	// b. Writes to memory paths are held for the owner.
 	if s.hasTarget && s.canon == CanonPath && isWrite(s) {
-		for _, g := range pv.memory {
-			if g.Match(f.target.Path) {
-				return j.refuse(grants.ApprovalRequired, grants.ReasonMemoryWrite, "owner review of a write to memory path "+g.String(),
-					"the write to "+f.target.Emit+" is recorded as a draft (target and argument digest) until the owner approves it",
-					"memory:"+g.String()), true
+		for _, t := range f.targets() {
+			for _, g := range pv.memory {
+				if g.Match(t.Path) {
+					return j.refuse(grants.ApprovalRequired, grants.ReasonMemoryWrite, "owner review of a write to memory path "+g.String(),
+						"the write to "+t.Emit+" is recorded as a draft (target and argument digest) until the owner approves it",
+						"memory:"+g.String()), true
+				}
 			}
 		}
+	}
+	if s.x.memory {
+		return j.refuse(grants.ApprovalRequired, grants.ReasonMemoryWrite, "owner review of a write to agent memory by surface "+s.id,
+			"this "+r.Tool+" call writes the agent's memory or history; it is recorded as a draft (argument digest) until the owner approves it",
+			"memory:surface:"+s.id), true
 	}
 	if review != nil {
 		return j.refuse(grants.ApprovalRequired, grants.ReasonAuthorityReview, review.missing(), review.detail(), "authority:"+review.rule), true
@@ -431,7 +449,7 @@ func leavesDomains(f *facts, crossing []string) string {
 			class = c
 		}
 	}
-	if class != "" && !(f.s.hasTarget && (f.s.canon == CanonURL || f.s.canon == CanonEmail)) {
+	if class != "" && !(f.hasTargets() && (f.s.canon == CanonURL || f.s.canon == CanonEmail)) {
 		return class
 	}
 	return ""

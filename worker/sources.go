@@ -361,3 +361,19 @@ func resultSource(ctx context.Context, store *sessionStore, in harness.HookInput
 	}
 	return src, nil, true
 }
+
+// withResource gives a tool result the resource its call's grant target
+// names (harness.ResultResource) as its path, when the harness named none
+// (an MCP tool, say): the issuer applies path and resource levels to it
+// where the tool's policy surface declares result_from. Other sources are
+// returned as they are.
+func withResource(src pendingSource, target, session, call string) pendingSource {
+	res := harness.ResultResource(target)
+	if res == "" || src.req.Path != "" || src.req.Channel != authlevel.ChannelToolResult {
+		return src
+	}
+	digest := sha256.Sum256(src.content)
+	src.req.Path = res
+	src.req.ID = sourceID(session, call, src.req.Channel, res, digest)
+	return src
+}
