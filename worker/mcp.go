@@ -20,6 +20,7 @@ import (
 	authlevel "github.com/writ-dev/writ/authority"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
+	"github.com/writ-dev/writ/provenance"
 )
 
 // DefaultMCPDeadline bounds the decision on one tools/call.
@@ -257,6 +258,9 @@ func (m *mcpGate) Done(ctx context.Context, tc harness.ToolCall, ref any, outcom
 	}
 	src := newSource(m.session, m.callID(tc), authlevel.ChannelToolResult, scopeTask, harness.ResultResource(r.target), tool,
 		"the result of this "+tool+" call", text)
+	// A structured result keeps its leaves by JSON pointer, as the hook's
+	// do, so that a policy's result schema can attest some of its fields.
+	src.leaves, _ = provenance.ResultLeaves(result)
 	notes, rerr := registerSources(ctx, a, m.store, []pendingSource{src})
 	for _, n := range notes {
 		fmt.Fprintf(m.g.Stderr, "worker-agent mcp: %s\n", harness.OneLine(n))

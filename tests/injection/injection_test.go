@@ -30,8 +30,10 @@ package injection
 //	                              held for review
 //	save-registry                 copy the worker's local provenance state aside
 //	restore-registry              put the copy back (after a revocation, say)
-//	revoke-source CHANNEL         the operator revokes the session's latest source
-//	                              registered on CHANNEL (issuer revoke --source)
+//	revoke-source CHANNEL [TOOL]  the operator revokes the session's latest source
+//	                              registered on CHANNEL (by TOOL, when given: an
+//	                              MCP proxy also registers the results of the
+//	                              calls it forwards) (issuer revoke --source)
 
 import (
 	"bufio"
@@ -613,8 +615,9 @@ func (r *runner) revokeSource(t *testing.T, s step) {
 		t.Fatal(err)
 	}
 	id := ""
+	channel, tool, _ := strings.Cut(s.a, " ")
 	for _, e := range r.seen {
-		if e.Kind == events.KindSource && e.Session == r.session && e.Channel == s.a {
+		if e.Kind == events.KindSource && e.Session == r.session && e.Channel == channel && (tool == "" || e.Tool == tool) {
 			if sid, _, _, _ := e.SourceDescriptor(); sid != "" {
 				id = sid
 			}
