@@ -36,6 +36,11 @@ import (
 //   - ReceiptFormatBreakGlass (6): the state machine writes break-glass
 //     cases (OpBreakGlass, events.KindBreakGlass); below this level the
 //     op is refused.
+//   - ReceiptFormatTypedTraces (9): field traces may name typed matches
+//     (number, number:<CODE>, ident), which count as the whole value as a
+//     raw match does, and chains of nested decodings (hex+base64, json,
+//     ...); below this level such a trace is refused as an unknown
+//     transform, as it always was.
 //
 // The level only goes up. Evolve reads every form whatever the level.
 //
@@ -66,9 +71,12 @@ const (
 	// ReceiptFormatBreakGlass (6) adds break-glass events
 	// (OpBreakGlass, events.KindBreakGlass); below it the op is refused.
 	ReceiptFormatBreakGlass uint64 = 6
+	// ReceiptFormatTypedTraces (9) accepts typed matches and nested
+	// decodings in field traces (see traceTransformAt).
+	ReceiptFormatTypedTraces uint64 = 9
 	// MaxReceiptFormat is the highest level this build writes: what its
 	// status reports as receipt_format.
-	MaxReceiptFormat = ReceiptFormatBreakGlass
+	MaxReceiptFormat = ReceiptFormatTypedTraces
 )
 
 // ReceiptFormat is the receipt format level in force (at least
@@ -82,6 +90,10 @@ func (s *State) writesFacts() bool { return s.ReceiptFormat() >= ReceiptFormatFa
 // WritesBreakGlass reports whether Decide writes break-glass cases
 // (OpBreakGlass) at the level in force.
 func (s *State) WritesBreakGlass() bool { return s.ReceiptFormat() >= ReceiptFormatBreakGlass }
+
+// TypedTraces reports whether field traces may name typed matches and
+// nested decodings at the level in force.
+func (s *State) TypedTraces() bool { return s.ReceiptFormat() >= ReceiptFormatTypedTraces }
 
 // WritesSummaries reports whether Decide writes refusal summaries
 // (OpRefusalSummary) at the level in force.

@@ -362,6 +362,14 @@ func (s *Service) worker(m *nats.Msg) {
 	switch op {
 	case api.OpGrant:
 		cmd, rerr = grantCommand(worker, m.Data)
+		if rerr == nil && len(cmd.Traces) > 0 {
+			// A worker may trace more than the level in force accepts
+			// (typed matches, nested decodings): say less rather than
+			// have the request refused.
+			var level uint64
+			s.node.View(func(st *fsm.State, _ uint64) { level = st.ReceiptFormat() })
+			fsm.DowngradeTraces(cmd.Traces, level)
+		}
 	case api.OpSpend:
 		var canon []byte
 		cmd, canon, rerr = spendCommand(worker, m.Data)
