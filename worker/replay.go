@@ -57,8 +57,8 @@ const (
 	callUndelivered = "undelivered"
 )
 
-// errReplayed: a PreToolUse repeated for a call whose permit was answered.
-var errReplayed = errors.New("repeated PreToolUse for a call already permitted")
+// errReplayed: a call asked about again after its permit was answered.
+var errReplayed = errors.New("this call was already permitted once")
 
 // callRecord is one call's record, locked while the hook decides.
 type callRecord struct {
@@ -101,8 +101,8 @@ func (c *callRecord) replayed() bool { return c.state == callAnswered }
 // replayError is the error a replayed call is blocked with.
 func (c *callRecord) replayError(call harness.Call) error {
 	_, rest, _ := strings.Cut(c.line, " ")
-	return fmt.Errorf("%w (%s call %s, %s): the first permit may have run it, so the same call is not permitted twice; "+
-		"if the tool did not run, issue the call again (a new call id gets a grant of its own)",
+	return fmt.Errorf("%w (%s call %s, %s) and this PreToolUse repeats it: the first permit may have run it, so the same call "+
+		"is not permitted twice; if the tool did not run, issue the call again (a new call id gets a grant of its own)",
 		errReplayed, call.Tool, call.CallID, rest)
 }
 
