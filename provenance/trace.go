@@ -170,7 +170,7 @@ func (r *Registry) Trace(field, value string) Trace {
 			}
 		}
 	}
-	r.typedLocked(value, len(cands[0].data), func(s *source, t Transform, n int) {
+	r.typedLocked(value, tr.Length, func(s *source, t Transform, n int) {
 		if m, ok := best[key{s.desc.ID, TransformRaw, ""}]; ok && (m.Mode != ModeFragment || m.Length >= n) {
 			return // the source holds the value as it is spelled
 		}

@@ -504,7 +504,7 @@ const maxTypedValue = 128
 // TransformIdent) to add, with n the normalized length of the value; r.mu
 // must be held.
 func (r *Registry) typedLocked(value string, n int, add func(*source, Transform, int), _ *Trace) {
-	if len(value) > maxTypedValue {
+	if len(value) > maxTypedValue || n == 0 {
 		return
 	}
 	if num, ok := parseValueNumber(value); ok {
