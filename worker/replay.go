@@ -79,7 +79,7 @@ func openCallRecord(ctx context.Context, stateDir string, call harness.Call) (*c
 	name := hex.EncodeToString(sum[:])[:32]
 	l, err := lockFile(ctx, filepath.Join(dir, name), true)
 	if err != nil {
-		return nil, fmt.Errorf("call record: %v", err)
+		return nil, fmt.Errorf("call record: %w", err)
 	}
 	b, err := io.ReadAll(io.LimitReader(l.f, 4096))
 	if err != nil {
