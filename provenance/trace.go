@@ -147,12 +147,21 @@ func (r *Registry) Trace(field, value string) Trace {
 		part string
 	}
 	best := map[key]Match{}
+	nq := r.typedNumber(value)
 	for i, c := range cands {
 		var hits map[*source]hit
 		var covered, skipped int
-		if c.part == "token" {
+		switch {
+		case c.part == "token":
 			hits = r.matchTokenLocked(c.data)
-		} else {
+		case i == 0 && nq != nil && c.t == TransformRaw && c.part == "" && len(c.data) < FragmentMin:
+			// A short number: its raw and typed searches in one pass.
+			hits = map[*source]hit{}
+			r.matchShortNumberLocked(c.data, hits, nq)
+			if len(hits) > 0 {
+				covered = len(c.data)
+			}
+		default:
 			hits, covered, skipped = r.matchLocked(c.data)
 		}
 		if i == 0 { // the raw candidate
@@ -170,7 +179,7 @@ func (r *Registry) Trace(field, value string) Trace {
 			}
 		}
 	}
-	r.typedLocked(value, tr.Length, func(s *source, t Transform, n int) {
+	r.typedLocked(value, tr.Length, nq, func(s *source, t Transform, n int) {
 		if m, ok := best[key{s.desc.ID, TransformRaw, ""}]; ok && (m.Mode != ModeFragment || m.Length >= n) {
 			return // the source holds the value as it is spelled
 		}
@@ -182,7 +191,7 @@ func (r *Registry) Trace(field, value string) Trace {
 			Source: s.desc.ID, Channel: s.desc.Channel, Authority: s.desc.Authority,
 			Transform: t, Mode: ModeWhole, Length: n, UnderPressure: s.evicted > 0,
 		}
-	}, &tr)
+	})
 	if len(r.pressured) > 0 {
 		tr.PressuredSources = append([]string(nil), r.pressured...)
 	}

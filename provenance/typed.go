@@ -3,6 +3,7 @@ package provenance
 import (
 	"bytes"
 	"encoding/binary"
+	"slices"
 	"strings"
 )
 
@@ -23,7 +24,8 @@ import (
 //     writes with the same one. A sign is not compared (a statement's
 //     "-12.00" is the amount 12).
 //   - identifiers by their characters (TransformIdent): a value of 9 to 40
-//     letters and digits, at least 6 of them digits, written in groups
+//     letters and digits, at least 6 of them digits and no more letters
+//     than digits, written in groups
 //     separated by single spaces, dashes or dots (or not at all) matches
 //     a source holding the same characters as a whole token in the
 //     value's own grouping with any of those separators, without
@@ -294,6 +296,12 @@ func numberIn(w *window, lo, hi int, want number, needle []byte) (string, bool) 
 		at := lo + j
 		lo = at + 1
 		i, e := at, at+len(needle)
+		// The needle ends the integer part: no digit follows it; and
+		// when it is the whole integer part, none precedes it. Most
+		// occurrences inside longer digit runs stop here.
+		if e < len(d) && isDigit(d[e]) || len(needle) == len(want.intPart) && i > 0 && isDigit(d[i-1]) {
+			continue
+		}
 		for i > 0 && isNumByte(d[i-1]) {
 			i--
 		}
@@ -329,27 +337,95 @@ func numberIn(w *window, lo, hi int, want number, needle []byte) (string, bool) 
 	return "", false
 }
 
-// matchNumberLocked finds the sources holding a number equal to n; r.mu
-// must be held. It returns the currency each source writes with it.
-// Blocks are narrowed by the filters: the number's integer part occurs as
-// a word (or, when over five digits, as 4-byte grams), or its last three
-// integer digits do (written with thousands separators).
-func (r *Registry) matchNumberLocked(n number) map[*source]string {
-	hits := map[*source]string{}
+// numberQuery looks for a number in the blocks (see matchNumberLocked).
+type numberQuery struct {
+	n              number
+	needle         []byte
+	whole, grouped []probe
+	hits           map[*source]string // the currency each source writes it with
+	done           bool
+}
+
+// newNumberQuery prepares the search for a number equal to n. Blocks are
+// narrowed by the filters: the number's integer part occurs as a word
+// (or, when over five digits, as 4-byte grams), or its last three integer
+// digits do (written with thousands separators).
+func (r *Registry) newNumberQuery(n number) *numberQuery {
 	ip := n.intPart
 	needle := ip
 	if len(ip) > 3 {
 		needle = ip[len(ip)-3:]
 	}
-	var b1, b2 [8]probe
-	whole := r.shortProbes([]byte(ip), len(ip) <= maxWordLen, b1[:0])
-	var grouped []probe
+	q := &numberQuery{n: n, needle: []byte(needle), hits: map[*source]string{}}
+	q.whole = r.shortProbes([]byte(ip), len(ip) <= maxWordLen, nil)
 	if len(ip) > 3 {
-		grouped = r.shortProbes([]byte(needle), true, b2[:0])
+		q.grouped = r.shortProbes(q.needle, true, nil)
 	}
-	nb := []byte(needle)
+	return q
+}
+
+// admits reports whether block b may hold the number.
+func (q *numberQuery) admits(b *fblock) bool {
+	return b.mayHold(q.whole) || q.grouped != nil && b.mayHold(q.grouped)
+}
+
+// visit looks for the number in one range of an admitted block.
+func (q *numberQuery) visit(rg frange) {
+	w := rg.w
+	if _, ok := q.hits[w.src]; ok {
+		return
+	}
+	// The literal may extend past the range: numberIn reads the window
+	// around each occurrence of the needle.
+	if u, ok := numberIn(w, int(rg.lo), int(rg.hi), q.n, q.needle); ok {
+		q.hits[w.src] = u
+	}
+}
+
+// matchNumberLocked runs q over every block; r.mu must be held.
+func (r *Registry) matchNumberLocked(q *numberQuery) {
 	for _, b := range r.blocks {
-		if b.gone || b.live == 0 || !b.mayHold(whole) && (grouped == nil || !b.mayHold(grouped)) {
+		if b.gone || b.live == 0 || !q.admits(b) {
+			continue
+		}
+		for _, rg := range b.ranges {
+			if !rg.w.dead {
+				q.visit(rg)
+			}
+		}
+	}
+	q.done = true
+}
+
+// matchShortNumberLocked is matchShort of v and matchNumberLocked of q in
+// one pass over the blocks: a short raw value that is a number probes
+// the same filter words for both, so the second costs little. r.mu must
+// be held.
+func (r *Registry) matchShortNumberLocked(v []byte, hits map[*source]hit, q *numberQuery) {
+	token := len(v) < MinValueLen
+	mode := ModeWhole
+	if token {
+		mode = ModeToken
+	}
+	var buf [2 * FragmentMin]probe
+	ps := r.shortProbes(v, token, buf[:0])
+	// When the number's probes are among v's (the raw "50.00" has the
+	// word "50"), a block that fails them fails v too: one filter read
+	// decides most blocks.
+	implied := q.grouped == nil && len(q.whole) > 0
+	for _, p := range q.whole {
+		implied = implied && slices.Contains(ps, p)
+	}
+	for _, b := range r.blocks {
+		if b.gone || b.live == 0 {
+			continue
+		}
+		hn := q.admits(b)
+		if !hn && implied {
+			continue
+		}
+		hv := b.mayHold(ps)
+		if !hv && !hn {
 			continue
 		}
 		for _, rg := range b.ranges {
@@ -357,17 +433,15 @@ func (r *Registry) matchNumberLocked(n number) map[*source]string {
 			if w.dead {
 				continue
 			}
-			if _, ok := hits[w.src]; ok {
-				continue
+			if _, ok := hits[w.src]; hv && !ok && containsIn(w, int(rg.lo), int(rg.hi), v, token) {
+				hits[w.src] = hit{src: w.src, mode: mode, n: len(v)}
 			}
-			// The literal may extend past the range: numberIn reads the
-			// window around each occurrence of the needle.
-			if u, ok := numberIn(w, int(rg.lo), int(rg.hi), n, nb); ok {
-				hits[w.src] = u
+			if hn {
+				q.visit(rg)
 			}
 		}
 	}
-	return hits
+	q.done = true
 }
 
 // identVariants returns the normalized spellings an identifier-shaped
@@ -413,8 +487,8 @@ func identVariants(v string) []string {
 	if chars < minIdentChars || chars > maxIdentChars || digits < minIdentDigits {
 		return nil
 	}
-	if sep == '.' && letters > 0 {
-		return nil // a host name, not an identifier
+	if sep == '.' && letters > 0 || letters > digits {
+		return nil // a host name or words, not an identifier
 	}
 	pre := ""
 	if plus {
@@ -500,15 +574,30 @@ func (r *Registry) matchWholeTokenLocked(v []byte) (hits map[*source]hit, skippe
 // identifiers are short.
 const maxTypedValue = 128
 
+// typedNumber returns the search for value as a typed number, or nil.
+func (r *Registry) typedNumber(value string) *numberQuery {
+	if len(value) > maxTypedValue {
+		return nil
+	}
+	if num, ok := parseValueNumber(value); ok {
+		return r.newNumberQuery(num)
+	}
+	return nil
+}
+
 // typedLocked reports the typed matches of value (see TransformNumber and
-// TransformIdent) to add, with n the normalized length of the value; r.mu
-// must be held.
-func (r *Registry) typedLocked(value string, n int, add func(*source, Transform, int), _ *Trace) {
+// TransformIdent) to add, with n the normalized length of the value and
+// nq its number search (nil if it is not a number; run here unless it
+// ran with the raw value); r.mu must be held.
+func (r *Registry) typedLocked(value string, n int, nq *numberQuery, add func(*source, Transform, int)) {
 	if len(value) > maxTypedValue || n == 0 {
 		return
 	}
-	if num, ok := parseValueNumber(value); ok {
-		for s, u := range r.matchNumberLocked(num) {
+	if nq != nil {
+		if !nq.done {
+			r.matchNumberLocked(nq)
+		}
+		for s, u := range nq.hits {
 			t := TransformNumber
 			if u != "" {
 				t += Transform(":" + u)
