@@ -73,7 +73,8 @@ type callRecord struct {
 func openCallRecord(ctx context.Context, stateDir string, call harness.Call) (*callRecord, error) {
 	dir := filepath.Join(stateDir, "calls")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("call record directory: %v", err)
+		return nil, fmt.Errorf("the hook keeps a record of each permitted call (so that a repeated event is not a second permit) "+
+			"and needs a writable state directory (--state-dir or $%s): %v", EnvStateDir, err)
 	}
 	sum := sha256.Sum256([]byte(call.IdempotencyKey()))
 	name := hex.EncodeToString(sum[:])[:32]
