@@ -259,7 +259,15 @@ func unitAt(d []byte, i, e int) string {
 // any) are a currency code standing alone: "eur98.70" is a number, "x98"
 // or "gb29" is part of a word.
 func letterBounded(d []byte, i, e int) bool {
-	if i > 0 && isTokenByte(d[i-1]) {
+	sign := func(b []byte, suffix bool) bool {
+		for _, cs := range currencySigns {
+			if suffix && bytes.HasSuffix(b, []byte(cs.sign)) || !suffix && bytes.HasPrefix(b, []byte(cs.sign)) {
+				return true
+			}
+		}
+		return false
+	}
+	if i > 0 && isTokenByte(d[i-1]) && !sign(d[:i], true) {
 		j := i
 		for j > 0 && isLetter(d[j-1]) {
 			j--
@@ -268,7 +276,7 @@ func letterBounded(d []byte, i, e int) bool {
 			return false
 		}
 	}
-	if e < len(d) && isTokenByte(d[e]) {
+	if e < len(d) && isTokenByte(d[e]) && !sign(d[e:], false) {
 		j := e
 		for j < len(d) && isLetter(d[j]) {
 			j++

@@ -3,6 +3,8 @@ package provenance
 import (
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
+	"math/rand"
 	"strings"
 	"testing"
 
@@ -228,6 +230,86 @@ func TestValidTransform(t *testing.T) {
 		"number:", "base64+", "+hex", "raw+base64", "ident+hex"} {
 		if ValidTransform(bad) {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// TestTypedNumberProperty: a number written in a source in any of the
+// spellings people use (grouping, decimal comma, trailing zeros, a
+// currency before or after) is matched by its plain value, and never by
+// a different value: the value plus or minus one unit of its last digit,
+// or ten times it.
+func TestTypedNumberProperty(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	group := func(in string, sep string) string {
+		var parts []string
+		for len(in) > 3 {
+			parts = append([]string{in[len(in)-3:]}, parts...)
+			in = in[:len(in)-3]
+		}
+		return strings.Join(append([]string{in}, parts...), sep)
+	}
+	for i := 0; i < 300; i++ {
+		ip := fmt.Sprint(rng.Intn(1_000_000))
+		frac := ""
+		if rng.Intn(2) == 0 {
+			frac = fmt.Sprintf("%02d", rng.Intn(100))
+		}
+		plain := ip
+		if strings.TrimRight(frac, "0") != "" {
+			plain += "." + strings.TrimRight(frac, "0")
+		}
+		// The source's spelling.
+		dec, grp := ".", ","
+		if rng.Intn(2) == 0 {
+			dec, grp = ",", "."
+		}
+		lit := ip
+		if rng.Intn(2) == 0 {
+			lit = group(ip, grp)
+		}
+		if frac != "" || rng.Intn(3) == 0 {
+			f := frac
+			if f == "" {
+				f = "00"
+			}
+			lit += dec + f + strings.Repeat("0", rng.Intn(2))
+		}
+		// A multibyte sign glued to the number (€98.70) hides it from
+		// the filters' word keys, for raw and typed matching alike; with
+		// a space it is found.
+		unit := []string{"", " EUR", " €", "USD ", "$"}[rng.Intn(5)]
+		text := "the amount is " + lit + unit + " as agreed"
+		switch unit {
+		case "USD ", "$":
+			text = "the amount is " + unit + lit + " as agreed"
+		}
+		r := NewRegistry(Options{})
+		mustRegister(t, r, "src", authority.ChannelUserPrompt, Instruction, text)
+		tr := r.Trace("/amount", plain)
+		if tr.Authority != Instruction {
+			t.Fatalf("%q in %q: not matched: %+v", plain, text, tr)
+		}
+		// Near misses: the last digit moved by one, ten times the value.
+		last := plain[len(plain)-1] - '0'
+		for _, miss := range []string{
+			plain[:len(plain)-1] + string('0'+(last+1)%10),
+			plain[:len(plain)-1] + string('0'+(last+9)%10),
+			plain + "0" + map[bool]string{true: "", false: ".5"}[strings.Contains(plain, ".")],
+		} {
+			if miss == plain {
+				continue
+			}
+			for _, m := range r.Trace("/amount", miss).Matches {
+				if m.Part == "" && m.Mode != ModeFragment {
+					// "1.5" and "1.50" are the same number; a miss must
+					// differ in value.
+					if a, ok := parseValueNumber(miss); ok && a.canon() == plain {
+						continue
+					}
+					t.Fatalf("%q matched %q in %q: %+v", miss, plain, text, m)
+				}
+			}
 		}
 	}
 }
