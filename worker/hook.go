@@ -139,8 +139,11 @@ func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, 
 
 	if pre {
 		// A repeated event for a call already permitted is not a second
-		// permit (replay.go).
-		cr, err := openCallRecord(ctx, af.stateDir, call)
+		// permit (replay.go). A duplicate waits for the first one's
+		// answer, within half the deadline: its own must still fit.
+		rctx, rcancel := context.WithTimeout(ctx, time.Until(deadlineOf(ctx))/2)
+		cr, err := openCallRecord(rctx, af.stateDir, call)
+		rcancel()
 		if err != nil {
 			return fail(err)
 		}
