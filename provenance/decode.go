@@ -31,7 +31,10 @@ const (
 	// MaxDecodeDepth is how many decodings deep Trace looks.
 	MaxDecodeDepth   = 4
 	maxDecodeSteps   = 256
-	decodeTimeBudget = 5 * time.Millisecond
+	// decodeTimeBudget is a backstop: the other bounds keep the work to
+	// a few megabytes scanned; wall time on a loaded machine must not
+	// make an ordinary value count as model-made.
+	decodeTimeBudget = 20 * time.Millisecond
 	maxJSONStrings   = 64
 )
 
