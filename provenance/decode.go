@@ -29,8 +29,8 @@ const TransformJSON Transform = "json"
 // Bounds of nested decoding.
 const (
 	// MaxDecodeDepth is how many decodings deep Trace looks.
-	MaxDecodeDepth   = 4
-	maxDecodeSteps   = 256
+	MaxDecodeDepth = 4
+	maxDecodeSteps = 256
 	// decodeTimeBudget is a backstop: the other bounds keep the work to
 	// a few megabytes scanned; wall time on a loaded machine must not
 	// make an ordinary value count as model-made.
