@@ -19,7 +19,7 @@ func typedRegistry(t testing.TB) *Registry {
 		"Please pay the invoice: 98.70 EUR to DE89 3704 0044 0532 0130 00, card 4111-1111-1111-1111, "+
 			"call me on +49 30 1234567 or mail Jane.Doe@Example.COM. Rent is 1.250,00 € and the deposit $2,500.")
 	mustRegister(t, r, "statement", authority.ChannelToolResult, Evidence,
-		"Balance 4711.5 USD. Fee -12.00 EUR on 2026-03-02. Reference AB12-CD34-EF56-7890.")
+		"Balance 4711.5 USD. Fee -12.00 EUR on 2026-03-02. Reference AB12-CD34-EF56-7890. Hotline (030) 5550-1998.")
 	return r
 }
 
@@ -57,7 +57,9 @@ func TestTraceTypedValues(t *testing.T) {
 		{"IBAN with dashes", "DE89-3704-0044-0532-0130-00", "prompt", TransformIdent},
 		{"card with spaces", "4111 1111 1111 1111", "prompt", TransformIdent},
 		{"card without separators", "4111111111111111", "prompt", TransformIdent},
-		{"phone without spaces", "+49301234567", "", ""}, // grouping 2-2-7 is not one tried
+		{"phone without spaces", "+49301234567", "prompt", TransformIdent},
+		{"phone in another grouping", "+49 301 234 567", "prompt", TransformIdent},
+		{"phone with parentheses", "03055501998", "statement", TransformIdent},
 		{"phone with dashes", "+49-30-1234567", "prompt", TransformIdent},
 		{"reference with spaces", "AB12 CD34 EF56 7890", "statement", TransformIdent},
 		// Case carries no meaning in an address or a host.
@@ -99,6 +101,14 @@ func TestTraceTypedNearMisses(t *testing.T) {
 		{"an IBAN missing a digit", "DE8937040044053201300"},
 		{"an IBAN with a digit more", "DE893704004405320130000"},
 		{"a different card", "4111-1111-1111-1112"},
+		// (Spelled as in the source, a part of 16 bytes or more is a raw
+		// fragment match, as for any text; respelled, it is no typed one.)
+		{"the tail of an IBAN, compact", "370400440532013000"},
+		{"the head of an IBAN, compact", "DE89370400440532"},
+		{"the tail of an IBAN, dashed", "3704-0044-0532-0130-00"},
+		{"a phone number missing a digit", "+4930123456"},
+		{"a phone number with a digit changed", "+49301234568"},
+		{"the tail of a reference", "CD34 EF56 7890"},
 		{"a number the sources do not hold", "1234567.89"},
 	}
 	for _, tc := range tests {
