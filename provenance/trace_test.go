@@ -287,7 +287,7 @@ func FuzzTrace(f *testing.F) {
 	f.Add("amount", "0,000")
 	f.Add("iban", "DE89-3704-0044-0532-0130-00")
 	f.Add("card", "+4111.1111.1111.1111")
-	f.Add("phone", "+49 (30) 123-4567")
+	f.Add("phone", "+49 30 123-4567")
 	f.Add("phone", "0-0-0-0-0-0-0-0-0")
 	f.Add("body", hex.EncodeToString([]byte(base64.StdEncoding.EncodeToString([]byte(secret)))))
 	f.Add("body", `{"a":["\u0047B29", {"b":"`+base64.StdEncoding.EncodeToString([]byte(`["x"]`))+`"}]}`)

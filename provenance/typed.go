@@ -30,10 +30,8 @@ import (
 //     a source holding the same characters as a whole token in the
 //     value's own grouping with any of those separators, without
 //     separators, or in groups of four (how IBANs and card numbers are
-//     printed), or in any grouping whose last group has four or more
-//     characters (phone numbers: "+49 (30) 123-4567"). The identifier
-//     must stand alone in the source: not the tail or head of a longer
-//     one.
+//     printed). The identifier must stand alone in the source: not the
+//     tail or head of a longer one.
 //
 // Both are whole-value matches: the value is exactly something the source
 // said, under the normalization the transform names.
@@ -611,10 +609,11 @@ func (r *Registry) matchWholeTokenLocked(v []byte) (hits map[*source]hit, skippe
 
 // groupAt reports whether a separator sep next to an identifier, with
 // next beyond it, starts another group of the same identifier: a digit
-// after any separator, or a letter after '-', '.' or '/' ("DE89 3704",
-// "AB-12"); a space before a word, or a parenthesis, does not.
+// after a space, '-', '.' or '/', or a letter after any of them but the
+// space ("DE89 3704", "AB-12"); a space before a word does not.
 func groupAt(sep, next byte) bool {
-	return isIdentSep(sep) && sep != '(' && sep != ')' && (isDigit(next) || sep != ' ' && isTokenByte(next))
+	isSep := sep == ' ' || sep == '-' || sep == '.' || sep == '/'
+	return isSep && (isDigit(next) || sep != ' ' && isTokenByte(next))
 }
 
 // identBounded reports whether d[i:e] is not continued by another group
@@ -659,120 +658,13 @@ func (r *Registry) typedLocked(value string, n int, nq *numberQuery, add func(*s
 			add(s, t, n)
 		}
 	}
-	vs := identVariants(value)
-	found := false
-	for _, v := range vs {
+	for _, v := range identVariants(value) {
 		// A stop gram may hide an occurrence; a missed typed match only
 		// leaves out a source the value would have equalled, which never
 		// raises the value's level.
 		hits, _ := r.matchWholeTokenLocked(Normalize([]byte(v)))
 		for s := range hits {
-			found = true
 			add(s, TransformIdent, n)
 		}
 	}
-	if len(vs) > 0 && !found {
-		// Another grouping than those spelled out: the compact form
-		// looked for across separators.
-		compact := strings.Map(func(r rune) rune {
-			if r == ' ' || r == '-' || r == '.' {
-				return -1
-			}
-			return r
-		}, strings.TrimSpace(value))
-		r.matchSeparatedLocked(Normalize([]byte(compact)), func(s *source) { add(s, TransformIdent, n) })
-	}
-}
-
-// isIdentSep reports whether c may separate the groups of an identifier
-// in a source: "+49 (30) 123-4567", "030/1234567", "4111.1111".
-func isIdentSep(c byte) bool {
-	return c == ' ' || c == '-' || c == '.' || c == '/' || c == '(' || c == ')'
-}
-
-// maxSepRun is the longest run of separators between two groups (") ").
-const maxSepRun = 2
-
-// matchSeparatedLocked finds the sources holding the characters of the
-// compact identifier c (normalized, at least 8 bytes) as one token, in
-// any grouping: groups separated by runs of up to maxSepRun separators
-// (see isIdentSep). It narrows blocks by the gram of c's last four
-// characters, so it finds groupings whose last group has four or more
-// (phone and account numbers as people write them); r.mu must be held.
-func (r *Registry) matchSeparatedLocked(c []byte, add func(*source)) {
-	if len(c) < 8 {
-		return
-	}
-	tail := c[len(c)-4:]
-	ps := []probe{gramProbe(r.seed, binary.LittleEndian.Uint32(tail))}
-	seen := map[*source]bool{}
-	for _, b := range r.blocks {
-		if b.gone || b.live == 0 || !b.mayHold(ps) {
-			continue
-		}
-		for _, rg := range b.ranges {
-			w := rg.w
-			if w.dead || seen[w.src] {
-				continue
-			}
-			if separatedIn(w, int(rg.lo), int(rg.hi), c, tail) {
-				seen[w.src] = true
-				add(w.src)
-			}
-		}
-	}
-}
-
-// separatedIn reports whether c occurs, grouped, ending in bytes [lo, hi)
-// of w's data (see matchSeparatedLocked). The identifier must stand
-// alone: it is not preceded or followed by a token byte, nor by another
-// group (a separator and a digit, or '-', '.' or '/' and a letter), so
-// that the tail of a longer identifier ("3704 0044 0532 0130 00" inside
-// "DE89 3704 0044 0532 0130 00") does not match.
-func separatedIn(w *window, lo, hi int, c, tail []byte) bool {
-	d := w.data
-	if hi > len(d) {
-		hi = len(d)
-	}
-	for lo+len(tail) <= hi {
-		j := bytes.Index(d[lo:hi], tail)
-		if j < 0 {
-			return false
-		}
-		p := lo + j
-		lo = p + 1
-		e := p + len(tail)
-		if e == len(d) && !w.last {
-			continue // read whole in the next window
-		}
-		if e < len(d) && (isTokenByte(d[e]) || e+1 < len(d) && groupAt(d[e], d[e+1])) {
-			continue
-		}
-		i, k, run := len(c)-len(tail)-1, p-1, 0
-		for i >= 0 && k >= 0 {
-			switch {
-			case d[k] == c[i]:
-				i, run = i-1, 0
-			case isIdentSep(d[k]) && run < maxSepRun:
-				run++
-			default:
-				i = -2 // a mismatch
-			}
-			k--
-		}
-		if i != -1 {
-			continue
-		}
-		if k < 0 {
-			if w.first {
-				return true
-			}
-			continue // read whole in the previous window
-		}
-		if isTokenByte(d[k]) || k > 0 && groupAt(d[k], d[k-1]) {
-			continue
-		}
-		return true
-	}
-	return false
 }

@@ -19,7 +19,7 @@ func typedRegistry(t testing.TB) *Registry {
 		"Please pay the invoice: 98.70 EUR to DE89 3704 0044 0532 0130 00, card 4111-1111-1111-1111, "+
 			"call me on +49 30 1234567 or mail Jane.Doe@Example.COM. Rent is 1.250,00 € and the deposit $2,500.")
 	mustRegister(t, r, "statement", authority.ChannelToolResult, Evidence,
-		"Balance 4711.5 USD. Fee -12.00 EUR on 2026-03-02. Reference AB12-CD34-EF56-7890. Hotline (030) 5550-1998.")
+		"Balance 4711.5 USD. Fee -12.00 EUR on 2026-03-02. Reference AB12-CD34-EF56-7890.")
 	return r
 }
 
@@ -57,9 +57,8 @@ func TestTraceTypedValues(t *testing.T) {
 		{"IBAN with dashes", "DE89-3704-0044-0532-0130-00", "prompt", TransformIdent},
 		{"card with spaces", "4111 1111 1111 1111", "prompt", TransformIdent},
 		{"card without separators", "4111111111111111", "prompt", TransformIdent},
-		{"phone without spaces", "+49301234567", "prompt", TransformIdent},
-		{"phone in another grouping", "+49 301 234 567", "prompt", TransformIdent},
-		{"phone with parentheses", "03055501998", "statement", TransformIdent},
+		{"phone without spaces", "+49301234567", "", ""}, // grouping 2-2-7 is not one tried
+		{"phone in another grouping", "+49 301 234 567", "", ""},
 		{"phone with dashes", "+49-30-1234567", "prompt", TransformIdent},
 		{"reference with spaces", "AB12 CD34 EF56 7890", "statement", TransformIdent},
 		// Case carries no meaning in an address or a host.
