@@ -243,11 +243,15 @@ type FieldTrace struct {
 }
 
 // TraceMatch is one source a field's value matched, and under which
-// decoding (raw, base64, hex, percent, dns_labels, dns_labels+hex) and URL
-// part ("", "host", "path"), or "token" for an identifier (8-15
-// characters with a digit) found inside a longer value. Whole says this one source contains the
-// entire raw value (raw transform, no part): the value is exactly
-// something that source said, whatever else it also matched.
+// decoding (raw, base64, hex, percent, dns_labels, dns_labels+hex; from
+// receipt format level 9 also json and chains of nested decodings such as
+// hex+base64) or typed match (from level 9: number, number:<CODE> for a
+// number written with a currency, ident for an identifier with other
+// separators) and URL part ("", "host", "path"), or "token" for an
+// identifier (8-15 characters with a digit) found inside a longer value.
+// Whole says this one source contains the entire value (raw or typed
+// transform, no part): the value is exactly something that source said,
+// whatever else it also matched.
 type TraceMatch struct {
 	Source    string `json:"source"`
 	Transform string `json:"transform"`

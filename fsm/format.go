@@ -36,6 +36,11 @@ import (
 //   - ReceiptFormatBreakGlass (6): the state machine writes break-glass
 //     cases (OpBreakGlass, events.KindBreakGlass); below this level the
 //     op is refused.
+//   - ReceiptFormatTypedTraces (9): field traces may name typed matches
+//     (number, number:<CODE>, ident), which count as the whole value as a
+//     raw match does, and chains of nested decodings (hex+base64, json,
+//     ...); below this level such a trace is refused as an unknown
+//     transform, as it always was.
 //   - ReceiptFormatResultFields (10): grant requests' traces name the
 //     field of a structured tool result a value came from (tm 7-8), and
 //     the policy's result schemas (results) judge them: a value equal to
@@ -72,6 +77,9 @@ const (
 	// ReceiptFormatBreakGlass (6) adds break-glass events
 	// (OpBreakGlass, events.KindBreakGlass); below it the op is refused.
 	ReceiptFormatBreakGlass uint64 = 6
+	// ReceiptFormatTypedTraces (9) accepts typed matches and nested
+	// decodings in field traces (see traceTransformAt).
+	ReceiptFormatTypedTraces uint64 = 9
 	// ReceiptFormatResultFields (10) judges the result fields traces name
 	// against the policy's result schemas (provenance.go); below it they
 	// are not read.
@@ -92,6 +100,10 @@ func (s *State) writesFacts() bool { return s.ReceiptFormat() >= ReceiptFormatFa
 // WritesBreakGlass reports whether Decide writes break-glass cases
 // (OpBreakGlass) at the level in force.
 func (s *State) WritesBreakGlass() bool { return s.ReceiptFormat() >= ReceiptFormatBreakGlass }
+
+// TypedTraces reports whether field traces may name typed matches and
+// nested decodings at the level in force.
+func (s *State) TypedTraces() bool { return s.ReceiptFormat() >= ReceiptFormatTypedTraces }
 
 // JudgesResultFields reports whether the level in force reads the result
 // fields of traces.

@@ -38,8 +38,8 @@ func decideRequest(s *State, now int64, node string, c *Command) verdict {
 		// "source/" is not a revocable counter key: a grant bound to it
 		// could never be revoked through its source.
 		return record(deny(e, grants.ReasonInvalidRequest, "sources", "a source id is empty"))
-	case len(c.Traces) > 0 && !validTraces(c.Traces):
-		field, detail := checkTraces(c.Traces)
+	case len(c.Traces) > 0 && !validTraces(c.Traces, s.TypedTraces()):
+		field, detail := checkTraces(c.Traces, s.TypedTraces())
 		return record(deny(e, grants.ReasonInvalidRequest, field, detail))
 	case s.hasLiveGrant(c.GrantID, now):
 		return record(deny(e, grants.ReasonInvalidRequest, "unique grant id", "grant id already in use"))

@@ -45,9 +45,9 @@ func hasControlByte(s string) bool {
 	return false
 }
 
-// checkTraces validates a request's traces; it returns the field at fault
-// and why, or "".
-func checkTraces(traces []Trace) (field, detail string) {
+// checkTraces validates a request's traces, with typed traces accepted or
+// not; it returns the field at fault and why, or "".
+func checkTraces(traces []Trace, typed bool) (field, detail string) {
 	if len(traces) > MaxTraces {
 		return "provenance", fmt.Sprintf("at most %d field traces", MaxTraces)
 	}
@@ -66,7 +66,7 @@ func checkTraces(traces []Trace) (field, detail string) {
 			switch {
 			case !api.IsValidID(m.Source):
 				return "provenance", fmt.Sprintf("field %s: source %q must be 1-64 of [A-Za-z0-9_-]", t.Field, m.Source)
-			case !traceTransforms[m.Transform]:
+			case !traceTransformAt(m.Transform, typed):
 				return "provenance", fmt.Sprintf("field %s: unknown transform %q", t.Field, m.Transform)
 			case !traceParts[m.Part]:
 				return "provenance", fmt.Sprintf("field %s: unknown part %q", t.Field, m.Part)
@@ -96,6 +96,7 @@ func groundLine(field string, f policy.SourceFact, counter events.Counter) strin
 // and bound.
 func (s *State) traceProvenance(caller string, traces []Trace, now int64) (provenance, *provRefusal) {
 	var p provenance
+	typed := s.TypedTraces()
 	if len(traces) == 0 {
 		return p, nil
 	}
@@ -120,10 +121,12 @@ func (s *State) traceProvenance(caller string, traces []Trace, now int64) (prove
 		t := &traces[i]
 		fo := policy.FieldOrigin{Field: t.Field, Covered: t.Covered}
 		seen := map[string]int{} // source id -> index in fo.Sources
-		for _, m := range t.Matches {
-			// Whole counts only for the raw value itself, never a decoding
-			// or a URL part of it.
-			whole := m.Whole && m.Transform == "raw" && m.Part == ""
+		for mi := range t.Matches {
+			m := &t.Matches[mi]
+			// Whole counts only for the value itself (raw, or from
+			// ReceiptFormatTypedTraces on a typed match of it), never a
+			// decoding or a URL part of it.
+			whole := wholeAt(*m, typed)
 			if i, ok := seen[m.Source]; ok {
 				// A later whole match of the same source is the one the
 				// grounds should name.
@@ -131,7 +134,7 @@ func (s *State) traceProvenance(caller string, traces []Trace, now int64) (prove
 					f.Whole, f.Transform, f.Part = true, m.Transform, m.Part
 				}
 				if fields {
-					fo.Sources[i].Fields = addResultRef(fo.Sources[i].Fields, m, whole)
+					fo.Sources[i].Fields = addResultRef(fo.Sources[i].Fields, *m, whole)
 				}
 				continue
 			}
@@ -161,7 +164,7 @@ func (s *State) traceProvenance(caller string, traces []Trace, now int64) (prove
 				lowest(p.counters, key, f.Counter.Value)
 			}
 			if fields {
-				f.Fields = addResultRef(nil, m, whole)
+				f.Fields = addResultRef(nil, *m, whole)
 			}
 			seen[m.Source] = len(fo.Sources)
 			fo.Sources = append(fo.Sources, f)
@@ -184,12 +187,15 @@ func (s *State) traceProvenance(caller string, traces []Trace, now int64) (prove
 
 // addResultRef adds the result field a match names to refs: whole only
 // when the match is a whole raw match of the value and the value equals
-// the field whole. A field named twice keeps its whole form.
+// the field whole. A typed match (a respelled number or identifier) is
+// whole for the value's own grounds but never lends an attested field's
+// level: attestation needs the exact value the system wrote. A field
+// named twice keeps its whole form.
 func addResultRef(refs []policy.ResultRef, m TraceMatch, whole bool) []policy.ResultRef {
 	if m.Field == "" {
 		return refs
 	}
-	r := policy.ResultRef{Pointer: m.Field, Whole: whole && m.FieldWhole}
+	r := policy.ResultRef{Pointer: m.Field, Whole: whole && m.FieldWhole && m.Transform == "raw"}
 	for i := range refs {
 		if refs[i].Pointer == r.Pointer {
 			refs[i].Whole = refs[i].Whole || r.Whole
@@ -243,11 +249,42 @@ func (s *State) bindCounters(keys []string, recorded map[string]uint64) []events
 // counterKeyCmp orders a counter against a key, for binary search.
 func counterKeyCmp(c events.Counter, key string) int { return strings.Compare(c.Key, key) }
 
-func validTraces(traces []Trace) bool {
-	field, _ := checkTraces(traces)
+func validTraces(traces []Trace, typed bool) bool {
+	field, _ := checkTraces(traces, typed)
 	return field == ""
 }
 
 // CheckTraces validates a request's field traces as the state machine
-// will (ids, transforms, parts, bounds, one trace per field).
-func CheckTraces(traces []Trace) (field, detail string) { return checkTraces(traces) }
+// will at the highest receipt format level this build writes (ids,
+// transforms, parts, bounds, one trace per field); below
+// ReceiptFormatTypedTraces it also refuses typed matches and nested
+// decodings (see DowngradeTraces).
+func CheckTraces(traces []Trace) (field, detail string) { return checkTraces(traces, true) }
+
+// DowngradeTraces rewrites, in place, the matches of traces that the
+// receipt format level in force does not accept into ones it does,
+// before they are proposed: below ReceiptFormatTypedTraces a typed match
+// becomes a raw match of a token inside the value (it names its source
+// but neither covers the value nor counts as whole) and a chain of
+// decodings becomes its outermost decoding when that is base64, hex or
+// percent, else the same token match. The rewrite only ever lowers what
+// a trace claims, never what it names.
+func DowngradeTraces(traces []Trace, level uint64) {
+	if level >= ReceiptFormatTypedTraces {
+		return
+	}
+	for i := range traces {
+		for j := range traces[i].Matches {
+			m := &traces[i].Matches[j]
+			if traceTransforms[m.Transform] {
+				continue
+			}
+			first, _, _ := strings.Cut(m.Transform, "+")
+			if first != "json" && decodeSteps[first] {
+				m.Transform = first
+				continue
+			}
+			m.Transform, m.Part, m.Whole = "raw", "token", false
+		}
+	}
+}

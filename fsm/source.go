@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/writ-dev/writ/api"
@@ -48,11 +49,70 @@ const MaxGrantCounters = 1024
 var sourceScopes = map[string]bool{"task": true, "session": true}
 
 // traceTransforms and traceParts are the decodings and URL parts a trace
-// match may name.
+// match may name below ReceiptFormatTypedTraces.
 var (
 	traceTransforms = map[string]bool{"raw": true, "base64": true, "hex": true, "percent": true, "dns_labels": true, "dns_labels+hex": true}
 	traceParts      = map[string]bool{"": true, "host": true, "path": true, "token": true}
 )
+
+// Typed traces (ReceiptFormatTypedTraces): a match may also name a typed
+// match of the whole value ("number", "number:" and a three-letter
+// currency code, "ident") or a chain of up to maxDecodeChain decodings
+// joined by '+' (base64, hex, percent, json: "hex+base64").
+const maxDecodeChain = 4
+
+var decodeSteps = map[string]bool{"base64": true, "hex": true, "percent": true, "json": true}
+
+// traceTransformAt reports whether a match may name transform t when typed
+// traces are (typed) or are not accepted.
+func traceTransformAt(t string, typed bool) bool {
+	if traceTransforms[t] {
+		return true
+	}
+	if !typed {
+		return false
+	}
+	if valueTransform(t) {
+		return true
+	}
+	steps := strings.Split(t, "+")
+	if len(steps) > maxDecodeChain {
+		return false
+	}
+	for _, s := range steps {
+		if !decodeSteps[s] {
+			return false
+		}
+	}
+	return true
+}
+
+// valueTransform reports whether t is a typed match of the whole value.
+func valueTransform(t string) bool {
+	if t == "number" || t == "ident" {
+		return true
+	}
+	code, ok := strings.CutPrefix(t, "number:")
+	if !ok || len(code) != 3 {
+		return false
+	}
+	for i := 0; i < 3; i++ {
+		if code[i] < 'A' || code[i] > 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+// wholeAt reports whether match m counts as its source holding the entire
+// value: a whole raw match of the value itself and, when typed traces
+// are accepted, a whole typed match.
+func wholeAt(m TraceMatch, typed bool) bool {
+	if !m.Whole || m.Part != "" {
+		return false
+	}
+	return m.Transform == "raw" || typed && valueTransform(m.Transform)
+}
 
 // source is one registered source. Origins are sorted; Counters (sorted by
 // key) are the source's own counter at registration and the union of its

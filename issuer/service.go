@@ -363,11 +363,15 @@ func (s *Service) worker(m *nats.Msg) {
 	case api.OpGrant:
 		cmd, rerr = grantCommand(worker, m.Data)
 		if rerr == nil && len(cmd.Traces) > 0 {
+			// A worker may trace more than the level in force accepts
+			// (typed matches, nested decodings, result fields): say less
+			// rather than have the request refused.
 			var level uint64
 			s.node.View(func(st *fsm.State, _ uint64) { level = st.ReceiptFormat() })
 			if level < fsm.ReceiptFormatResultFields {
 				stripResultFields(cmd.Traces)
 			}
+			fsm.DowngradeTraces(cmd.Traces, level)
 		}
 	case api.OpSpend:
 		var canon []byte

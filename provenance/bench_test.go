@@ -2,6 +2,7 @@ package provenance
 
 import (
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"math/rand"
 	"os"
@@ -61,6 +62,12 @@ func BenchmarkTrace(b *testing.B) {
 		{"token_4B_miss", "command", "qzxv", false},
 		{"url", "url", "https://secure-payments-portal.example/verify?x=1", true},
 		{"email_body_1.8KB_base64", "body", body, true},
+		// Typed matching and nested decodings: "+50.00" holds the
+		// number 50, the memo the IBAN without its spaces.
+		{"number_typed_hit", "amount", "50", true},
+		{"number_typed_miss", "amount", "50.01", false},
+		{"ident_spaced_hit", "recipient", "GB29 NWBK 6016 1331 9268 19", true},
+		{"hex_of_base64_hit", "body", hex.EncodeToString([]byte(base64.StdEncoding.EncodeToString([]byte(secret)))), true},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {

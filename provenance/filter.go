@@ -232,13 +232,30 @@ func containsIn(w *window, lo, hi int, v []byte, token bool) bool {
 		}
 		i, e := lo+j, lo+j+len(v)
 		if !token || (i > 0 && !isTokenByte(d[i-1]) || i == 0 && w.first) &&
-			(e < len(d) && !isTokenByte(d[e]) || e == len(d) && w.last) {
+			(e < len(d) && !isTokenByte(d[e]) || e == len(d) && w.last) && !inLiteral(d, i, e) {
 			return true
 		}
 		lo = i + 1
 	}
 	return false
 }
+
+// inLiteral reports whether d[i:e], a number (digits and separators),
+// continues a longer number: "250" in "1.250,00" or "98.7" in "98.70" is
+// not a token of its own.
+func inLiteral(d []byte, i, e int) bool {
+	for _, c := range d[i:e] {
+		if !isNumByte(c) {
+			return false
+		}
+	}
+	if i >= 2 && isDigit(d[i]) && isNumSep(d[i-1]) && isDigit(d[i-2]) {
+		return true
+	}
+	return e+1 < len(d) && isDigit(d[e-1]) && isNumSep(d[e]) && isDigit(d[e+1])
+}
+
+func isNumSep(c byte) bool { return c == '.' || c == ',' || c == '\'' }
 
 // repackBlocks moves the live ranges of blocks that eviction left less
 // than half live into the open block, and drops empty blocks, so that

@@ -45,7 +45,7 @@ func refContent(contents map[string][][]byte, v []byte) []string {
 				}
 				e := i + len(v)
 				found = len(v) >= MinValueLen ||
-					(i == 0 || !isTokenByte(n[i-1])) && (e == len(n) || !isTokenByte(n[e]))
+					(i == 0 || !isTokenByte(n[i-1])) && (e == len(n) || !isTokenByte(n[e])) && !inLiteral(n, i, e)
 			}
 		}
 		if found {

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -89,6 +90,9 @@ type Trace struct {
 	Complete         bool     `json:"complete"`
 	PressuredSources []string `json:"pressured_sources,omitempty"`
 	Truncated        bool     `json:"truncated"`
+	// DecodeLimit: nested decoding stopped at a bound (see unwrapper) with
+	// something left to decode; Truncated is set too.
+	DecodeLimit bool `json:"decode_limit,omitempty"`
 }
 
 type candidate struct {
@@ -135,8 +139,9 @@ func (r *Registry) Trace(field, value string) Trace {
 		value = value[:MaxTraceInput]
 		tr.Truncated = true
 	}
-	cands, capped := candidates(value)
+	cands, capped, limit := candidates(value)
 	tr.Truncated = tr.Truncated || capped
+	tr.DecodeLimit = limit
 
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -146,12 +151,21 @@ func (r *Registry) Trace(field, value string) Trace {
 		part string
 	}
 	best := map[key]Match{}
+	nq := r.typedNumber(value)
 	for i, c := range cands {
 		var hits map[*source]hit
 		var covered, skipped int
-		if c.part == "token" {
+		switch {
+		case c.part == "token":
 			hits = r.matchTokenLocked(c.data)
-		} else {
+		case i == 0 && nq != nil && c.t == TransformRaw && c.part == "" && len(c.data) < FragmentMin:
+			// A short number: its raw and typed searches in one pass.
+			hits = map[*source]hit{}
+			r.matchShortNumberLocked(c.data, hits, nq)
+			if len(hits) > 0 {
+				covered = len(c.data)
+			}
+		default:
 			hits, covered, skipped = r.matchLocked(c.data)
 		}
 		if i == 0 { // the raw candidate
@@ -169,6 +183,19 @@ func (r *Registry) Trace(field, value string) Trace {
 			}
 		}
 	}
+	r.typedLocked(value, tr.Length, nq, func(s *source, t Transform, n int) {
+		if m, ok := best[key{s.desc.ID, TransformRaw, ""}]; ok && (m.Mode != ModeFragment || m.Length >= n) {
+			return // the source holds the value as it is spelled
+		}
+		k := key{s.desc.ID, t, ""}
+		if _, ok := best[k]; ok {
+			return
+		}
+		best[k] = Match{
+			Source: s.desc.ID, Channel: s.desc.Channel, Authority: s.desc.Authority,
+			Transform: t, Mode: ModeWhole, Length: n, UnderPressure: s.evicted > 0,
+		}
+	})
 	if len(r.pressured) > 0 {
 		tr.PressuredSources = append([]string(nil), r.pressured...)
 	}
@@ -204,60 +231,53 @@ func (r *Registry) Trace(field, value string) Trace {
 		}
 	}
 	tr.ModelMade = len(tr.Matches) == 0
-	if tr.Covered < tr.Length || tr.StopGrams > 0 {
+	typedWhole := false
+	for _, m := range tr.Matches {
+		typedWhole = typedWhole || ValueTransform(string(m.Transform))
+	}
+	if tr.Truncated || (tr.Covered < tr.Length || tr.StopGrams > 0) && !typedWhole {
 		levels = append(levels, Evidence)
 	}
 	tr.Authority = Lowest(levels...) // Evidence when nothing matched
 	return tr
 }
 
-// candidates derives the normalized forms of value to match. The bool
-// reports whether a bound cut the list short.
-func candidates(value string) ([]candidate, bool) {
+// candidates derives the normalized forms of value to match. capped
+// reports whether a bound cut the list short, limit whether it was a
+// bound of nested decoding (see unwrapper).
+func candidates(value string) (_ []candidate, capped, limit bool) {
 	var out []candidate
 	budget := maxDecodedBytes
-	capped := false
 	seen := map[string]bool{}
-	add := func(t Transform, part string, b []byte) {
+	add := func(t Transform, part string, b []byte) bool {
 		if t != TransformRaw && !mostlyText(b) {
-			return
+			return true
 		}
 		n := Normalize(b)
 		if len(n) == 0 {
-			return
+			return true
 		}
 		k := string(t) + "\x00" + part + "\x00" + string(n)
 		if seen[k] {
-			return
+			return true
 		}
 		if len(out) >= maxCandidates || len(n) > budget {
 			capped = true
-			return
+			return false
 		}
 		seen[k] = true
 		budget -= len(n)
 		out = append(out, candidate{t: t, part: part, data: n})
+		return true
 	}
 	add(TransformRaw, "", []byte(value))
 
-	if strings.Contains(value, "%") {
-		if d, ok := percentDecode(value); ok {
-			add(TransformPercent, "", d)
-		}
+	dec := unwrapper{
+		add:      func(t Transform, b []byte) bool { return add(t, "", b) },
+		deadline: time.Now().Add(decodeTimeBudget),
 	}
-	for _, run := range runs(value, isB64Byte, minEncodedRun) {
-		if d, ok := decodeBase64(run); ok {
-			add(TransformBase64, "", d)
-		}
-	}
-	for _, run := range runs(value, isHexByte, minEncodedRun) {
-		if len(run)%2 == 1 {
-			run = run[:len(run)-1]
-		}
-		if d, err := hex.DecodeString(run); err == nil {
-			add(TransformHex, "", d)
-		}
-	}
+	dec.expand("", value, 0)
+	decodeLimit := dec.limit
 	if u, err := url.Parse(strings.TrimSpace(value)); err == nil && u.Scheme != "" && u.Host != "" {
 		add(TransformRaw, "host", []byte(u.Hostname()))
 		if len(u.Path) > 1 {
@@ -298,7 +318,7 @@ func candidates(value string) ([]candidate, bool) {
 			}
 		}
 	}
-	return out, capped
+	return out, capped || decodeLimit, decodeLimit
 }
 
 // mostlyText reports whether decoded bytes look like text (valid UTF-8,

@@ -278,10 +278,31 @@ func FuzzTrace(f *testing.F) {
 	f.Add("body", base64.StdEncoding.EncodeToString([]byte(secret)))
 	f.Add("url", "https://a.b.c.d.example/%zz%41?x=%")
 	f.Add("cmd", "ls")
+	// Typed values and nested encodings.
+	mustRegister(f, r, "typed", authority.ChannelUserPrompt, Instruction,
+		"pay 98.70 EUR or 1.250,00 € to DE89 3704 0044 0532 0130 00, card 4111-1111-1111-1111")
+	f.Add("amount", "98.7")
+	f.Add("amount", "EUR 1250")
+	f.Add("amount", "1'250'000.0001 usd")
+	f.Add("amount", "0,000")
+	f.Add("iban", "DE89-3704-0044-0532-0130-00")
+	f.Add("card", "+4111.1111.1111.1111")
+	f.Add("phone", "+49 30 123-4567")
+	f.Add("phone", "0-0-0-0-0-0-0-0-0")
+	f.Add("body", hex.EncodeToString([]byte(base64.StdEncoding.EncodeToString([]byte(secret)))))
+	f.Add("body", `{"a":["\u0047B29", {"b":"`+base64.StdEncoding.EncodeToString([]byte(`["x"]`))+`"}]}`)
 	f.Fuzz(func(t *testing.T, field, value string) {
 		tr := r.Trace(field, value)
 		if tr.ModelMade != (len(tr.Matches) == 0) {
 			t.Fatal("ModelMade inconsistent")
+		}
+		for _, m := range tr.Matches {
+			if !ValidTransform(string(m.Transform)) {
+				t.Fatalf("invalid transform %q", m.Transform)
+			}
+		}
+		if tr.DecodeLimit && (!tr.Truncated || tr.Complete || tr.Authority != Evidence) {
+			t.Fatalf("a decode bound did not fail closed: %+v", tr)
 		}
 		if tr.ModelMade && tr.Authority != Evidence {
 			t.Fatal("model-made value above evidence")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/connect"
+	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
 )
 
@@ -26,7 +27,12 @@ const DefaultHookDeadline = 5 * time.Second
 // the answer on g.Stdout or g.Stderr and its exit code as an *ExitError.
 // flags are the command's, to tell flags given from the config's values.
 func (g *Agent) Hook(ctx context.Context, flags *pflag.FlagSet, name string, af *AdapterFlags, deadline time.Duration) error {
-	return g.answer(g.runHook(ctx, flags, name, af, deadline))
+	var rec *callRecord
+	a := g.runHook(ctx, flags, name, af, deadline, &rec)
+	err := g.answer(a)
+	// A permit is exit 0: an error here is the answer not written.
+	rec.close(err == nil)
+	return err
 }
 
 // HookExample is the --help example of a harness's hook: the settings
@@ -78,7 +84,10 @@ func (g *Agent) answer(a harness.Answer) error {
 
 // runHook decides one hook event. Every failure is exit 2: both harnesses
 // let the call run on any other exit code.
-func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, af *AdapterFlags, deadline time.Duration) harness.Answer {
+//
+// A PreToolUse leaves in *rec the call's record (see replay.go), locked
+// until the caller has written the answer and closed it.
+func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, af *AdapterFlags, deadline time.Duration, rec **callRecord) harness.Answer {
 	if deadline <= 0 {
 		return harness.Fail(fmt.Errorf("--deadline must be positive, got %v", deadline))
 	}
@@ -129,6 +138,19 @@ func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, 
 	store := newSessionStore(af.stateDir, in.SessionID, cfg.Provenance.maxBytes())
 
 	if pre {
+		// A repeated event for a call already permitted is not a second
+		// permit (replay.go). A duplicate waits for the first one's
+		// answer, within half the deadline: its own must still fit.
+		rctx, rcancel := context.WithTimeout(ctx, time.Until(deadlineOf(ctx))/2)
+		cr, err := openCallRecord(rctx, af.stateDir, call)
+		rcancel()
+		if err != nil {
+			return fail(err)
+		}
+		*rec = cr
+		if cr.replayed() {
+			return fail(cr.replayError(call))
+		}
 		gc := grantContext{Cwd: in.WorkDir(), Route: cfg.Route}
 		// Waiting for a registering hook's lock may take part of the
 		// deadline, not all of it: the grant request must still fit.
@@ -146,6 +168,11 @@ func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, 
 			return fail(unreachable(err))
 		}
 		a := harness.PreToolUse(name, call.Tool, env, harness.Options{ReplacePrompt: cfg.replacePrompt(), Sources: sourceChannels(reg)})
+		if a.Exit == harness.ExitOK && env.Decision == grants.Permit {
+			if err := cr.answered(env); err != nil {
+				return fail(err)
+			}
+		}
 		switch {
 		case a.Stderr == "":
 			a.Stderr = warn

@@ -146,6 +146,32 @@ type mcpGate struct {
 
 	mu   sync.Mutex
 	auth authority
+	// calls holds the JSON-RPC ids of tools/call requests being decided
+	// or permitted in this run: a repeated id is not a second permit
+	// (the rule of replay.go, where delivery is in-process).
+	calls map[string]bool
+}
+
+// claim reserves a call id; false if it is being decided or was
+// permitted already.
+func (m *mcpGate) claim(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.calls[id] {
+		return false
+	}
+	if m.calls == nil {
+		m.calls = map[string]bool{}
+	}
+	m.calls[id] = true
+	return true
+}
+
+// unclaim releases a call id that was not permitted.
+func (m *mcpGate) unclaim(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.calls, id)
 }
 
 func (m *mcpGate) authority(ctx context.Context) (authority, error) {
@@ -183,6 +209,15 @@ func (m *mcpGate) Check(ctx context.Context, tc harness.ToolCall) harness.Verdic
 		return refuse(err)
 	}
 	call := harness.Call{Harness: harness.MCP, Session: m.session, CallID: m.callID(tc), Tool: tool, Args: args}
+	if !m.claim(call.CallID) {
+		return refuse(fmt.Errorf("%w (request id %s): the same call is not permitted twice; send it again with a new id", errReplayed, call.CallID))
+	}
+	permitted := false
+	defer func() {
+		if !permitted {
+			m.unclaim(call.CallID)
+		}
+	}()
 	ctx, cancel := context.WithTimeout(ctx, m.deadline)
 	defer cancel()
 	a, err := m.authority(ctx)
@@ -215,6 +250,7 @@ func (m *mcpGate) Check(ctx context.Context, tc harness.ToolCall) harness.Verdic
 		}
 		return harness.Verdict{Refusal: harness.RefusalReason(tool, env)}
 	}
+	permitted = true
 	return harness.Verdict{Allow: true, Ref: mcpRef{grant: env.GrantID, target: env.Target}}
 }
 

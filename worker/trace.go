@@ -190,9 +190,18 @@ func sourceChannels(reg *provenance.Registry) func(string) (string, bool) {
 // wholeMatch reports whether the source of m contains the entire raw
 // value traced in tr: a raw match of the value itself (not a decoding or
 // a URL part) that equals a whole token, occurs whole, or whose longest
-// common run is the value's full normalized length.
+// common run is the value's full normalized length; or a typed match of
+// the value (a number of equal value, an identifier with other
+// separators), which the issuer counts as whole from receipt format
+// level 9 (fsm.ReceiptFormatTypedTraces).
 func wholeMatch(tr provenance.Trace, m provenance.Match) bool {
-	if m.Transform != provenance.TransformRaw || m.Part != "" || tr.Truncated || tr.Length == 0 {
+	if m.Part != "" || tr.Truncated || tr.Length == 0 {
+		return false
+	}
+	if provenance.ValueTransform(string(m.Transform)) {
+		return m.Mode == provenance.ModeWhole
+	}
+	if m.Transform != provenance.TransformRaw {
 		return false
 	}
 	return m.Mode == provenance.ModeToken || m.Mode == provenance.ModeWhole || m.Length >= tr.Length
