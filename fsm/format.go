@@ -36,6 +36,12 @@ import (
 //   - ReceiptFormatBreakGlass (6): the state machine writes break-glass
 //     cases (OpBreakGlass, events.KindBreakGlass); below this level the
 //     op is refused.
+//   - ReceiptFormatRouteRetention (7): free route records are forgotten
+//     after RouteRetention (OpRouteForget, events.KindRouteForgotten),
+//     and a route with no record is acquired above the state-wide
+//     generation high-water mark those forgettings leave (route.go).
+//     Below this level the op is refused, no record is ever forgotten and
+//     the mark stays 0, so every acquisition decides as before.
 //
 // The level only goes up. Evolve reads every form whatever the level.
 //
@@ -66,9 +72,14 @@ const (
 	// ReceiptFormatBreakGlass (6) adds break-glass events
 	// (OpBreakGlass, events.KindBreakGlass); below it the op is refused.
 	ReceiptFormatBreakGlass uint64 = 6
+	// ReceiptFormatRouteRetention (7) forgets free route records after
+	// RouteRetention (OpRouteForget, events.KindRouteForgotten), keeping
+	// generations per route name strictly increasing through a
+	// state-wide high-water mark; below it the op is refused.
+	ReceiptFormatRouteRetention uint64 = 7
 	// MaxReceiptFormat is the highest level this build writes: what its
 	// status reports as receipt_format.
-	MaxReceiptFormat = ReceiptFormatBreakGlass
+	MaxReceiptFormat = ReceiptFormatRouteRetention
 )
 
 // ReceiptFormat is the receipt format level in force (at least

@@ -15,7 +15,8 @@ import (
 // OpRouteAcquire, OpRouteRenew or OpRouteRelease in the caller's name; a
 // status request is answered from this node's applied state without a
 // proposal. The leader also records lapsed leases (OpRouteLapse) as it
-// sees them (sweepLapses).
+// sees them, and from receipt format level 7 forgets route records free
+// for fsm.RouteRetention (OpRouteForget), both in sweepLapses.
 
 // routeCommand checks a decoded route request and builds its command.
 // status reports a read-only request.
@@ -80,14 +81,23 @@ func (s *Service) sweepLapses() {
 	if !s.node.IsLeader() {
 		return
 	}
-	var lapsed []string
+	var lapsed, forgettable []string
 	s.node.View(func(st *fsm.State, _ uint64) {
 		if st.WritesRoutes() {
-			lapsed = st.LapsedRoutes(max(st.Clock(), time.Now().UnixNano()))
+			now := max(st.Clock(), time.Now().UnixNano())
+			lapsed = st.LapsedRoutes(now)
+			forgettable = st.ForgettableRoutes(now) // empty below level 7
 		}
 	})
 	for _, r := range lapsed {
 		if _, err := s.node.ProposeWithin(s.cfg.CommitTimeout, fsm.Command{Op: fsm.OpRouteLapse, Caller: "issuer:" + s.node.ID(), Route: r}); err != nil {
+			return
+		}
+	}
+	// A record is forgotten only once its lapse has its receipt, so a
+	// lapse proposed above is forgotten on a later sweep.
+	for _, r := range forgettable {
+		if _, err := s.node.ProposeWithin(s.cfg.CommitTimeout, fsm.Command{Op: fsm.OpRouteForget, Caller: "issuer:" + s.node.ID(), Route: r}); err != nil {
 			return
 		}
 	}
