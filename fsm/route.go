@@ -58,9 +58,11 @@ import (
 // had, so generations per name stay strictly increasing and are never
 // reused, through snapshots (section stRouteFloor) and replays alike.
 // A pattern route therefore holds at most the records of the leases live
-// or ended within the retention, not one per name ever used. Below level 7
-// the op is refused and the mark stays 0: route 1 is acquired at 1, as
-// before.
+// or ended within the retention, not one per name ever used; a policy
+// entry's max_records caps them outright (a name with no record is
+// refused route_limit while the entry holds that many). Below level 7 the
+// op is refused, no cap applies and the mark stays 0: route 1 is
+// acquired at 1, as before.
 
 // RouteRetention is how long a free route record is kept (from the end of
 // its last lease) before the leader may forget it, from receipt format
@@ -244,11 +246,18 @@ func decideRouteAcquire(s *State, now int64, node string, c *Command) verdict {
 	if !s.WritesRoutes() {
 		return reply(s.routesBelowLevel())
 	}
-	_, ttl, refusal := s.routeGrant(c)
+	g, ttl, refusal := s.routeGrant(c)
 	if refusal != nil {
 		return reply(*refusal)
 	}
 	r := s.routes[c.Route]
+	if r == nil && g.MaxRecords > 0 && s.WritesRouteRetention() {
+		if n := s.routeRecordsOf(g.Entry); n >= g.MaxRecords {
+			return reply(routeEnvelope(grants.ReasonRouteLimit, c.Route, 0, fmt.Sprintf(
+				"%s (%s) holds %d route records, its max_records: a free record is forgotten %s after its lease ended",
+				g.Rule, g.Pattern, n, RouteRetention)))
+		}
+	}
 	if r != nil && r.live(now) {
 		if r.Owner == c.Caller {
 			// Acquiring a route one holds answers with the lease as it
@@ -375,6 +384,18 @@ func decideRouteLapse(s *State, now int64, node string, c *Command) verdict {
 	e.IssuedAt, e.ExpiresAt = r.Acquired, r.Expires
 	e.Detail = fmt.Sprintf("the lease of %s at generation %d lapsed at %s", r.Owner, r.Gen, fmtTime(r.Expires))
 	return record(e)
+}
+
+// routeRecordsOf counts the route records the policy entry entry decides
+// (live leases and ended ones not yet forgotten).
+func (s *State) routeRecordsOf(entry int) int {
+	n := 0
+	for name := range s.routes {
+		if s.policy.RouteEntry(name) == entry {
+			n++
+		}
+	}
+	return n
 }
 
 // WritesRouteRetention reports whether free route records are forgotten

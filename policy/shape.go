@@ -109,7 +109,7 @@ var (
 			"memory_paths": sStrings,
 		}),
 		"routes": list(strct(map[string]*shape{
-			"name": sString, "workers": sStrings, "lanes": sStrings, "max_ttl": sDuration, "consequences": sStrings,
+			"name": sString, "workers": sStrings, "lanes": sStrings, "max_ttl": sDuration, "consequences": sStrings, "max_records": sUint,
 		})),
 	})
 )
