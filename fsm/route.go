@@ -254,8 +254,8 @@ func decideRouteAcquire(s *State, now int64, node string, c *Command) verdict {
 	if r == nil && g.MaxRecords > 0 && s.WritesRouteRetention() {
 		if n := s.routeRecordsOf(g.Entry); n >= g.MaxRecords {
 			return reply(routeEnvelope(grants.ReasonRouteLimit, c.Route, 0, fmt.Sprintf(
-				"%s (%s) holds %d route records, its max_records: a free record is forgotten %s after its lease ended",
-				g.Rule, g.Pattern, n, RouteRetention)))
+				"%s (%s) holds %d route records, at or past its max_records %d: a free record is forgotten %s after its lease ended, or raise max_records",
+				g.Rule, g.Pattern, n, g.MaxRecords, RouteRetention)))
 		}
 	}
 	if r != nil && r.live(now) {

@@ -121,7 +121,7 @@ func (s *Service) routes(m *nats.Msg) {
 // control-plane clock if it is later).
 func ListRoutes(st *fsm.State, wall int64) api.Routes {
 	now := max(st.Clock(), wall)
-	out := api.Routes{Clock: now, Routes: []api.RouteLease{}}
+	out := api.Routes{Clock: now, Routes: []api.RouteLease{}, GenerationFloor: st.RouteFloor()}
 	for _, in := range st.Routes(now) {
 		out.Routes = append(out.Routes, api.RouteLease{
 			Route: in.Route, Generation: in.Gen, Owner: in.Owner, Lane: in.Lane, Live: in.Live,
