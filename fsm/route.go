@@ -16,7 +16,8 @@ import (
 //
 //   - OpRouteAcquire gives the caller a lease on a free route: a fencing
 //     generation (per route, strictly increasing, never reused: the route
-//     record is kept for good, in snapshots and the digest) and an expiry
+//     record is kept in snapshots and the digest, and from level 7 a
+//     forgotten one leaves the high-water mark, below) and an expiry
 //     on the control-plane clock (the asked TTL, at most the route's
 //     max_ttl). Receipt route_acquired, or route_taken when the previous
 //     lease ended without a release (it lapsed, or a revocation ended it),
