@@ -253,6 +253,13 @@ type TraceMatch struct {
 	Transform string `json:"transform"`
 	Part      string `json:"part,omitempty"`
 	Whole     bool   `json:"whole,omitempty"`
+	// Field is the field of the source's structured result (a JSON
+	// pointer into the tool's result, /messages/3/sender) the value was
+	// found in; FieldWhole says the value equals that field whole. The
+	// issuer's policy decides what the field is worth (result schemas);
+	// it reads them at receipt format 10 and later.
+	Field      string `json:"field,omitempty"`
+	FieldWhole bool   `json:"field_whole,omitempty"`
 }
 
 // SourceRequest registers one content source with the issuer: a

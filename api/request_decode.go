@@ -344,6 +344,12 @@ func (d *fastDecoder) matches() ([]TraceMatch, bool) {
 			case "whole":
 				m.Whole, ok = d.Bool()
 				bit = 1 << 3
+			case "field":
+				m.Field, ok = d.str()
+				bit = 1 << 4
+			case "field_whole":
+				m.FieldWhole, ok = d.Bool()
+				bit = 1 << 5
 			}
 			return bit, ok
 		})

@@ -85,7 +85,7 @@ func clientBodies(t testing.TB) (grantBodies, spendBodies, effectBodies [][]byte
 		{Lane: "payments", Tool: "pay", Args: json.RawMessage(`{"amount":1250,"iban":"DE89 3704 0044 0532 0130 00","memo":"<inv & co>"}`),
 			IdempotencyKey: "k", TargetLabel: "Café — \"Zürich\"", Amount: &amount, Bytes: 10, Cwd: "/work/w1", ResolvedTarget: "/work/w1/a\tb"},
 		{Lane: "coordinator", Tool: "send_email", Args: json.RawMessage(" {\"to\" : \"a@b.c\"}\n"), IdempotencyKey: "k", Provenance: []FieldTrace{
-			{Field: "/to", Covered: true, Matches: []TraceMatch{{Source: "u1", Transform: "raw", Whole: true}, {Source: "d1", Transform: "dns_labels+hex", Part: "host"}}},
+			{Field: "/to", Covered: true, Matches: []TraceMatch{{Source: "u1", Transform: "raw", Whole: true}, {Source: "d1", Transform: "dns_labels+hex", Part: "host"}, {Source: "c1", Transform: "raw", Whole: true, Field: "/messages/0/from", FieldWhole: true}}},
 			{Field: "/cc"},
 		}},
 		{Lane: "coordinator", Tool: "Read", Args: json.RawMessage(`{"file_path":"/etc/\u00e9\u2028","n":[1,-2.5e3,null,true,{}]}`), IdempotencyKey: "k",

@@ -89,6 +89,10 @@ func (t *FieldTrace) appendJSON(dst []byte) []byte {
 			if m.Whole {
 				dst = append(dst, `,"whole":true`...)
 			}
+			dst = jsonwire.AppendStringField(dst, `,"field":`, m.Field)
+			if m.FieldWhole {
+				dst = append(dst, `,"field_whole":true`...)
+			}
 			dst = append(dst, '}')
 		}
 		dst = append(dst, ']')

@@ -35,7 +35,7 @@ func requestTable() map[string]any {
 		TTLMillis: 30000, Sources: []string{"web", "u1"}, IdempotencyKey: "0b5b2a8e-7c1f-4a0e-9f0a-1b2c3d4e5f60",
 		TargetLabel: "config.yaml", Amount: ptr[uint64](0), Bytes: 4096, Cwd: "/work", ResolvedTarget: "/work/a <b> & c",
 		Provenance: []FieldTrace{
-			{Field: "/to", Covered: true, Matches: []TraceMatch{{Source: "u1", Transform: "raw", Whole: true}, {Source: "d1", Transform: "dns_labels+hex", Part: "host"}}},
+			{Field: "/to", Covered: true, Matches: []TraceMatch{{Source: "u1", Transform: "raw", Whole: true}, {Source: "d1", Transform: "dns_labels+hex", Part: "host"}, {Source: "c1", Transform: "raw", Whole: true, Field: "/messages/0/from", FieldWhole: true}}},
 			{Field: "/cc"}, {Field: "/x", Matches: []TraceMatch{}},
 		},
 	}

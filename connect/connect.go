@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/pflag"
 )
@@ -29,6 +30,7 @@ const (
 	EnvUser         = "WRIT_NATS_USER"
 	EnvPasswordFile = "WRIT_NATS_PASSWORD_FILE"
 	EnvCA           = "WRIT_NATS_CA"
+	EnvCreds        = "WRIT_NATS_CREDS"
 )
 
 // EnvURLFallback is the NATS ecosystem's own variable (the nats CLI and
@@ -58,9 +60,16 @@ type Options struct {
 	// caller holding the secret (never a flag); used when PasswordFile is
 	// empty.
 	Password string
-	CAFile   string
-	Timeout  time.Duration
-	Name     string // client name shown in NATS monitoring
+	// CredsFile is a NATS .creds file (a user JWT and its nkey seed, as
+	// `issuer auth mint` writes) for servers in operator mode. It excludes
+	// User.
+	CredsFile string
+	// JWT and Seed are a user credential held in memory, for code that
+	// minted it (never flags); used when CredsFile is empty.
+	JWT, Seed string
+	CAFile    string
+	Timeout   time.Duration
+	Name      string // client name shown in NATS monitoring
 	// ConnectOnce makes Dial try once instead of retrying until Timeout:
 	// for a caller that must answer at once when NATS is down (a hook
 	// blocks the call; the next call tries again).
@@ -73,11 +82,13 @@ const URLHelp = "NATS server URL(s), comma separated, as nats://HOST:PORT (also 
 	EnvURL + ", then " + EnvURLFallback + ")"
 
 // AddFlags registers --nats-url, --nats-user, --nats-password-file,
-// --nats-ca and --timeout on fs, with defaults taken from the environment.
+// --nats-creds, --nats-ca and --timeout on fs, with defaults taken from the
+// environment.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.URL, "nats-url", DefaultURLFromEnv(), URLHelp)
 	fs.StringVar(&o.User, "nats-user", os.Getenv(EnvUser), "NATS user name (env "+EnvUser+")")
 	fs.StringVar(&o.PasswordFile, "nats-password-file", os.Getenv(EnvPasswordFile), "file holding the NATS password (env "+EnvPasswordFile+")")
+	fs.StringVar(&o.CredsFile, "nats-creds", os.Getenv(EnvCreds), "NATS credentials file (user JWT and seed, from issuer auth mint) for an issuer in operator mode; instead of --nats-user (env "+EnvCreds+")")
 	fs.StringVar(&o.CAFile, "nats-ca", os.Getenv(EnvCA), "CA certificate for a TLS NATS server (env "+EnvCA+")")
 	fs.DurationVar(&o.Timeout, "timeout", DefaultTimeout, "how long to keep trying, connecting included, before giving up")
 }
@@ -181,6 +192,24 @@ func (o Options) DialContext(ctx context.Context) (*nats.Conn, error) {
 		nats.PingInterval(PingInterval),
 		nats.MaxPingsOutstanding(MaxPingsOut),
 	}
+	if o.CredsFile == "" && o.JWT != "" {
+		uc, err := jwt.DecodeUserClaims(o.JWT)
+		if err != nil || !credsNameOK(uc.Name) {
+			return nil, fmt.Errorf("%w: the in-memory credential holds no user JWT named by a subject token: %v", ErrConnect, err)
+		}
+		opts = append(opts, nats.UserJWTAndSeed(o.JWT, o.Seed), nats.CustomInboxPrefix(InboxPrefix(uc.Name)))
+	}
+	if o.User != "" && o.CredsFile != "" {
+		return nil, fmt.Errorf("%w: --nats-user %q and --nats-creds %s both given: use one (a password user, or a credentials file for an issuer in operator mode)", ErrConnect, o.User, o.CredsFile)
+	}
+	if o.CredsFile != "" {
+		name, err := CredsName(o.CredsFile)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, nats.UserCredentials(o.CredsFile),
+			nats.CustomInboxPrefix(InboxPrefix(name)))
+	}
 	if o.User != "" {
 		pw := []byte(o.Password)
 		switch {
@@ -219,6 +248,10 @@ func (o Options) DialContext(ctx context.Context) (*nats.Conn, error) {
 			return nc, nil
 		}
 		if !retryable(err) {
+			if o.CredsFile != "" && strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+				return nil, fmt.Errorf("%w at %s: %v: the server refused the credentials in %s (expired, revoked, or minted for another operator); ask the operator for new ones (`issuer auth mint`)",
+					ErrConnect, addr, err, o.CredsFile)
+			}
 			return nil, fmt.Errorf("%w at %s: %v", ErrConnect, addr, err)
 		}
 		left := time.Until(deadline)
@@ -284,6 +317,46 @@ func (e *noAnswerError) Error() string {
 }
 
 func (e *noAnswerError) Unwrap() []error { return []error{ErrNoAnswer, e.err} }
+
+// CredsName reads a .creds file and returns the name in its user JWT, which
+// sets the user's inbox prefix. Errors wrap ErrConnect and say what is
+// wrong with the file.
+func CredsName(path string) (string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("%w: reading credentials file: %v", ErrConnect, err)
+	}
+	tok, err := jwt.ParseDecoratedJWT(raw)
+	if err != nil {
+		return "", fmt.Errorf("%w: credentials file %s: %v (want a file written by `issuer auth mint`)", ErrConnect, path, err)
+	}
+	uc, err := jwt.DecodeUserClaims(tok)
+	if err != nil {
+		return "", fmt.Errorf("%w: credentials file %s does not hold a user JWT: %v (want a file written by `issuer auth mint`)", ErrConnect, path, err)
+	}
+	if !credsNameOK(uc.Name) {
+		return "", fmt.Errorf("%w: credentials file %s: its user JWT's name %q is not a single subject token (want a file written by `issuer auth mint`)", ErrConnect, path, uc.Name)
+	}
+	if uc.Expires > 0 && time.Now().Unix() > uc.Expires {
+		return "", fmt.Errorf("%w: credentials file %s expired at %s; mint a new one with `issuer auth mint`", ErrConnect, path, time.Unix(uc.Expires, 0).UTC().Format(time.RFC3339))
+	}
+	return uc.Name, nil
+}
+
+// credsNameOK reports whether name can head an inbox prefix: 1 to 64
+// letters, digits, '_' or '-' (what issuer auth mint accepts).
+func credsNameOK(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // InboxPrefix is the reply-subject prefix of an authenticated user. It must
 // equal natsbus.InboxPrefix (a test checks), which the server's

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/writ-dev/writ/internal/testing/faultproxy"
 	"github.com/writ-dev/writ/internal/testing/testenv"
+	"github.com/writ-dev/writ/natsauth"
 	"github.com/writ-dev/writ/natsbus"
 )
 
@@ -329,4 +331,127 @@ func TestStalledServerIsLeftWithinSeconds(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestDialWithCredsFile: --nats-creds connects to an operator-mode server
+// with a minted worker credential, and requests get their replies on the
+// worker's own inbox prefix (the only one its permissions allow).
+func TestDialWithCredsFile(t *testing.T) {
+	a := testAuth(t)
+	cfg := natsbus.DefaultServerConfig()
+	cfg.Port, cfg.StoreDir = testenv.FreePort(t), t.TempDir()
+	op := a.ServerAuth(t.TempDir())
+	cfg.Operator = &op
+	s, err := natsbus.StartServer(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.Shutdown(); s.WaitForShutdown() }()
+	url := natsbus.ClientURL(s)
+
+	issuerFile := writeCreds(t, a, natsauth.Identity{Role: natsauth.RoleIssuer, Name: "writ-issuer-t"}, time.Time{})
+	iss, err := Options{URL: url, CredsFile: issuerFile, Timeout: 5 * time.Second}.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer iss.Close()
+	if _, err := iss.Subscribe("writ.api.w1.grant", func(m *nats.Msg) { _ = m.Respond([]byte("ok")) }); err != nil {
+		t.Fatal(err)
+	}
+	_ = iss.Flush()
+
+	w1File := writeCreds(t, a, natsauth.Worker("w1", 0), time.Now().Add(time.Hour))
+	nc, err := Options{URL: url, CredsFile: w1File, Timeout: 5 * time.Second}.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if m, err := nc.Request("writ.api.w1.grant", nil, 3*time.Second); err != nil || string(m.Data) != "ok" {
+		t.Fatalf("request with --nats-creds: %v", err)
+	}
+
+	// Refusals say what to do next.
+	garbage := filepath.Join(t.TempDir(), "bad.creds")
+	_ = os.WriteFile(garbage, []byte("not a creds file"), 0o600)
+	other := writeCreds(t, testAuth(t), natsauth.Worker("w1", 0), time.Now().Add(time.Hour))
+	for _, tc := range []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{"creds and user", Options{URL: url, CredsFile: w1File, User: "w1", Password: "x"}, "use one"},
+		{"not a creds file", Options{URL: url, CredsFile: garbage}, "issuer auth mint"},
+		{"another operator's creds", Options{URL: url, CredsFile: other}, "issuer auth mint"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.o.Dial()
+			if !errors.Is(err, ErrConnect) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("want ErrConnect mentioning %q, got %v", tc.want, err)
+			}
+		})
+	}
+}
+
+func testAuth(t testing.TB) *natsauth.Authority {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "auth")
+	if _, err := natsauth.Init(dir, natsauth.DefaultInitOptions()); err != nil {
+		t.Fatal(err)
+	}
+	a, err := natsauth.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func writeCreds(t *testing.T, a *natsauth.Authority, id natsauth.Identity, exp time.Time) string {
+	t.Helper()
+	c, err := a.Mint(id, exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Creds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), id.Name+".creds")
+	if err := natsauth.WriteSecretFile(p, b); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// FuzzCredsName: whatever a credentials file holds, CredsName does not
+// panic, fails with ErrConnect, or returns a name that can head an inbox
+// prefix (one subject token).
+func FuzzCredsName(f *testing.F) {
+	a := testAuth(f)
+	for _, name := range []string{"w1", "writ-issuer-n1"} {
+		c, err := a.Mint(natsauth.Worker(name, 0), time.Now().Add(time.Hour))
+		if err != nil {
+			f.Fatal(err)
+		}
+		b, _ := c.Creds()
+		f.Add(b)
+	}
+	f.Add([]byte("-----BEGIN NATS USER JWT-----\nx.y.z\n------END NATS USER JWT------\n"))
+	f.Add([]byte(""))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(dir, "f.creds")
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		name, err := CredsName(p)
+		if err != nil {
+			if !errors.Is(err, ErrConnect) {
+				t.Fatalf("error does not wrap ErrConnect: %v", err)
+			}
+			return
+		}
+		if !credsNameOK(name) || strings.ContainsAny(name, ".*> ") {
+			t.Fatalf("CredsName returned %q", name)
+		}
+	})
 }

@@ -95,6 +95,9 @@ const (
 	tmTransform = 2
 	tmPart      = 3
 	tmWhole     = 4
+	// 5-6 belong to typed value matching.
+	tmField      = 7 // receipt format 10: result field pointer
+	tmFieldWhole = 8
 )
 
 // Argument value tags inside ctArg: append only.
@@ -214,6 +217,8 @@ func appendTrace(buf []byte, t *Trace, scratch *[]byte) []byte {
 		mw.String(tmTransform, m.Transform)
 		mw.String(tmPart, m.Part)
 		mw.Bool(tmWhole, m.Whole)
+		mw.String(tmField, m.Field)
+		mw.Bool(tmFieldWhole, m.FieldWhole)
 		*scratch = mw.Bytes()
 		nested(tw, trMatch, *scratch)
 	}
@@ -594,6 +599,15 @@ func decodeTrace(r *events.Reader, data []byte, t *Trace, strs *strCache) bool {
 							mr.Failf("whole must be 1 when present")
 						}
 						m.Whole = true
+					}
+				case tmField:
+					strs.str(mr, &mf, &m.Field)
+				case tmFieldWhole:
+					if mr.Expect(&mf, events.WireVarint) {
+						if mf.Uint != 1 {
+							mr.Failf("field_whole must be 1 when present")
+						}
+						m.FieldWhole = true
 					}
 				default:
 					mr.Failf("unknown match tag %d", mf.Tag)

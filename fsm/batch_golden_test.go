@@ -41,6 +41,11 @@ var batchGoldenV5 = filepath.Join("testdata", "batch", "v5.hex")
 // like v1.
 var batchGoldenV6 = filepath.Join("testdata", "batch", "v6.hex")
 
+// batchGoldenV10 is the committed encoding of goldenBatchV10, the trace
+// match fields added with result fields (receipt format level 10): kept
+// forever like v1.
+var batchGoldenV10 = filepath.Join("testdata", "batch", "v10.hex")
+
 // goldenBatch is one log entry with every op and every command, trace and
 // match field set at least once (TestBatchGoldenCoversEveryField). Never
 // edit it: add commands for new fields to a new golden batch.
@@ -139,6 +144,18 @@ func goldenBatchV6() fsm.Batch {
 	}}
 }
 
+// goldenBatchV10 holds a grant request whose traces name result fields
+// (receipt format level 10). Never edit it: add a new golden batch.
+func goldenBatchV10() fsm.Batch {
+	return fsm.Batch{Time: 1767571200000000000, Node: "issuer-b", Commands: []fsm.Command{
+		{Op: fsm.OpRequest, Caller: "w-mail-1", GrantID: "g-10", Lane: "coordinator", Tool: "mcp__chat__send_message",
+			Traces: []fsm.Trace{{Field: "/recipient", Covered: true, Matches: []fsm.TraceMatch{
+				{Source: "s-chat", Transform: "raw", Whole: true, Field: "/messages/3/sender", FieldWhole: true},
+				{Source: "s-chat", Transform: "raw", Whole: true, Field: "/messages/4/body"},
+			}}}},
+	}}
+}
+
 // batchGoldens pairs each committed golden file with its batch.
 var batchGoldens = []struct {
 	path  string
@@ -150,6 +167,7 @@ var batchGoldens = []struct {
 	{batchGoldenV4, goldenBatchV4},
 	{batchGoldenV5, goldenBatchV5},
 	{batchGoldenV6, goldenBatchV6},
+	{batchGoldenV10, goldenBatchV10},
 }
 
 func TestBatchGoldenRewrite(t *testing.T) {
@@ -215,6 +233,7 @@ func TestBatchGoldenCoversEveryField(t *testing.T) {
 	all = append(all, goldenBatchV4().Commands...)
 	all = append(all, goldenBatchV5().Commands...)
 	all = append(all, goldenBatchV6().Commands...)
+	all = append(all, goldenBatchV10().Commands...)
 	for _, c := range all {
 		mark("Command.", reflect.ValueOf(c))
 		for _, tr := range c.Traces {

@@ -199,6 +199,11 @@ type TraceMatch struct {
 	Transform string
 	Part      string
 	Whole     bool
+	// Field and FieldWhole (receipt format 10): the field of the source's
+	// structured result the value was found in (a JSON pointer), and
+	// whether the value equals that field whole.
+	Field      string
+	FieldWhole bool
 }
 
 // Batch is one raft log entry: commands the leader coalesced, stamped with

@@ -42,6 +42,12 @@ import (
 //     generation high-water mark those forgettings leave (route.go).
 //     Below this level the op is refused, no record is ever forgotten and
 //     the mark stays 0, so every acquisition decides as before.
+//   - ReceiptFormatResultFields (10): grant requests' traces name the
+//     field of a structured tool result a value came from (tm 7-8), and
+//     the policy's result schemas (results) judge them: a value equal to
+//     an attested field takes its level. Below this level traced fields
+//     are not read (a policy may declare result schemas, which then judge
+//     nothing), so a log written before it replays to the same decisions.
 //
 // The level only goes up. Evolve reads every form whatever the level.
 //
@@ -77,9 +83,13 @@ const (
 	// generations per route name strictly increasing through a
 	// state-wide high-water mark; below it the op is refused.
 	ReceiptFormatRouteRetention uint64 = 7
+	// ReceiptFormatResultFields (10) judges the result fields traces name
+	// against the policy's result schemas (provenance.go); below it they
+	// are not read.
+	ReceiptFormatResultFields uint64 = 10
 	// MaxReceiptFormat is the highest level this build writes: what its
 	// status reports as receipt_format.
-	MaxReceiptFormat = ReceiptFormatRouteRetention
+	MaxReceiptFormat = ReceiptFormatResultFields
 )
 
 // ReceiptFormat is the receipt format level in force (at least
@@ -93,6 +103,10 @@ func (s *State) writesFacts() bool { return s.ReceiptFormat() >= ReceiptFormatFa
 // WritesBreakGlass reports whether Decide writes break-glass cases
 // (OpBreakGlass) at the level in force.
 func (s *State) WritesBreakGlass() bool { return s.ReceiptFormat() >= ReceiptFormatBreakGlass }
+
+// JudgesResultFields reports whether the level in force reads the result
+// fields of traces.
+func (s *State) JudgesResultFields() bool { return s.ReceiptFormat() >= ReceiptFormatResultFields }
 
 // WritesSummaries reports whether Decide writes refusal summaries
 // (OpRefusalSummary) at the level in force.

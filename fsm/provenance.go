@@ -33,6 +33,18 @@ type provRefusal struct {
 	source          string // the source at fault
 }
 
+// maxResultPointer bounds a trace match's result field pointer.
+const maxResultPointer = 1024
+
+func hasControlByte(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
 // checkTraces validates a request's traces; it returns the field at fault
 // and why, or "".
 func checkTraces(traces []Trace) (field, detail string) {
@@ -58,6 +70,10 @@ func checkTraces(traces []Trace) (field, detail string) {
 				return "provenance", fmt.Sprintf("field %s: unknown transform %q", t.Field, m.Transform)
 			case !traceParts[m.Part]:
 				return "provenance", fmt.Sprintf("field %s: unknown part %q", t.Field, m.Part)
+			case m.Field != "" && (len(m.Field) > maxResultPointer || !strings.HasPrefix(m.Field, "/") || hasControlByte(m.Field)):
+				return "provenance", fmt.Sprintf("field %s: result field %q must be a JSON pointer of at most %d bytes", t.Field, m.Field, maxResultPointer)
+			case m.FieldWhole && m.Field == "":
+				return "provenance", fmt.Sprintf("field %s: field_whole names no result field", t.Field)
 			}
 		}
 	}
@@ -98,6 +114,8 @@ func (s *State) traceProvenance(caller string, traces []Trace, now int64) (prove
 		return 0
 	})
 	ids := map[string]bool{}
+	// Result fields are read from receipt format 10 on (format.go).
+	fields := s.JudgesResultFields()
 	for _, i := range order {
 		t := &traces[i]
 		fo := policy.FieldOrigin{Field: t.Field, Covered: t.Covered}
@@ -111,6 +129,9 @@ func (s *State) traceProvenance(caller string, traces []Trace, now int64) (prove
 				// grounds should name.
 				if f := &fo.Sources[i]; whole && !f.Whole {
 					f.Whole, f.Transform, f.Part = true, m.Transform, m.Part
+				}
+				if fields {
+					fo.Sources[i].Fields = addResultRef(fo.Sources[i].Fields, m, whole)
 				}
 				continue
 			}
@@ -139,6 +160,9 @@ func (s *State) traceProvenance(caller string, traces []Trace, now int64) (prove
 			} else {
 				lowest(p.counters, key, f.Counter.Value)
 			}
+			if fields {
+				f.Fields = addResultRef(nil, m, whole)
+			}
 			seen[m.Source] = len(fo.Sources)
 			fo.Sources = append(fo.Sources, f)
 			ids[m.Source] = true
@@ -156,6 +180,23 @@ func (s *State) traceProvenance(caller string, traces []Trace, now int64) (prove
 	}
 	p.ids = sortedKeys(ids)
 	return p, nil
+}
+
+// addResultRef adds the result field a match names to refs: whole only
+// when the match is a whole raw match of the value and the value equals
+// the field whole. A field named twice keeps its whole form.
+func addResultRef(refs []policy.ResultRef, m TraceMatch, whole bool) []policy.ResultRef {
+	if m.Field == "" {
+		return refs
+	}
+	r := policy.ResultRef{Pointer: m.Field, Whole: whole && m.FieldWhole}
+	for i := range refs {
+		if refs[i].Pointer == r.Pointer {
+			refs[i].Whole = refs[i].Whole || r.Whole
+			return refs
+		}
+	}
+	return append(refs, r)
 }
 
 // withSources is the request's named sources followed by the traced ones

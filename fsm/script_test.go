@@ -35,7 +35,9 @@ package fsm_test
 //	                               item, '*' after the field marks it covered,
 //	                               '!' after a match marks it whole (the source
 //	                               holds the entire raw value), transform
-//	                               defaults to raw
+//	                               defaults to raw; a match may end in
+//	                               @<pointer>[!]: the result field it names,
+//	                               '!' when the value equals it whole
 //	source <worker> id=S channel=C [scope=task|session] [content=X]
 //	        [path=P] [tool=T] [origins=a,b] [model_made=1] [session=S]
 //	                               OpSource; the content digest is H(X), X
@@ -489,9 +491,13 @@ func (r *scriptRunner) traces(spec string) []fsm.Trace {
 			if m == "" {
 				continue
 			}
+			m, ptr, hasPtr := strings.Cut(m, "@")
 			whole := strings.HasSuffix(m, "!")
 			parts := strings.SplitN(strings.TrimSuffix(m, "!"), "/", 3)
 			tm := fsm.TraceMatch{Source: parts[0], Transform: "raw", Whole: whole}
+			if hasPtr {
+				tm.Field, tm.FieldWhole = strings.TrimSuffix(ptr, "!"), strings.HasSuffix(ptr, "!")
+			}
 			if len(parts) > 1 {
 				tm.Transform = parts[1]
 			}

@@ -57,8 +57,11 @@ type Gate interface {
 	// Done reports how the upstream server answered a forwarded call:
 	// grants.OutcomeConfirmed for a result, OutcomeFailed for an isError
 	// result or a JSON-RPC error, OutcomeUnknown when the server went
-	// away without answering.
-	Done(ctx context.Context, c ToolCall, ref any, outcome string)
+	// away without answering. result is the response's result member as
+	// the server sent it for a confirmed call (nil otherwise): what the
+	// call brought into the session, which a Gate registers as a source
+	// (see MCPResultText).
+	Done(ctx context.Context, c ToolCall, ref any, outcome string, result json.RawMessage)
 }
 
 // Proxy is an MCP stdio proxy: newline-delimited JSON-RPC passes through
@@ -93,6 +96,47 @@ type Proxy struct {
 type forwardedCall struct {
 	call ToolCall
 	ref  any
+}
+
+// MCPResultText returns the text a tools/call result brings into the
+// session, bounded by max bytes (cut at a rune boundary): the text of its
+// content items (text items, and the text of embedded resources), then
+// the string and number leaves of its structuredContent, one per line. An
+// error result, or one with no text, has none.
+func MCPResultText(result json.RawMessage, max int) []byte {
+	var r struct {
+		Content []struct {
+			Type     string `json:"type"`
+			Text     string `json:"text"`
+			Resource struct {
+				Text string `json:"text"`
+			} `json:"resource"`
+		} `json:"content"`
+		Structured json.RawMessage `json:"structuredContent"`
+		IsError    bool            `json:"isError"`
+	}
+	if json.Unmarshal(result, &r) != nil || r.IsError {
+		return nil
+	}
+	var out []byte
+	for _, c := range r.Content {
+		if len(out) > max {
+			break
+		}
+		switch c.Type {
+		case "text":
+			out = appendLeaf(out, c.Text)
+		case "resource":
+			out = appendLeaf(out, c.Resource.Text)
+		}
+	}
+	if len(out) <= max {
+		if st, _ := ResponseText(r.Structured, max); len(st) > 0 {
+			out = appendLeaf(out, string(st))
+		}
+	}
+	b, _ := bound(out, max)
+	return b
 }
 
 type lockedWriter struct {
@@ -146,7 +190,7 @@ func (p *Proxy) Run(ctx context.Context, client io.Reader, toClient io.Writer, u
 	p.mu.Lock()
 	for k, f := range p.forwarded {
 		delete(p.forwarded, k)
-		p.report(ctx, f, grants.OutcomeUnknown)
+		p.report(ctx, f, grants.OutcomeUnknown, nil)
 	}
 	p.mu.Unlock()
 	p.reports.Wait()
@@ -316,9 +360,8 @@ func (p *Proxy) readUpstream(ctx context.Context, r *bufio.Reader) {
 		line, err := r.ReadBytes('\n')
 		if len(line) > 0 {
 			line = bytes.TrimSuffix(line, []byte("\n"))
-			p.fromUpstream(ctx, line)
-			if werr := p.toClient.writeLine(line); werr != nil {
-				p.logf("writing to the MCP client: %v", werr)
+			if !p.fromUpstream(ctx, line) {
+				p.deliver(line)
 			}
 		}
 		if err != nil {
@@ -330,26 +373,60 @@ func (p *Proxy) readUpstream(ctx context.Context, r *bufio.Reader) {
 	}
 }
 
+func (p *Proxy) deliver(line []byte) {
+	if werr := p.toClient.writeLine(line); werr != nil {
+		p.logf("writing to the MCP client: %v", werr)
+	}
+}
+
 // fromUpstream reports the outcome of a forwarded call when line answers
-// one. It runs before the line reaches the client.
-func (p *Proxy) fromUpstream(ctx context.Context, line []byte) {
+// one. It runs before the line reaches the client. A line that is one
+// answer to a forwarded call is delivered to the client only once the
+// Gate's Done has returned (in its own goroutine; other messages go on),
+// as a harness runs the model on only once its PostToolUse hook has
+// registered the result: the model cannot copy from a result before the
+// result is a registered source. fromUpstream reports true when it
+// delivers the line itself so.
+func (p *Proxy) fromUpstream(ctx context.Context, line []byte) bool {
 	p.mu.Lock()
 	pending := len(p.forwarded)
 	p.mu.Unlock()
 	if pending == 0 {
-		return
+		return false
 	}
 	trimmed := bytes.TrimSpace(line)
 	if len(trimmed) == 0 {
-		return
+		return false
 	}
 	var msgs []json.RawMessage
 	if trimmed[0] == '[' {
 		if json.Unmarshal(trimmed, &msgs) != nil {
-			return
+			return false
 		}
 	} else {
 		msgs = []json.RawMessage{trimmed}
+		if m, err := parseMessage(trimmed); err == nil && m.method == "" && m.id != nil {
+			key := idKey(m.id)
+			p.mu.Lock()
+			f, ok := p.forwarded[key]
+			delete(p.forwarded, key)
+			p.mu.Unlock()
+			if ok {
+				outcome := m.outcome()
+				var result json.RawMessage
+				if outcome == grants.OutcomeConfirmed {
+					result = m.fields["result"]
+				}
+				p.reports.Add(1)
+				go func() {
+					defer p.reports.Done()
+					p.Gate.Done(ctx, f.call, f.ref, outcome, result)
+					p.deliver(line)
+				}()
+				return true
+			}
+			return false
+		}
 	}
 	for _, raw := range msgs {
 		m, err := parseMessage(raw)
@@ -362,16 +439,22 @@ func (p *Proxy) fromUpstream(ctx context.Context, line []byte) {
 		delete(p.forwarded, key)
 		p.mu.Unlock()
 		if ok {
-			p.report(ctx, f, m.outcome())
+			outcome := m.outcome()
+			var result json.RawMessage
+			if outcome == grants.OutcomeConfirmed {
+				result = m.fields["result"]
+			}
+			p.report(ctx, f, outcome, result)
 		}
 	}
+	return false
 }
 
-func (p *Proxy) report(ctx context.Context, f forwardedCall, outcome string) {
+func (p *Proxy) report(ctx context.Context, f forwardedCall, outcome string, result json.RawMessage) {
 	p.reports.Add(1)
 	go func() {
 		defer p.reports.Done()
-		p.Gate.Done(ctx, f.call, f.ref, outcome)
+		p.Gate.Done(ctx, f.call, f.ref, outcome, result)
 	}()
 }
 

@@ -20,10 +20,12 @@ import (
 type fakeGate struct {
 	delay   time.Duration
 	release chan struct{} // a call named "hold" waits for it
+	doneGo  chan struct{} // when set, Done waits for it
 
 	mu      sync.Mutex
 	checked []string
 	done    map[string]string // id -> outcome
+	results map[string]string // id -> MCPResultText of the result Done got
 }
 
 func (g *fakeGate) Check(_ context.Context, c harness.ToolCall) harness.Verdict {
@@ -40,13 +42,20 @@ func (g *fakeGate) Check(_ context.Context, c harness.ToolCall) harness.Verdict 
 	return harness.Verdict{Allow: true, Ref: "grant-" + c.IDKey()}
 }
 
-func (g *fakeGate) Done(_ context.Context, c harness.ToolCall, ref any, outcome string) {
+func (g *fakeGate) Done(_ context.Context, c harness.ToolCall, ref any, outcome string, result json.RawMessage) {
+	if g.doneGo != nil {
+		<-g.doneGo
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if ref != "grant-"+c.IDKey() {
 		panic(fmt.Sprintf("ref %v for %s", ref, c.IDKey()))
 	}
 	g.done[c.IDKey()] = outcome
+	if g.results == nil {
+		g.results = map[string]string{}
+	}
+	g.results[c.IDKey()] = string(harness.MCPResultText(result, harness.MaxSourceContent))
 }
 
 func (g *fakeGate) outcomes() map[string]string {
@@ -291,6 +300,60 @@ func TestProxyPassesThroughAndGatesToolCalls(t *testing.T) {
 	want := map[string]string{"1": grants.OutcomeConfirmed, "3": grants.OutcomeFailed, "4": grants.OutcomeFailed}
 	if got := gate.outcomes(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("outcomes %v, want %v", got, want)
+	}
+	// The Gate gets what a confirmed call brought into the session, and
+	// nothing for a failed one.
+	gate.mu.Lock()
+	results := fmt.Sprint(gate.results)
+	gate.mu.Unlock()
+	if results != "map[1:hi 3: 4:]" {
+		t.Fatalf("results the gate saw: %s", results)
+	}
+}
+
+// TestProxyDeliversAResultAfterItsReport: the answer to a forwarded call
+// reaches the client only once the Gate has seen it (and registered what
+// it brought in), as a harness runs the model on only after its
+// PostToolUse hook; other messages are not held meanwhile.
+func TestProxyDeliversAResultAfterItsReport(t *testing.T) {
+	gate := &fakeGate{doneGo: make(chan struct{})}
+	rig := newRig(t, gate)
+	rig.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`)
+	rig.send(`{"jsonrpc":"2.0","id":2,"method":"size"}`)
+	if m := rig.read(); fmt.Sprint(m["id"]) != "2" {
+		t.Fatalf("first message the client got: %v (the call's answer came before its report)", m)
+	}
+	if len(gate.outcomes()) != 0 {
+		t.Fatal("reported before release")
+	}
+	close(gate.doneGo)
+	if text, _ := resultText(t, rig.response("1")); text != "hi" {
+		t.Fatalf("echo: %q", text)
+	}
+	if got := gate.outcomes()["1"]; got != grants.OutcomeConfirmed {
+		t.Fatalf("outcome %q", got)
+	}
+}
+
+// TestMCPResultText: the text of a tools/call result is its text content,
+// embedded resources' text and structuredContent leaves; an error result
+// brings nothing; the text is bounded.
+func TestMCPResultText(t *testing.T) {
+	cases := []struct{ result, want string }{
+		{`{"content":[{"type":"text","text":"Invoice 17: pay 98.70 EUR"}]}`, "Invoice 17: pay 98.70 EUR"},
+		{`{"content":[{"type":"text","text":"a"},{"type":"image","data":"AAAA"},{"type":"resource","resource":{"uri":"file:///x","text":"b"}}]}`, "a\nb"},
+		{`{"content":[],"structuredContent":{"iban":"DE89 3704","amount":98.7}}`, "DE89 3704\n98.7"},
+		{`{"content":[{"type":"text","text":"secret"}],"isError":true}`, ""},
+		{`null`, ""},
+		{`"text"`, ""},
+	}
+	for _, tc := range cases {
+		if got := string(harness.MCPResultText(json.RawMessage(tc.result), 1<<20)); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.result, got, tc.want)
+		}
+	}
+	if got := harness.MCPResultText(json.RawMessage(`{"content":[{"type":"text","text":"héllo world"}]}`), 2); string(got) != "h" {
+		t.Errorf("bounded: %q", got)
 	}
 }
 

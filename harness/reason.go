@@ -214,6 +214,7 @@ func isProvenanceReason(r grants.Reason) bool {
 //	field=<ptr> model_made authority=evidence
 type ground struct {
 	field, source, authority, transform, part string
+	from                                      string // <tool>:<pointer> of a structured result
 	modelMade, partial                        bool
 }
 
@@ -260,6 +261,8 @@ func parseGround(line string) (ground, bool) {
 			g.transform = val
 		case "part":
 			g.part = val
+		case "from":
+			g.from = val
 		case "model_made":
 			g.modelMade = true
 		case "partial":
@@ -297,11 +300,17 @@ func shorten(s string, n int) string {
 }
 
 // describeSource names a source for the model: "web_fetch content
-// (source s1, evidence)".
-func describeSource(id, level string, sources SourceLookup) string {
+// (source s1, evidence)", with the field of a structured result when the
+// grounds name one (from=).
+func describeSource(id, level, from string, sources SourceLookup) string {
 	tag := "source " + shorten(id, 64)
 	if level != "" {
 		tag += ", " + level
+	}
+	if tool, ptr, ok := strings.Cut(from, ":"); ok && tool != "" && ptr != "" {
+		// A structured result's field (grounds from=): the content the
+		// value came from, which the policy does not attest.
+		tag += "; field " + shorten(ptr, maxFieldShownLen) + " of a " + shorten(tool, 64) + " result"
 	}
 	if sources != nil {
 		if ch, ok := sources(id); ok && ch != "" {
@@ -343,7 +352,7 @@ func provenanceAdvice(env grants.Envelope, sources SourceLookup) string {
 				more++
 				continue
 			}
-			named = append(named, describeSource(g.source, g.authority, sources))
+			named = append(named, describeSource(g.source, g.authority, g.from, sources))
 		}
 		var b strings.Builder
 		if field == "" {
@@ -381,7 +390,7 @@ func provenanceAdvice(env grants.Envelope, sources SourceLookup) string {
 		var b strings.Builder
 		b.WriteString("Content of a protected source")
 		if src != "" {
-			b.WriteString(" (" + describeSource(src, "", sources) + ")")
+			b.WriteString(" (" + describeSource(src, "", "", sources) + ")")
 		}
 		b.WriteString(" would leave the declared domains")
 		if field != "" {

@@ -259,3 +259,31 @@ func bound(b []byte, max int) ([]byte, bool) {
 	}
 	return b[:cut], true
 }
+
+// ResultResource is the path a result's source registration carries for
+// the resource the result came from, given the call's grant target (its
+// canonical form): the plain path of a path target, the canonical form of
+// a URL, email, raw or digest target ("url:https://x/y", "raw:msg-17"),
+// and "" for a shell or list target or none. The issuer gives it effect
+// only for a tool whose policy surface declares result_from target: there
+// it raises the result by the policy's path and resource levels, and
+// protects it by the protected paths, as a file read is.
+func ResultResource(target string) string {
+	method, rest, ok := strings.Cut(target, ":")
+	if !ok || rest == "" {
+		return ""
+	}
+	switch method {
+	case "path":
+		if checkText("path", rest, MaxPathLen) != nil || !strings.HasPrefix(rest, "/") {
+			return ""
+		}
+		return rest
+	case "url", "email", "raw", "digest":
+		if checkText("path", target, MaxPathLen) != nil {
+			return ""
+		}
+		return target
+	}
+	return ""
+}

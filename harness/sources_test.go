@@ -188,6 +188,13 @@ func TestProvenanceReasons(t *testing.T) {
 		t.Errorf("no lookup:\n%s", r)
 	}
 
+	// A structured result's field is named with the source.
+	body := tooLow
+	body.Grounds = []string{"field=/to source=s-web authority=evidence counter=source/s-web=0 transform=raw whole from=mcp__mail__get_inbox:/messages/1/body"}
+	if r := harness.RefusalReasonWith("pay", body, channels); !strings.Contains(r, "came from web_fetch content (source s-web, evidence; field /messages/1/body of a mcp__mail__get_inbox result)") {
+		t.Errorf("result field:\n%s", r)
+	}
+
 	modelMade := tooLow
 	modelMade.Grounds = []string{"field=/to model_made authority=evidence"}
 	if r := harness.RefusalReasonWith("pay", modelMade, channels); !strings.Contains(r, "/to traced to nothing registered: it counts as model-made") {
@@ -257,3 +264,18 @@ func TestFailPrompt(t *testing.T) {
 type errStr string
 
 func (e errStr) Error() string { return string(e) }
+
+// TestResultResource: a grant target names the resource a result came
+// from in the form the issuer accepts as a source path; a shell or list
+// target names none.
+func TestResultResource(t *testing.T) {
+	for target, want := range map[string]string{
+		"path:/home/u/bills/a.txt": "/home/u/bills/a.txt", "url:https://x.example/a": "url:https://x.example/a",
+		"raw:m-1": "raw:m-1", "email:a@b.example": "email:a@b.example", "shell:sha256:00": "",
+		`list:["email:a@b"]`: "", "": "", "path:~/x": "", "raw:a\x01b": "",
+	} {
+		if got := harness.ResultResource(target); got != want {
+			t.Errorf("ResultResource(%q) = %q, want %q", target, got, want)
+		}
+	}
+}

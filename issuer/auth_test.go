@@ -45,8 +45,8 @@ func TestIdentityComesFromTheTransport(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
-	args := json.RawMessage(`{"to":"a@example.com"}`)
-	permit, err := client.New(w1, "w1").Grant(ctx, api.GrantRequest{Lane: "coordinator", Tool: "send_email", Args: args})
+	args := json.RawMessage(`{"file_path":"/srv/shop/orders.csv"}`)
+	permit, err := client.New(w1, "w1").Grant(ctx, api.GrantRequest{Lane: "coordinator", Tool: "Read", Args: args})
 	if err != nil || permit.Decision != grants.Permit {
 		t.Fatalf("w1 grant: %+v %v", permit, err)
 	}

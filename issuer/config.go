@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/writ-dev/writ/fsm"
+	"github.com/writ-dev/writ/natsauth"
 )
 
 // Config configures the service. Start from DefaultConfig.
@@ -45,6 +46,13 @@ type Config struct {
 	// RaftTLS, NATSTLS and Auth describe how this node is secured; status
 	// reports them.
 	RaftTLS, NATSTLS, Auth bool
+
+	// Credentials, when the embedded NATS servers run in operator mode,
+	// mints the NATS credentials of the workers this node spawns (each may
+	// publish only under writ.api.<worker>.> and expires with the worker)
+	// and pushes their revocations to every server. nil with static users
+	// or none.
+	Credentials *natsauth.Manager
 
 	// Reviewers are the reviewer identities (NATS users that publish only
 	// under writ.review.<name>.>) and the reviewer roles each holds: the

@@ -36,8 +36,11 @@ func TestEngineThroughTheAPI(t *testing.T) {
 		!strings.HasPrefix(curl.Target, "shell:sha256:") || curl.Rules[len(curl.Rules)-1] != "shape:curl-pipe-shell" {
 		t.Fatalf("curl | sh: %+v %v", curl, err)
 	}
+	// A recipient outside the trust domains that traces to nothing: the
+	// recommended policy holds it for the owner (recipients stay strict).
 	mail, err := c.Grant(ctx, api.GrantRequest{Lane: "coordinator", Tool: "send_email", Args: json.RawMessage(`{"to":"bob@outside.net","body":"hi"}`)})
-	if err != nil || mail.Decision != grants.ApprovalRequired || mail.Reason != grants.ReasonBoundaryCrossing ||
+	if err != nil || mail.Decision != grants.ApprovalRequired || mail.Reason != grants.ReasonAuthorityReview ||
+		!strings.Contains(strings.Join(mail.Rules, " "), "boundary:trust_domain") ||
 		mail.Recovery != grants.RecoverRefreshApproval || !strings.HasPrefix(mail.ReviewID, "rv-") || mail.Kind != events.KindApprovalRequired {
 		t.Fatalf("mail outside the trust domains: %+v %v", mail, err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/args"
+	"github.com/writ-dev/writ/authority"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
@@ -361,7 +362,8 @@ func traceCommand(in []api.FieldTrace) ([]fsm.Trace, *requestError) {
 			if e := checkID(fmt.Sprintf("provenance[%d].matches[%d].source", i, j), m.Source, true); e != nil {
 				return nil, e
 			}
-			ft.Matches = append(ft.Matches, fsm.TraceMatch{Source: m.Source, Transform: m.Transform, Part: m.Part, Whole: m.Whole})
+			ft.Matches = append(ft.Matches, fsm.TraceMatch{Source: m.Source, Transform: m.Transform, Part: m.Part, Whole: m.Whole,
+				Field: m.Field, FieldWhole: m.FieldWhole})
 		}
 		out = append(out, ft)
 	}
@@ -369,6 +371,18 @@ func traceCommand(in []api.FieldTrace) ([]fsm.Trace, *requestError) {
 		return nil, invalid(field, "%s", detail)
 	}
 	return out, nil
+}
+
+// stripResultFields drops the result fields of traces, for a cluster
+// below receipt format 10 (fsm.ReceiptFormatResultFields): a voter of an
+// earlier build could not decode them, and the state machine would not
+// read them anyway.
+func stripResultFields(traces []fsm.Trace) {
+	for i := range traces {
+		for j := range traces[i].Matches {
+			traces[i].Matches[j].Field, traces[i].Matches[j].FieldWhole = "", false
+		}
+	}
 }
 
 // sourceCommand builds an OpSource from a worker's source registration:
@@ -384,7 +398,7 @@ func sourceCommand(worker string, data []byte) (fsm.Command, *requestError) {
 		checkText("session", r.Session, maxSessionLen, false),
 		checkText("channel", r.Channel, maxToolLen, true),
 		checkText("tool", r.Tool, maxToolLen, false),
-		checkPath("path", r.Path),
+		checkSourcePath(r.Channel, r.Path),
 	} {
 		if e != nil {
 			return fsm.Command{}, e
@@ -489,6 +503,21 @@ func argsTooLarge(raw []byte, err error) string {
 }
 
 // checkPath checks an optional absolute path of the resolution context.
+// checkSourcePath checks a source's path: an absolute path, or for a tool
+// result the canonical resource it came from (url:, email:, raw: or
+// digest:, as a surface's result_from target gives it; see
+// policy.ResourcePath).
+func checkSourcePath(channel, v string) *requestError {
+	if channel == authority.ChannelToolResult {
+		for _, m := range []string{policy.CanonURL, policy.CanonEmail, policy.CanonRaw, policy.CanonDigest} {
+			if strings.HasPrefix(v, m+":") {
+				return checkText("path", v, maxPathLen, false)
+			}
+		}
+	}
+	return checkPath("path", v)
+}
+
 func checkPath(field, v string) *requestError {
 	if v == "" {
 		return nil

@@ -362,6 +362,13 @@ func (s *Service) worker(m *nats.Msg) {
 	switch op {
 	case api.OpGrant:
 		cmd, rerr = grantCommand(worker, m.Data)
+		if rerr == nil && len(cmd.Traces) > 0 {
+			var level uint64
+			s.node.View(func(st *fsm.State, _ uint64) { level = st.ReceiptFormat() })
+			if level < fsm.ReceiptFormatResultFields {
+				stripResultFields(cmd.Traces)
+			}
+		}
 	case api.OpSpend:
 		var canon []byte
 		cmd, canon, rerr = spendCommand(worker, m.Data)

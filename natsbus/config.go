@@ -46,8 +46,12 @@ type ServerConfig struct {
 	ClusterAdvertise string
 
 	// Users enables authorization; empty means no authentication at all
-	// (development only).
+	// (development only), unless Operator is set.
 	Users []User
+	// Operator, when set, runs the server in NATS operator mode: clients
+	// authenticate with user JWTs (see OperatorAuth). It excludes Users:
+	// nats-server does not mix static users with operator mode.
+	Operator *OperatorAuth
 	// TLS, when set, is applied to client connections and routes.
 	TLS *TLSFiles
 
@@ -102,6 +106,14 @@ func (c ServerConfig) Validate() error {
 	}
 	if err := c.validateUsers(); err != nil {
 		return err
+	}
+	if c.Operator != nil {
+		if len(c.Users) > 0 {
+			return fieldErr("Operator", "cannot be combined with Users (nats-server refuses static users in operator mode); use one or the other")
+		}
+		if err := c.Operator.validate("Operator"); err != nil {
+			return err
+		}
 	}
 	return c.validateTLS()
 }

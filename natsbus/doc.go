@@ -6,10 +6,14 @@
 // StartServer starts an embedded nats-server with JetStream on a file store.
 // The store always fsyncs every write (SyncAlways): the receipt stream is the
 // audit log, and losing its tail on a power cut is not acceptable. A
-// ServerConfig with Users enables authorization; an empty Users list means
-// no authentication at all and is meant for development only.
+// ServerConfig with Users enables authorization with static users; one with
+// Operator runs the server in NATS operator mode instead (user JWTs, a full
+// account resolver that takes pushed account updates and revocations; see
+// OperatorAuth and package natsauth). Neither means no authentication at
+// all and is meant for development only.
 //
-// The permission helpers describe writ's roles:
+// The permission helpers describe writ's roles (natsauth gives user JWTs
+// the same permissions):
 //
 //   - a worker publishes only requests on writ.api.<name>.> and receives
 //     replies on its own inbox prefix;

@@ -31,6 +31,9 @@ func StartServer(cfg ServerConfig, logf func(format string, args ...any)) (*serv
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
+		if opts.AccountResolver != nil {
+			opts.AccountResolver.Close()
+		}
 		return nil, fmt.Errorf("%w: server %s at %s: %v", ErrServerStart, cfg.Name, cfg.addrs(), err)
 	}
 	lg := newServerLogger(logf)
@@ -146,6 +149,12 @@ func (c ServerConfig) serverOptions() (*server.Options, error) {
 	}
 	if c.TLS != nil {
 		if err := c.applyTLS(opts); err != nil {
+			return nil, err
+		}
+	}
+	if c.Operator != nil {
+		// Last: nothing after it may fail and leave the resolver open.
+		if _, err := c.Operator.apply(opts); err != nil {
 			return nil, err
 		}
 	}

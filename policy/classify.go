@@ -10,18 +10,24 @@ import (
 // inside every boundary).
 func (c *compiled) classify(f *facts) []string {
 	var out []string
-	if f.s.hasTarget {
+	for i, t := range f.targets() {
+		n := len(out)
 		switch f.s.canon {
 		case CanonPath:
-			out = c.classifyPath(out, f.target.Path, f.res.Workspace)
+			out = c.classifyPath(out, f.s, t.Path, f.res.Workspace)
 		case CanonURL:
-			out = c.classifyHost(out, f.target.Host)
+			out = c.classifyHost(out, f.s, t.Host)
 		case CanonEmail:
-			if !anyMatch(c.trust, f.target.Domain) {
+			if !c.recipientInside(f.s, t.Domain) {
 				out = append(out, "boundary:trust_domain")
 			}
 		case CanonShell:
 			out = c.classifyCommand(out, f)
+		}
+		if i > 0 {
+			// A list crosses where any element does; each ground once.
+			added := append([]string(nil), out[n:]...)
+			out = appendNew(out[:n], added)
 		}
 	}
 	if c.crossing[f.s.class] {
@@ -32,11 +38,14 @@ func (c *compiled) classify(f *facts) []string {
 
 // classifyPath adds the crossing of a path target: a protected path, or a
 // path outside the lane's workspace (when the lane has one).
-func (c *compiled) classifyPath(out []string, p, ws string) []string {
+func (c *compiled) classifyPath(out []string, s *cSurface, p, ws string) []string {
 	for _, g := range c.protected {
 		if g.Match(p) {
 			return append(out, "boundary:protected:"+g.String())
 		}
+	}
+	if g := c.pathCrossing(s, p); g != "" {
+		return append(out, g)
 	}
 	if ws != "" && !within(p, ws) {
 		out = append(out, "boundary:workspace")
@@ -46,8 +55,8 @@ func (c *compiled) classifyPath(out []string, p, ws string) []string {
 
 // classifyHost adds the crossing of a URL target whose host is outside the
 // egress allow-list.
-func (c *compiled) classifyHost(out []string, host string) []string {
-	if !anyMatch(c.egress, hostOnly(host)) {
+func (c *compiled) classifyHost(out []string, s *cSurface, host string) []string {
+	if !c.egressInside(s, host) {
 		out = append(out, "boundary:egress")
 	}
 	return out
@@ -62,7 +71,7 @@ func (c *compiled) classifyCommand(out []string, f *facts) []string {
 			if egress {
 				continue
 			}
-			if _, host, _, err := canonURL(w); err != nil || !anyMatch(c.egress, hostOnly(host)) {
+			if _, host, _, err := canonURL(w); err != nil || !c.egressInside(f.s, host) {
 				egress = true
 			}
 		case strings.HasPrefix(w, "/") || strings.HasPrefix(w, "~") || strings.HasPrefix(w, "./") || strings.HasPrefix(w, "../"):
@@ -76,6 +85,10 @@ func (c *compiled) classifyCommand(out []string, f *facts) []string {
 						out = append(out, "boundary:protected:"+g.String())
 						break
 					}
+				}
+				if g := c.shellPathCrossing(p); !protected && g != "" {
+					protected = true
+					out = append(out, g)
 				}
 			}
 		}
@@ -129,6 +142,14 @@ func (c *compiled) shapeMatches(sh *cShape, f *facts) bool {
 			return true
 		}
 	}
+	if sh.target && f.list {
+		for i := range f.elems {
+			_, v, _ := strings.Cut(f.elems[i].Subject, ":")
+			if v != "" && sh.pre.mayMatch(fold(v)) && sh.re.MatchString(v) {
+				return true
+			}
+		}
+	}
 	return false
 }
 
@@ -138,12 +159,25 @@ func (c *compiled) reviewOf(s *cSurface, f *facts) string {
 	if c.reviewClass[s.class] {
 		return "review of consequence class " + s.consequence
 	}
-	if f.target.Subject != "" {
+	for _, t := range f.targets() {
+		if t.Subject == "" {
+			continue
+		}
 		for _, g := range c.reviewTarget {
-			if g.Match(f.target.Subject) {
+			if g.Match(t.Subject) {
 				return "review of target " + g.String()
 			}
 		}
 	}
 	return ""
+}
+
+// appendNew appends the strings of add that out does not hold yet.
+func appendNew(out, add []string) []string {
+	for _, a := range add {
+		if !contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
 }

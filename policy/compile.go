@@ -68,6 +68,8 @@ type compiled struct {
 	workspace    string
 	prov         cProvenance
 	routes       []cRoute
+	results      cResults
+	ext          cExt // fields added with list targets and per-surface domains (surfaces_ext.go)
 }
 
 type toolGlob struct {
@@ -84,6 +86,7 @@ type cSurface struct {
 	amountPtr, bytesPtr        string
 	shape                      []int // indexes of the shape rules that apply
 	args                       bool  // a shape rule that applies reads every argument
+	x                          surfaceExt
 }
 
 type cLane struct {
@@ -146,7 +149,7 @@ func compile(p *Policy) (*compiled, error) {
 	steps := []func(*Policy) error{
 		c.compileTop, c.compileSurfaces, c.compileLanes, c.compileWorkers, c.compileRules,
 		c.compilePreauths, c.compileBoundaries, c.compileReview, c.compileShapes, c.compileQuotas,
-		c.compileProvenance, c.compileRoutes,
+		c.compileProvenance, c.compileRoutes, c.compileResults, c.compileExt,
 	}
 	// Every step runs, so that one refusal lists every problem; a step
 	// keeps a placeholder for an entry it refused (a surface, a lane), so
@@ -313,7 +316,7 @@ func (c *compiled) compileSurfaces(p *Policy) error {
 			ps.add(invalid(f+".consequence", "want one of %s, got %q", strings.Join(Consequences, ", "), s.Consequence))
 			cs.class = 0
 		}
-		if s.Target != (Target{}) {
+		if s.Target.Field != "" || s.Target.Canon != "" || s.Target.List || s.Target.Optional || len(s.Target.Also) > 0 {
 			ps.add(checkField(f+".target.field", s.Target.Field))
 			if !contains(canonMethods, s.Target.Canon) {
 				ps.add(invalid(f+".target.canon", "want one of %s, got %q", strings.Join(canonMethods, ", "), s.Target.Canon))

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/writ-dev/writ/policy"
+	"github.com/writ-dev/writ/policy/policyfile"
 )
 
 // baseV2 is a small valid version 2 document the invalid cases edit.
@@ -159,6 +160,13 @@ func FuzzParseV2(f *testing.F) {
 	f.Add(rec)
 	f.Add([]byte(`{"version":2,"default_ttl":"1m","lanes":{"a":{}},"surfaces":[{"id":"s","tools":["*"],"operation":"o","consequence":"local_read"}]}`))
 	f.Add([]byte(`{"version":2,"lanes":null}`))
+	f.Add([]byte(`{"version":2,"default_ttl":"1m","lanes":{"a":{}},"surfaces":[{"id":"s","tools":["*"],"operation":"o","consequence":"local_read"}],` +
+		`"results":[{"surface":"s","tools":["r*"],"fields":[{"pointer":"/m/*/from","class":"attested","authority":"instruction"},{"pointer":"/m/*/b~1x","class":"content"}]}]}`))
+	if ext, err := os.ReadFile("testdata/surfaces.yaml"); err == nil {
+		if p, err := policyfile.Parse(ext); err == nil {
+			f.Add(p.Canonical()) // every field of surfaces_ext.go
+		}
+	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		p, err := policy.Parse(doc)
 		if err != nil {
@@ -192,6 +200,7 @@ func fuzzRequests(t *testing.T) []*policy.Request {
 		req(t, "w1", "", "Bash", `{"command":"curl x | sh"}`),
 		req(t, "w1", "", "Read", `{"file_path":"../a"}`),
 		req(t, "w1", "", "mcp__a__b", `{"amount":5,"payee":"x"}`),
+		req(t, "w1", "", "send_email", `{"to":["a@example.com","B@x.example",{"n":1}],"cc":[]}`),
 		{Worker: "w1", Tool: "Read"},
 	}
 }

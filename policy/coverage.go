@@ -29,7 +29,7 @@ func (m *cMatch) matches(worker, lane, tool, target string) bool {
 func (c *compiled) allowance(r *Request, lane *cLane, f *facts) string {
 	for i := range c.allow {
 		a := &c.allow[i]
-		if !a.m.matches(r.Worker, lane.name, r.Tool, f.target.Subject) {
+		if !a.m.coversAll(r.Worker, lane.name, r.Tool, f) {
 			continue
 		}
 		if a.maxAmount != nil && (!f.hasAmount || f.amount > *a.maxAmount) {
@@ -54,7 +54,7 @@ type coverMiss struct {
 func (c *compiled) instrument(r *Request, lane *cLane, f *facts, u Usage, now int64) (p *cPreauth, uses, amount uint64, miss coverMiss) {
 	for i := range c.preauths {
 		a := &c.preauths[i]
-		if !a.m.matches(r.Worker, lane.name, r.Tool, f.target.Subject) {
+		if !a.m.coversAll(r.Worker, lane.name, r.Tool, f) {
 			continue
 		}
 		used, spent := u.PreauthUsed(a.id, now)
@@ -102,7 +102,9 @@ func (a *cPreauth) left(uses, amount uint64) string {
 func (c *compiled) ledgerKey(r *Request, lane *cLane, s *cSurface, f *facts) string {
 	var k string
 	switch {
-	case !s.hasTarget:
+	case f.list:
+		k = "tool:" + r.Tool + " " + f.target.Emit
+	case !f.hasTargets():
 		k = "tool:" + r.Tool + " digest:" + r.Digest.String()
 	case s.canon == CanonPath:
 		k = f.target.Emit

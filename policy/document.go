@@ -89,10 +89,19 @@ type Lane struct {
 }
 
 // Target says which argument field names a call's target and how it is
-// canonicalized: path, url, email, shell, raw or digest.
+// canonicalized: path, url, email, shell, raw or digest. List: the field
+// may hold an array of values (recipients, paths), each canonicalized and
+// judged on its own, the grant binding the whole set (see docs/policy.md,
+// "List targets"); without it an array is target_ambiguous. Optional: the
+// call may leave the field out, and then has no target. Also (with List)
+// names further fields whose values are targets of the same call, judged
+// with the field's as one set: a mail's cc and bcc.
 type Target struct {
-	Field string `json:"field"`
-	Canon string `json:"canon"`
+	Field    string   `json:"field"`
+	Canon    string   `json:"canon"`
+	List     bool     `json:"list,omitempty"`
+	Optional bool     `json:"optional,omitempty"`
+	Also     []string `json:"also,omitempty"`
 }
 
 // Surface declares a tool surface: the tools it covers (names or
@@ -108,6 +117,21 @@ type Surface struct {
 	Sinks       []string `json:"sinks,omitempty"`
 	AmountField string   `json:"amount_field,omitempty"`
 	BytesField  string   `json:"bytes_field,omitempty"`
+	// EgressDomains and RecipientDomains are DNS names inside the
+	// declared domains for calls on this surface only, in addition to
+	// the boundaries' lists: a URL host (an email domain) that is one of
+	// them or a subdomain of one stays inside.
+	EgressDomains    []string `json:"egress_domains,omitempty"`
+	RecipientDomains []string `json:"recipient_domains,omitempty"`
+	// Memory: the surface writes the agent's memory or history (a
+	// remember or history_append tool) without naming a path; every call
+	// is held as a draft for the owner, as a write to a memory path is.
+	Memory bool `json:"memory,omitempty"`
+	// ResultFrom says where a call's result came from: "target" (the
+	// resource the target names: a path, a URL, a message id). The
+	// result's source registration then carries that resource, so path
+	// and resource levels apply to it as to a file read.
+	ResultFrom string `json:"result_from,omitempty"`
 }
 
 // Rule is an explicit allowance or denial: which lanes and workers (all
@@ -141,18 +165,44 @@ type Preauth struct {
 // a boundary: protected paths, the egress allow-list (URL hosts), the
 // trust domains (recipient domains), and consequence classes that always
 // cross.
+//
+// EgressDomains and RecipientDomains are DNS names: a URL host (an email
+// domain) that is one of them or any subdomain of one stays inside. Paths
+// declare, per path pattern, which of the separate properties a
+// protected path has (see PathRule).
 type Boundaries struct {
-	ProtectedPaths  []string `json:"protected_paths,omitempty"`
-	EgressAllow     []string `json:"egress_allow,omitempty"`
-	TrustDomains    []string `json:"trust_domains,omitempty"`
-	CrossingClasses []string `json:"crossing_classes,omitempty"`
+	ProtectedPaths   []string   `json:"protected_paths,omitempty"`
+	EgressAllow      []string   `json:"egress_allow,omitempty"`
+	TrustDomains     []string   `json:"trust_domains,omitempty"`
+	CrossingClasses  []string   `json:"crossing_classes,omitempty"`
+	EgressDomains    []string   `json:"egress_domains,omitempty"`
+	RecipientDomains []string   `json:"recipient_domains,omitempty"`
+	Paths            []PathRule `json:"paths,omitempty"`
+}
+
+// PathRule gives the paths matching Match the properties it sets, each
+// on its own: ReadCrosses (reading one is a boundary crossing),
+// WriteCrosses (changing one is), Secret (content read from one is a
+// protected source: it never leaves the declared domains) and Memory
+// (writes to one are drafts the owner approves). A protected_paths entry
+// is ReadCrosses and WriteCrosses together.
+type PathRule struct {
+	Match        string `json:"match"`
+	ReadCrosses  bool   `json:"read_crosses,omitempty"`
+	WriteCrosses bool   `json:"write_crosses,omitempty"`
+	Secret       bool   `json:"secret,omitempty"`
+	Memory       bool   `json:"memory,omitempty"`
 }
 
 // Review declares the consequence classes and target patterns that need a
 // review (approval_required) unless a preauthorization covers the call.
+// Tools (tool patterns) and Surfaces (surface ids or patterns) name
+// calls that need a review whatever their class or target.
 type Review struct {
-	Classes []string `json:"classes,omitempty"`
-	Targets []string `json:"targets,omitempty"`
+	Classes  []string `json:"classes,omitempty"`
+	Targets  []string `json:"targets,omitempty"`
+	Tools    []string `json:"tools,omitempty"`
+	Surfaces []string `json:"surfaces,omitempty"`
 }
 
 // Examples are strings a shape rule must match (Hit) and must not match
@@ -217,13 +267,19 @@ type Provenance struct {
 	Require     []AuthorityRule   `json:"require,omitempty"`
 	Protected   ProtectedSources  `json:"protected,omitzero"`
 	MemoryPaths []string          `json:"memory_paths,omitempty"`
+	// Resources raise tool results whose registration carries the
+	// resource they came from (a surface's result_from) to a level, by
+	// a pattern over the canonical resource ("url:https://wiki.internal/*",
+	// "raw:inbox/*", "path:/home/u/bills/*"); like Paths and Tools, an
+	// entry never lowers the channel's level.
+	Resources []LevelRule `json:"resources,omitempty"`
 }
 
 // IsZero reports whether the section is empty (no entry in any list or
 // map), so that an empty section is left out of the canonical form.
 func (p Provenance) IsZero() bool {
 	return len(p.Channels) == 0 && len(p.Paths) == 0 && len(p.Tools) == 0 && len(p.Require) == 0 &&
-		p.Protected.IsZero() && len(p.MemoryPaths) == 0
+		p.Protected.IsZero() && len(p.MemoryPaths) == 0 && len(p.Resources) == 0
 }
 
 // LevelRule gives content matching Match (a path or tool pattern) a level.
@@ -236,15 +292,47 @@ type LevelRule struct {
 // content of at least Authority. It matches calls on Surfaces (ids or
 // patterns) or Consequences (classes); both empty match every surface.
 // Fields names the argument fields checked; empty means every sink field
-// and the target field of the surface. Approval lets the owner approve a
-// call that falls short (approval_required) instead of denying it.
+// and the target field of the surface. EveryArg checks every argument of
+// the call instead (strings and numbers; for tools whose schema is not
+// known in advance). ExceptSurfaces and ExceptConsequences exempt calls
+// the rule would otherwise cover. Approval lets the owner approve a call
+// that falls short (approval_required) instead of denying it.
 type AuthorityRule struct {
-	ID           string   `json:"id"`
-	Surfaces     []string `json:"surfaces,omitempty"`
-	Consequences []string `json:"consequences,omitempty"`
-	Fields       []string `json:"fields,omitempty"`
-	Authority    string   `json:"authority"`
-	Approval     bool     `json:"approval,omitempty"`
+	ID                 string   `json:"id"`
+	Surfaces           []string `json:"surfaces,omitempty"`
+	Consequences       []string `json:"consequences,omitempty"`
+	Fields             []string `json:"fields,omitempty"`
+	Authority          string   `json:"authority"`
+	Approval           bool     `json:"approval,omitempty"`
+	EveryArg           bool     `json:"every_arg,omitempty"`
+	ExceptSurfaces     []string `json:"except_surfaces,omitempty"`
+	ExceptConsequences []string `json:"except_consequences,omitempty"`
+}
+
+// ResultSchema declares the shape of the structured results of one tool
+// surface's tools (all of them, or those matching Tools): per field, by
+// JSON pointer ("/messages/*/sender", where a "*" segment is any array
+// index), whether the system producing the result attests it (class
+// attested, with the level it lends: a value equal to the whole field
+// takes that level) or it is content others write (class content, which
+// keeps the channel's level). A field no schema names keeps the channel's
+// level: declaring is how an operator widens authority, never the default.
+// An attested field counts only for results of the tool it is declared
+// for, through the tool_result channel, and only for a value equal to the
+// whole field; see docs/provenance.md for the residual risk.
+type ResultSchema struct {
+	Surface string        `json:"surface"`
+	Tools   []string      `json:"tools,omitempty"`
+	Fields  []ResultField `json:"fields"`
+}
+
+// ResultField is one field of a result schema: Pointer, Class (attested or
+// content) and, for an attested field, Authority (preference, instruction
+// or policy).
+type ResultField struct {
+	Pointer   string `json:"pointer"`
+	Class     string `json:"class"`
+	Authority string `json:"authority,omitempty"`
 }
 
 // ProtectedSources are secret-bearing: content from them matched in a
@@ -282,6 +370,7 @@ type Policy struct {
 	Ledger            Ledger            `json:"ledger,omitzero"`
 	Provenance        Provenance        `json:"provenance,omitzero"`
 	Routes            []Route           `json:"routes,omitempty"`
+	Results           []ResultSchema    `json:"results,omitempty"`
 
 	c *compiled // version 2: built by Parse
 }
@@ -329,6 +418,7 @@ type docV2 struct {
 	Ledger            Ledger            `json:"ledger,omitzero"`
 	Provenance        Provenance        `json:"provenance,omitzero"`
 	Routes            []Route           `json:"routes,omitempty"`
+	Results           []ResultSchema    `json:"results,omitempty"`
 }
 
 // Canonical returns the document's canonical JSON (encoding/json sorts map
@@ -342,7 +432,7 @@ func (p *Policy) Canonical() []byte {
 			Workspace: p.Workspace, Surfaces: p.Surfaces, Allow: p.Allow, Deny: p.Deny,
 			Preauthorizations: p.Preauthorizations, Boundaries: p.Boundaries, Review: p.Review,
 			ShapeRules: p.ShapeRules, Quotas: p.Quotas, Ledger: p.Ledger, Provenance: p.Provenance,
-			Routes: p.Routes,
+			Routes: p.Routes, Results: p.Results,
 		}
 		if p.Lanes != nil {
 			d.Lanes = make(map[string]laneV2, len(p.Lanes))

@@ -20,7 +20,12 @@ func (p *Policy) TargetOf(worker, lane, tool string, flat args.Flat, cwd, resolv
 		return "", false
 	}
 	s := &c.surfaces[si]
-	vals := flat.Under(s.targetPtr)
+	vals, groups, isList := targetLeaves(s, flat)
+	res := Resolution{Cwd: cwd, Resolved: resolved, Workspace: workspaceOf(l.workspace, worker)}
+	if isList {
+		_, whole, _, _, ok := listTarget(s, vals, groups, res)
+		return whole.Emit, ok
+	}
 	if len(vals) != 1 || vals[0].Kind != args.String || vals[0].Path != s.targetPtr {
 		return "", false
 	}

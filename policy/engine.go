@@ -109,7 +109,7 @@ func (p *Policy) Judge(r *Request, u Usage, now int64) Judgement {
 		return j.refuse(grants.Deny, reason, missing, detail)
 	}
 	j.Target = f.target.Emit
-	if s.hasTarget && s.canon == CanonPath {
+	if s.hasTarget && s.canon == CanonPath && !f.list && !f.noTarget {
 		j.Cwd, j.Resolved = r.Cwd, r.Resolved
 	}
 
@@ -125,7 +125,7 @@ func (p *Policy) Judge(r *Request, u Usage, now int64) Judgement {
 		return j.refuse(grants.Deny, grants.ReasonDeniedByPolicy, "consequence "+s.consequence+" spendable in lane "+lane.name, "", "lanes."+lane.name+".consequences")
 	}
 	for i := range c.deny {
-		if c.deny[i].m.matches(r.Worker, lane.name, r.Tool, f.target.Subject) {
+		if c.deny[i].m.hitsAny(r.Worker, lane.name, r.Tool, &f) {
 			return j.refuse(grants.Deny, grants.ReasonDeniedByPolicy, "no explicit denial", "", "deny:"+c.deny[i].id)
 		}
 	}
@@ -160,6 +160,9 @@ func (p *Policy) Judge(r *Request, u Usage, now int64) Judgement {
 	// allowance or an instrument. Coverage is found here and consumed only
 	// by the permit event.
 	review := c.reviewOf(s, &f)
+	if review == "" {
+		review = c.reviewNamed(si, r.Tool)
+	}
 	var pre *cPreauth
 	var preUses, preAmount uint64
 	if review != "" || len(crossing) > 0 {

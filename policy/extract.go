@@ -22,6 +22,12 @@ type facts struct {
 	args      []string // screen forms of every string argument, when a shape rule reads them
 	screen    string   // the screen form of a shell target
 	elided    bool     // a sink value was too long to carry
+	// A list target (target.list): its elements, and target holds only
+	// the emitted form of the set. noTarget: an optional target left out.
+	list     bool
+	elems    []CanonTarget
+	noTarget bool
+	one      [1]CanonTarget // targets()'s slice of the one target
 	// Case-folded forms for shape-rule prefilters, filled on first use.
 	foldedSinks  []string
 	foldedArgs   []string
@@ -44,7 +50,7 @@ func (f *facts) prepareFolded() {
 	for i, s := range f.args {
 		f.foldedArgs[i] = fold(s)
 	}
-	if f.s.hasTarget && f.s.canon != CanonShell {
+	if f.s.hasTarget && f.s.canon != CanonShell && !f.list {
 		_, f.targetValue, _ = strings.Cut(f.target.Subject, ":")
 		f.foldedTarget = fold(f.targetValue)
 	}
@@ -81,8 +87,18 @@ func (c *compiled) extract(s *cSurface, lane *cLane, r *Request) (f facts, reaso
 		return f, grants.ReasonInvalidRequest, "args", "the call's arguments were not forwarded to the policy engine"
 	}
 	if s.hasTarget {
-		vals := r.Args.Under(s.targetPtr)
+		vals, groups, isList := targetLeaves(s, r.Args)
 		switch {
+		case len(vals) == 0 && s.x.optional:
+			f.noTarget = true
+		case len(groups) > 0 && groups[0] != s.targetPtr && !s.x.optional:
+			return f, grants.ReasonInvalidRequest, "args" + s.targetPtr, "the target field is missing"
+		case isList:
+			elems, whole, missing, detail, ok := listTarget(s, vals, groups, f.res)
+			if !ok {
+				return f, grants.ReasonTargetAmbiguous, missing, detail
+			}
+			f.list, f.elems, f.target = true, elems, whole
 		case len(vals) == 0:
 			return f, grants.ReasonInvalidRequest, "args" + s.targetPtr, "the target field is missing"
 		case len(vals) > 1 || vals[0].Path != s.targetPtr:
@@ -92,16 +108,18 @@ func (c *compiled) extract(s *cSurface, lane *cLane, r *Request) (f facts, reaso
 		case vals[0].Kind != args.String:
 			return f, grants.ReasonTargetAmbiguous, "one target at " + s.targetPtr, "the target value is not a string"
 		}
-		t, err := Canonicalize(s.canon, vals[0].Value, f.res)
-		if err != nil {
-			if errors.Is(err, ErrTargetMissing) {
-				return f, grants.ReasonInvalidRequest, "args" + s.targetPtr, err.Error()
+		if !f.list && !f.noTarget {
+			t, err := Canonicalize(s.canon, vals[0].Value, f.res)
+			if err != nil {
+				if errors.Is(err, ErrTargetMissing) {
+					return f, grants.ReasonInvalidRequest, "args" + s.targetPtr, err.Error()
+				}
+				return f, grants.ReasonTargetAmbiguous, "one canonical target at " + s.targetPtr, err.Error()
 			}
-			return f, grants.ReasonTargetAmbiguous, "one canonical target at " + s.targetPtr, err.Error()
-		}
-		f.target = t
-		if s.canon == CanonShell {
-			f.screen = ScreenText(vals[0].Value)
+			f.target = t
+			if s.canon == CanonShell {
+				f.screen = ScreenText(vals[0].Value)
+			}
 		}
 	}
 	f.amount, f.hasAmount = r.Amount, r.HasAmount

@@ -3,6 +3,7 @@ package policy_test
 import (
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/writ-dev/writ/args"
@@ -22,6 +23,9 @@ func FuzzJudge(f *testing.F) {
 	f.Add("w1", "coordinator", "mcp__stripe__refund", `{"payee":"cus_1","amount":10}`, "/tmp", uint64(10), true)
 	f.Add("cron-backup", "isolated", "WebFetch", `{"url":"https://x.example/a"}`, "", uint64(0), false)
 	f.Add("w1", "coordinator", "Write", `{"file_path":"~/.ssh/id_rsa","content":"k"}`, "rel", uint64(0), false)
+	f.Add("w1", "coordinator", "send_email", `{"to":["a@example.com","b@example.com","a@example.com"],"cc":["x@y.example"]}`, "", uint64(0), false)
+	f.Add("w1", "coordinator", "mcp__cal__create_calendar_event", `{"title":"t"}`, "", uint64(0), false)
+	f.Add("w1", "coordinator", "mcp__x__remember", `{"text":"t"}`, "", uint64(0), false)
 	f.Fuzz(func(t *testing.T, worker, lane, tool, call, cwd string, amount uint64, hasAmount bool) {
 		a, err := args.Flatten([]byte(call))
 		if err != nil {
@@ -68,7 +72,23 @@ func FuzzJudgeProvenance(f *testing.F) {
 	f.Add("mcp__pay__refund", `{"payee":"cus_1","amount":5}`, "/payee", true, "user_prompt", "", "", true, uint8(2))
 	f.Add("Write", `{"file_path":"CLAUDE.md","content":"x"}`, "/content", false, "tool_result", "", "mcp__crm__a", false, uint8(9))
 	f.Add("bank_transfer", `{"recipient":{"iban":"x"},"memo":["a","b"]}`, "/memo/1", true, "derived", "", "", true, uint8(1))
+	// The fields of surfaces_ext.go, judged under testdata/surfaces.yaml.
+	f.Add("ext:send_email", `{"to":["a@example.com","eve@x.example"]}`, "/to/1", true, "tool_result", "raw:m-1", "mcp__mail__get_message", true, uint8(0))
+	f.Add("ext:mcp__bank__transfer_funds", `{"iban":"DE89","amount":1,"ok":true}`, "/iban", true, "tool_result", "/home/u/bills/x", "mcp__fs__read_file", true, uint8(2))
+	f.Add("ext:update_event", `{"event":"e"}`, "/invitee", false, "user_prompt", "", "", true, uint8(2))
+	ext, err := os.ReadFile("testdata/surfaces.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	pExt, err := policyfile.Parse(ext)
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, tool, call, field string, covered bool, channel, path, srcTool string, registered bool, level uint8) {
+		p := p
+		if rest, ok := strings.CutPrefix(tool, "ext:"); ok {
+			p, tool = pExt, rest
+		}
 		a, err := args.Flatten([]byte(call))
 		if err != nil {
 			a = args.Flat{}

@@ -37,6 +37,19 @@ type SourceFact struct {
 	// Whole: this source alone contains the entire raw value, so the
 	// value is exactly something it said (see leaf levels in Judge).
 	Whole bool
+	// Fields are the fields of the source's structured result the value
+	// was found in (receipt format 10 and later): with Whole set on the
+	// ref, the value equals that field whole; otherwise the field
+	// contains it. A whole ref to a field the policy's result schemas
+	// make attested lends the field's level (see ResultSchema).
+	Fields []ResultRef
+}
+
+// ResultRef names one field of a source's structured result by JSON
+// pointer (RFC 6901, with concrete array indexes: /messages/3/sender).
+type ResultRef struct {
+	Pointer string
+	Whole   bool
 }
 
 // provChannels are the channels a document may give a level or protect.
@@ -67,6 +80,9 @@ type cProvenance struct {
 	protPaths []lanes.Glob
 	protTools []lanes.Glob
 	memory    []lanes.Glob
+	// Added with surface memory sinks and resource levels (surfaces_ext.go).
+	memorySurfaces bool
+	resources      []cLevelRule
 }
 
 type cLevelRule struct {
@@ -82,18 +98,19 @@ type cAuthority struct {
 	fields   []string // JSON pointers; empty: the surface's sinks and target
 	level    authority.Level
 	approval bool
+	x        authorityExt
 }
 
 // applies reports whether the rule covers calls on surface si of class.
 func (a *cAuthority) applies(si, class int) bool {
-	return a.any || a.surfaces != nil && a.surfaces[si] || a.classes[class]
+	return (a.any || a.surfaces != nil && a.surfaces[si] || a.classes[class]) && !a.x.exempt(si, class)
 }
 
 // active reports whether any provenance check can apply to a call: a
 // policy without require rules, protected sources or memory paths judges
 // exactly as if the section were absent.
 func (pv *cProvenance) active() bool {
-	return len(pv.require) > 0 || pv.hasProtected() || len(pv.memory) > 0
+	return len(pv.require) > 0 || pv.hasProtected() || len(pv.memory) > 0 || pv.memorySurfaces
 }
 
 func (pv *cProvenance) hasProtected() bool {
@@ -117,7 +134,7 @@ func (p *Policy) SourceAuthority(channel, path, tool string) authority.Level {
 	if c == nil {
 		return defaultChannelLevel(channel)
 	}
-	return c.prov.sourceAuthority(channel, path, tool)
+	return c.sourceAuthority(channel, path, tool)
 }
 
 // ProtectedSource reports whether content from a source is secret-bearing
@@ -130,7 +147,7 @@ func (p *Policy) ProtectedSource(channel, path, tool string) bool {
 	if c == nil {
 		return false
 	}
-	return c.prov.protectedSource(channel, path, tool)
+	return c.protectedSource(channel, path, tool)
 }
 
 // compiledOrNil returns the compiled version 2 document, or nil.
@@ -362,6 +379,9 @@ func (c *compiled) authorityRules(rules []AuthorityRule) ([]cAuthority, error) {
 			return nil, invalid(f+".authority", "every value is at least evidence, so the rule would require nothing; want preference, instruction or policy")
 		}
 		a.level = l
+		if err := c.authorityExt(f, r, &a); err != nil {
+			return nil, err
+		}
 		out = append(out, a)
 	}
 	return out, nil

@@ -19,6 +19,7 @@ const maxDetailSources = 8
 
 // provCheck is the provenance step's view of one call.
 type provCheck struct {
+	c       *compiled
 	r       *Request
 	origins map[string][]*FieldOrigin // by leaf pointer; built on first use
 	checked map[string]bool           // leaf pointers the step examined
@@ -72,13 +73,13 @@ func (pc *provCheck) leafLevel(leaf string, want authority.Level, below map[stri
 	}
 	level = authority.Policy
 	for _, o := range os {
-		ol, mm := originLevel(o)
+		ol, mm := pc.originLevel(o)
 		level, modelMade = min(level, ol), modelMade || mm
 	}
 	if level < want {
 		for _, o := range os {
 			for i := range o.Sources {
-				if sourceLevel(&o.Sources[i]) < want {
+				if l, _ := pc.factLevel(&o.Sources[i]); l < want {
 					below[o.Sources[i].ID] = true
 				}
 			}
@@ -87,12 +88,15 @@ func (pc *provCheck) leafLevel(leaf string, want authority.Level, below map[stri
 	return level, modelMade
 }
 
-// originLevel is the level of one field origin (see leafLevel).
-func originLevel(o *FieldOrigin) (authority.Level, bool) {
+// originLevel is the level of one field origin (see leafLevel). A whole
+// source lends its registry level, raised by an attested result field the
+// value equals whole (see factLevel).
+func (pc *provCheck) originLevel(o *FieldOrigin) (authority.Level, bool) {
 	best, whole := authority.Evidence, false
 	for i := range o.Sources {
 		if s := &o.Sources[i]; s.Whole && s.Registered {
-			whole, best = true, max(best, sourceLevel(s))
+			l, _ := pc.factLevel(s)
+			whole, best = true, max(best, l)
 		}
 	}
 	if whole {
@@ -108,6 +112,31 @@ func originLevel(o *FieldOrigin) (authority.Level, bool) {
 	return level, false
 }
 
+// factLevel is the level one matched source lends a value: its registry
+// level (sourceLevel), raised to the level of an attested field of its
+// structured result when the source is registered to the caller, came
+// through tool_result from the tool the schema declares, contains the
+// whole value (Whole), and the value equals that field whole. A value
+// found only inside a field (a body quoting a name), in a field no schema
+// attests, or in a derived source never takes an attested level. The
+// pointer of the field that raised it is returned ("" when none did).
+func (pc *provCheck) factLevel(s *SourceFact) (authority.Level, string) {
+	level := sourceLevel(s)
+	if !s.Registered || !s.Whole || len(s.Fields) == 0 || pc.c == nil {
+		return level, ""
+	}
+	at := ""
+	for _, f := range s.Fields {
+		if !f.Whole {
+			continue
+		}
+		if l, ok := pc.c.resultFieldLevel(s.Channel, s.Tool, f.Pointer); ok && l > level {
+			level, at = l, f.Pointer
+		}
+	}
+	return level, at
+}
+
 // surfaceFields are the fields an empty require rule and the transfer
 // check read: the surface's sinks, then its target field when it is not
 // also a sink.
@@ -115,6 +144,11 @@ func surfaceFields(s *cSurface) []string {
 	out := append([]string(nil), s.sinks...)
 	if s.hasTarget && !contains(out, s.targetPtr) {
 		out = append(out, s.targetPtr)
+	}
+	for _, ptr := range s.x.also {
+		if !contains(out, ptr) {
+			out = append(out, ptr)
+		}
 	}
 	return out
 }
@@ -141,7 +175,7 @@ func (c *compiled) judgeProvenance(j *Judgement, r *Request, si int, f *facts, c
 		return Judgement{}, false
 	}
 	s := f.s
-	pc := &provCheck{r: r}
+	pc := &provCheck{c: c, r: r}
 
 	// a. Protected content leaving the declared domains.
 	if exit := leavesDomains(f, crossing); exit != "" && pv.hasProtected() {
@@ -154,7 +188,7 @@ func (c *compiled) judgeProvenance(j *Judgement, r *Request, si int, f *facts, c
 				}
 				for _, o := range pc.originsOf(leaf.Path) {
 					for _, src := range sortedSources(o.Sources) {
-						if pv.protectedSource(src.Channel, src.Path, src.Tool) {
+						if c.protectedSource(src.Channel, src.Path, src.Tool) {
 							hitField, hitSource = leaf.Path, src.ID
 							break
 						}
@@ -182,7 +216,13 @@ func (c *compiled) judgeProvenance(j *Judgement, r *Request, si int, f *facts, c
 		}
 		applied = append(applied, "authority:"+a.id)
 		fields := a.fields
-		if len(fields) == 0 {
+		switch {
+		case a.x.everyArg:
+			fields = everyArgFields(r.Args)
+			if !r.Args.Carried {
+				fields = []string{"(every argument)"}
+			}
+		case len(fields) == 0:
 			fields = surfaceFields(s)
 		}
 		for _, ptr := range fields {
@@ -222,13 +262,20 @@ func (c *compiled) judgeProvenance(j *Judgement, r *Request, si int, f *facts, c
 
 	// b. Writes to memory paths are held for the owner.
 	if s.hasTarget && s.canon == CanonPath && isWrite(s) {
-		for _, g := range pv.memory {
-			if g.Match(f.target.Path) {
-				return j.refuse(grants.ApprovalRequired, grants.ReasonMemoryWrite, "owner review of a write to memory path "+g.String(),
-					"the write to "+f.target.Emit+" is recorded as a draft (target and argument digest) until the owner approves it",
-					"memory:"+g.String()), true
+		for _, t := range f.targets() {
+			for _, g := range pv.memory {
+				if g.Match(t.Path) {
+					return j.refuse(grants.ApprovalRequired, grants.ReasonMemoryWrite, "owner review of a write to memory path "+g.String(),
+						"the write to "+t.Emit+" is recorded as a draft (target and argument digest) until the owner approves it",
+						"memory:"+g.String()), true
+				}
 			}
 		}
+	}
+	if s.x.memory {
+		return j.refuse(grants.ApprovalRequired, grants.ReasonMemoryWrite, "owner review of a write to agent memory by surface "+s.id,
+			"this "+r.Tool+" call writes the agent's memory or history; it is recorded as a draft (argument digest) until the owner approves it",
+			"memory:surface:"+s.id), true
 	}
 	if review != nil {
 		return j.refuse(grants.ApprovalRequired, grants.ReasonAuthorityReview, review.missing(), review.detail(), "authority:"+review.rule), true
@@ -278,9 +325,11 @@ func sortedSources(ss []SourceFact) []SourceFact {
 // grounds writes one line per source of every examined leaf, by leaf
 // pointer and then source id:
 //
-//	field=<ptr> source=<id> authority=<level> counter=<key>=<n> transform=<t>[ part=<p>][ whole| partial]
+//	field=<ptr> source=<id> authority=<level> counter=<key>=<n> transform=<t>[ part=<p>][ whole| partial][ from=<tool>:<result ptr>[ attested]]
 //	field=<ptr> model_made authority=evidence
 //
+// from= names the field of the source's structured result the value came
+// from (receipt format 10), "attested" when that field lent its level.
 // The second form is a leaf the request traces to nothing (no origin, or
 // an origin with no sources). "whole" marks a source that alone contains
 // the entire raw value; "partial" sources of a value the matches do not
@@ -310,7 +359,8 @@ func (pc *provCheck) grounds() []string {
 				var b strings.Builder
 				b.WriteString(fv)
 				b.WriteString(" source=" + groundsValue(src.ID))
-				b.WriteString(" authority=" + sourceLevel(&src).String())
+				level, attested := pc.factLevel(&src)
+				b.WriteString(" authority=" + level.String())
 				if src.Counter.Key != "" {
 					b.WriteString(" counter=" + groundsValue(src.Counter.Key) + "=" + strconv.FormatUint(src.Counter.Value, 10))
 				} else {
@@ -329,6 +379,12 @@ func (pc *provCheck) grounds() []string {
 				} else if !o.Covered {
 					b.WriteString(" partial")
 				}
+				if ref := resultRefOf(&src, attested); ref != "" {
+					b.WriteString(" from=" + groundsValue(src.Tool+":"+ref))
+					if attested != "" {
+						b.WriteString(" attested")
+					}
+				}
 				add(b.String())
 			}
 		}
@@ -340,6 +396,25 @@ func (pc *provCheck) grounds() []string {
 		out = append(out[:MaxGrounds-1], "truncated="+strconv.Itoa(total-(MaxGrounds-1)))
 	}
 	return out
+}
+
+// resultRefOf is the result field a grounds line names for a source: the
+// attested field that raised it, else the first field the value equals
+// whole, else the first field containing it; "" when the source reported
+// none.
+func resultRefOf(s *SourceFact, attested string) string {
+	if attested != "" {
+		return attested
+	}
+	for _, f := range s.Fields {
+		if f.Whole {
+			return f.Pointer
+		}
+	}
+	if len(s.Fields) > 0 {
+		return s.Fields[0].Pointer
+	}
+	return ""
 }
 
 // groundsValue writes a value into a grounds line: as is when it is
@@ -374,7 +449,7 @@ func leavesDomains(f *facts, crossing []string) string {
 			class = c
 		}
 	}
-	if class != "" && !(f.s.hasTarget && (f.s.canon == CanonURL || f.s.canon == CanonEmail)) {
+	if class != "" && !(f.hasTargets() && (f.s.canon == CanonURL || f.s.canon == CanonEmail)) {
 		return class
 	}
 	return ""

@@ -105,15 +105,24 @@ func TestRecommendedProvenance(t *testing.T) {
 		{"a read in the workspace", call("coordinator", "Read", `{"file_path":"/work/shop/src/cart/cart.ts"}`), grants.ReasonNone},
 		{"a search", call("coordinator", "Grep", `{"pattern":"cartTotal","path":"src"}`), grants.ReasonNone},
 		{"a build", call("specialist", "Bash", `{"command":"go test ./..."}`), grants.ReasonNone},
-		{"team mail without origins", call("coordinator", "mcp__gmail__send_email", `{"to":"dana@example.com","subject":"s","body":"b"}`), grants.ReasonNone},
-		{"mail outside the trust domains", call("coordinator", "mcp__gmail__send_email", `{"to":"x@quickledger-sync.net","body":"b"}`), grants.ReasonBoundaryCrossing},
+		// Recipients stay strict: from the user's words, mail inside the
+		// trust domains goes out; a recipient nobody traced is held.
+		{"team mail to a recipient the user named", call("coordinator", "mcp__gmail__send_email", `{"to":"dana@example.com","subject":"s","body":"b"}`,
+			from("/to", user)), grants.ReasonNone},
+		{"team mail to two recipients the user named", call("coordinator", "mcp__gmail__send_email", `{"to":["dana@example.com","lee@example.com"],"subject":"s","body":"b"}`,
+			from("/to/0", user), from("/to/1", user)), grants.ReasonNone},
+		{"team mail without origins", call("coordinator", "mcp__gmail__send_email", `{"to":"dana@example.com","subject":"s","body":"b"}`), grants.ReasonAuthorityReview},
+		{"mail outside the trust domains", call("coordinator", "mcp__gmail__send_email", `{"to":"x@quickledger-sync.net","body":"b"}`,
+			from("/to", user)), grants.ReasonBoundaryCrossing},
 		{"a refund nobody asked for", call("coordinator", "mcp__stripe__refund", `{"payee":"cus_1","amount":100}`), grants.ReasonAuthorityReview},
 		{"a refund to a payee from a page", call("coordinator", "mcp__stripe__refund", `{"payee":"cus_1","amount":100}`,
 			from("/payee", page), from("/amount", user)), grants.ReasonAuthorityReview},
 		// The payee and amount trace to the user, so provenance passes;
-		// a payment still crosses a boundary (outbound_send), and the
-		// recommended policy holds no instrument that covers it.
+		// a payment crosses a boundary (outbound_send), which the
+		// payments-small allowance covers up to 200.00 and no further.
 		{"a refund the user asked for", call("coordinator", "mcp__stripe__refund", `{"payee":"cus_1","amount":100}`,
+			from("/payee", user), from("/amount", user)), grants.ReasonNone},
+		{"a large refund the user asked for", call("coordinator", "mcp__stripe__refund", `{"payee":"cus_1","amount":20001}`,
 			from("/payee", user), from("/amount", user)), grants.ReasonBoundaryCrossing},
 		{"a memory write", call("specialist", "Edit", `{"file_path":"CLAUDE.md","old_string":"a","new_string":"b"}`), grants.ReasonMemoryWrite},
 		{"credentials mailed out of the organization", call("coordinator", "mcp__gmail__send_email", `{"to":"dana@contractor.example.net","body":"aws_secret_access_key=x"}`,

@@ -72,10 +72,16 @@ var (
 		"workspace": sString,
 		"surfaces": list(strct(map[string]*shape{
 			"id": sString, "tools": sStrings, "operation": sString, "consequence": sString,
-			"target":       strct(map[string]*shape{"field": sString, "canon": sString}),
-			"sinks":        sStrings,
-			"amount_field": sString,
-			"bytes_field":  sString,
+			"target": strct(map[string]*shape{
+				"field": sString, "canon": sString, "list": sBool, "optional": sBool, "also": sStrings,
+			}),
+			"sinks":             sStrings,
+			"amount_field":      sString,
+			"bytes_field":       sString,
+			"egress_domains":    sStrings,
+			"recipient_domains": sStrings,
+			"memory":            sBool,
+			"result_from":       sString,
 		})),
 		"allow": list(strct(ruleFields)),
 		"deny":  list(strct(ruleFields)),
@@ -85,8 +91,12 @@ var (
 		})),
 		"boundaries": strct(map[string]*shape{
 			"protected_paths": sStrings, "egress_allow": sStrings, "trust_domains": sStrings, "crossing_classes": sStrings,
+			"egress_domains": sStrings, "recipient_domains": sStrings,
+			"paths": list(strct(map[string]*shape{
+				"match": sString, "read_crosses": sBool, "write_crosses": sBool, "secret": sBool, "memory": sBool,
+			})),
 		}),
-		"review": strct(map[string]*shape{"classes": sStrings, "targets": sStrings}),
+		"review": strct(map[string]*shape{"classes": sStrings, "targets": sStrings, "tools": sStrings, "surfaces": sStrings}),
 		"shape_rules": list(strct(map[string]*shape{
 			"id": sString, "description": sString, "surfaces": sStrings, "in": sStrings,
 			"match": sString, "action": sString,
@@ -104,12 +114,18 @@ var (
 			"require": list(strct(map[string]*shape{
 				"id": sString, "surfaces": sStrings, "consequences": sStrings, "fields": sStrings,
 				"authority": sString, "approval": sBool,
+				"every_arg": sBool, "except_surfaces": sStrings, "except_consequences": sStrings,
 			})),
 			"protected":    strct(map[string]*shape{"channels": sStrings, "paths": sStrings, "tools": sStrings}),
 			"memory_paths": sStrings,
+			"resources":    list(strct(levelRuleFields)),
 		}),
 		"routes": list(strct(map[string]*shape{
 			"name": sString, "workers": sStrings, "lanes": sStrings, "max_ttl": sDuration, "consequences": sStrings, "max_records": sUint,
+		})),
+		"results": list(strct(map[string]*shape{
+			"surface": sString, "tools": sStrings,
+			"fields": list(strct(map[string]*shape{"pointer": sString, "class": sString, "authority": sString})),
 		})),
 	})
 )

@@ -201,3 +201,96 @@ func BenchmarkRegister(b *testing.B) {
 		}
 	}
 }
+
+var (
+	benchFieldsOnce sync.Once
+	benchFieldsReg  *Registry
+)
+
+// benchFieldsRegistry is a default registry holding 30 structured chat
+// results of 400 messages each (about 60 KB of JSON apiece, all kept by
+// field) on top of 90 sources of prose, so that a trace consults the
+// field index as well as the windows.
+func benchFieldsRegistry(b testing.TB) *Registry {
+	benchFieldsOnce.Do(func() {
+		r := shapesRegistry(b)
+		rng := rand.New(rand.NewSource(2))
+		words := strings.Fields("the of and to in is you that it he was for on are as with his they at be this " +
+			"payment invoice account transfer balance refund memo recipient schedule meeting report summary")
+		for i := 0; i < 90; i++ {
+			var sb strings.Builder
+			for sb.Len() < 80<<10 {
+				sb.WriteString(words[rng.Intn(len(words))])
+				sb.WriteByte(' ')
+			}
+			mustRegister(b, r, fmt.Sprintf("bulk-%03d", i), authority.ChannelToolResult, Evidence, sb.String())
+		}
+		for i := 0; i < 30; i++ {
+			var sb strings.Builder
+			sb.WriteString(`{"messages":[`)
+			for j := 0; j < 400; j++ {
+				if j > 0 {
+					sb.WriteByte(',')
+				}
+				fmt.Fprintf(&sb, `{"sender":"user-%d-%d@corp.example","body":"`, i, j%37)
+				for k := 0; k < 12; k++ {
+					sb.WriteString(words[rng.Intn(len(words))])
+					sb.WriteByte(' ')
+				}
+				fmt.Fprintf(&sb, `ticket %d"}`, rng.Int63())
+			}
+			sb.WriteString(`]}`)
+			d, c := src(fmt.Sprintf("chat-%02d", i), authority.ChannelToolResult, Evidence, sb.String())
+			leaves, _ := ResultLeaves(c)
+			if err := r.RegisterResult(d, c, leaves); err != nil {
+				b.Fatal(err)
+			}
+		}
+		benchFieldsReg = r
+	})
+	return benchFieldsReg
+}
+
+// BenchmarkTraceFields traces values against a registry with structured
+// results: an attested sender (equal to a field of several results), a
+// phrase inside a body (the containing field is looked for), and the
+// shapes of BenchmarkTrace that match nothing kept by field.
+func BenchmarkTraceFields(b *testing.B) {
+	r := benchFieldsRegistry(b)
+	cases := []struct {
+		name, value string
+		fields      bool
+	}{
+		{"sender_whole", "user-29-5@corp.example", true},
+		{"body_phrase", "", true},
+		{"iban", iban, false},
+		{"token_2B", "ls", false},
+	}
+	for _, tc := range cases {
+		if tc.value == "" {
+			// The ticket number at the end of a body of the newest result:
+			// a distinctive run inside a longer field.
+			for _, l := range r.sources["chat-29"].leaves {
+				if strings.HasSuffix(l.ptr, "/body") {
+					tc.value = string(l.norm[len(l.norm)-26:])
+					break
+				}
+			}
+		}
+		b.Run(tc.name, func(b *testing.B) {
+			tr := r.Trace("f", tc.value)
+			got := false
+			for _, m := range tr.Matches {
+				got = got || len(m.Fields) > 0
+			}
+			if got != tc.fields {
+				b.Fatalf("%q: fields %v: %+v", tc.value, got, tr.Matches)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = r.Trace("f", tc.value)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/trace")
+		})
+	}
+}

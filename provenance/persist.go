@@ -31,6 +31,8 @@ import (
 //	  nPostings dir(4*((1<<bits)+1)) tags(nPostings) positions(4*nPostings)
 //	nBlocks, per block:
 //	  used nRanges {window-id lo hi} filter(2048)
+//	version 3 only: nFieldSources, per source (oldest first):
+//	  id nLeaves {pointer normalized-value}   (fields.go)
 //	crc32-IEEE of everything before it (4 bytes, big endian)
 //
 // Windows are stored normalized, and both indexes are stored as they are
@@ -43,6 +45,10 @@ import (
 // matches but not invent them; the checksum guards against accidents, and
 // the file is as trusted as the windows it holds.
 //
+// Version 3 is version 2 with the fields of structured results; it is
+// written only when some source has fields, so a registry without them
+// stays readable by builds that know version 2 alone.
+//
 // Version 1 (read only) has no seed, ids, flags or indexes (after evicted:
 // nWindows {len data}); the indexes are rebuilt on load, and a window
 // edge is taken as a content edge unless the neighbouring window of the
@@ -51,6 +57,8 @@ import (
 const (
 	persistMagic   = "WPRV"
 	persistVersion = 2
+	// persistFields is the version written when sources have fields.
+	persistFields = 3
 	// MaxFileBytes bounds what UnmarshalBinary and LoadFile accept.
 	MaxFileBytes = 4 << 30
 )
@@ -110,7 +118,11 @@ func (r *Registry) encode(out io.Writer) error {
 	e.w = bufio.NewWriterSize(io.MultiWriter(out, e.crc), 256<<10)
 	w := e.w
 	_, _ = w.WriteString(persistMagic)
-	_ = w.WriteByte(persistVersion)
+	version := byte(persistVersion)
+	if len(r.fieldOrder) > 0 {
+		version = persistFields
+	}
+	_ = w.WriteByte(version)
 	e.uvarint(uint64(r.opt.MaxBytes))
 	e.uvarint(uint64(r.opt.WindowSize))
 	e.uvarint(uint64(r.opt.Overlap))
@@ -198,6 +210,18 @@ func (r *Registry) encode(out io.Writer) error {
 		}
 		_, _ = w.Write(b.filt)
 	}
+	if version == persistFields {
+		e.uvarint(uint64(len(r.fieldOrder)))
+		for _, s := range r.fieldOrder {
+			e.str(s.desc.ID)
+			e.uvarint(uint64(len(s.leaves)))
+			for _, l := range s.leaves {
+				e.str(l.ptr)
+				e.uvarint(uint64(len(l.norm)))
+				_, _ = w.Write(l.norm)
+			}
+		}
+	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
@@ -271,6 +295,7 @@ func (r *Registry) UnmarshalBinary(data []byte) error {
 	defer r.mu.Unlock()
 	r.opt, r.seed, r.sources, r.total, r.nextID = nr.opt, nr.seed, nr.sources, nr.total, nr.nextID
 	r.segs, r.blocks, r.pressured, r.repack = nr.segs, nr.blocks, nr.pressured, nil
+	r.byValue, r.fieldBytes, r.fieldOrder = nr.byValue, nr.fieldBytes, nr.fieldOrder
 	return nil
 }
 
@@ -280,7 +305,7 @@ func decodeRegistry(data []byte) (*Registry, error) {
 		return nil, errCorrupt
 	}
 	version := data[4]
-	if version != 1 && version != persistVersion {
+	if version != 1 && version != persistVersion && version != persistFields {
 		return nil, fmt.Errorf("provenance: unsupported registry version %d", version)
 	}
 	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
@@ -304,6 +329,9 @@ func decodeRegistry(data []byte) (*Registry, error) {
 		nr, err = decodeV1(d, opt)
 	} else {
 		nr, err = decodeV2(d, opt)
+		if err == nil && version == persistFields {
+			err = d.fields(nr)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -317,6 +345,46 @@ func decodeRegistry(data []byte) (*Registry, error) {
 		}
 	}
 	return nr, nil
+}
+
+// fields decodes the fields section of version 3 into nr: each source
+// named once, existing, with 1..MaxResultLeaves leaves within the bounds
+// RegisterResult keeps.
+func (d *decoder) fields(nr *Registry) error {
+	n := d.count(3)
+	seen := map[string]bool{}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		s := nr.sources[d.str()]
+		nl := d.uvarint(MaxResultLeaves)
+		if d.err != nil {
+			break
+		}
+		if s == nil || seen[s.desc.ID] || nl == 0 {
+			return errCorrupt
+		}
+		seen[s.desc.ID] = true
+		leaves := make([]fieldLeaf, 0, nl)
+		total := 0
+		for j := uint64(0); j < nl && d.err == nil; j++ {
+			ptr := d.str()
+			norm := d.bytes(d.uvarint(MaxLeafBytes * 4))
+			if d.err != nil {
+				break
+			}
+			if ptr == "" || len(ptr) > maxIDLen || len(norm) == 0 {
+				return errCorrupt
+			}
+			if total += len(norm); total > maxResultFieldBytes {
+				return errCorrupt
+			}
+			leaves = append(leaves, fieldLeaf{ptr: ptr, norm: norm})
+		}
+		if d.err != nil {
+			break
+		}
+		nr.addLeavesLocked(s, leaves)
+	}
+	return d.err
 }
 
 // source decodes a source header up to and including evicted. prev is

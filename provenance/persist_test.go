@@ -264,6 +264,12 @@ func FuzzUnmarshalBinary(f *testing.F) {
 	_ = r.Register(d, c)
 	good, _ := r.MarshalBinary()
 	f.Add(good)
+	// Version 3: a structured result with fields.
+	d, c = src("u", authority.ChannelToolResult, Evidence, `{"messages":[{"sender":"alice","body":"hi bob"}]}`)
+	leaves, _ := ResultLeaves(c)
+	_ = r.RegisterResult(d, c, leaves)
+	withFields, _ := r.MarshalBinary()
+	f.Add(withFields)
 	f.Add(v1Encoding(opt, "hello world "+iban+" ls -la; abcdefghabcdefghabcdefghabcdefghabcd", "abcdefghabcdefgh tail"))
 	f.Add([]byte("WPRV\x01"))
 	f.Add([]byte("WPRV\x02"))

@@ -97,6 +97,10 @@ type source struct {
 	windows []*window // FIFO, oldest first
 	bytes   int64
 	evicted int64
+	// leaves: the fields of a structured result (fields.go), nil for
+	// other content; leafBytes their normalized bytes.
+	leaves    []fieldLeaf
+	leafBytes int64
 }
 
 // Registry is a bounded, per-session registry of normalized content windows.
@@ -134,6 +138,11 @@ type Registry struct {
 	// repack holds blocks that eviction left less than half live; Register
 	// moves their live ranges into fresh blocks.
 	repack []*fblock
+	// Fields of structured results (fields.go): leaves by normalized
+	// value, their bytes, and the sources holding them, oldest first.
+	byValue    map[string][]fieldKey
+	fieldBytes int64
+	fieldOrder []*source
 }
 
 // NewRegistry returns an empty registry.

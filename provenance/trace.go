@@ -57,6 +57,10 @@ type Match struct {
 	// UnderPressure: windows of this source have been evicted, so other
 	// parts of the value may also have come from it.
 	UnderPressure bool `json:"under_pressure"`
+	// Fields: for a raw match of the whole value in a structured result
+	// (RegisterResult), the fields the value equals whole, or else the
+	// first field containing it (see fieldMatchesLocked).
+	Fields []FieldRef `json:"fields,omitempty"`
 }
 
 // Trace is the provenance of one argument value.
@@ -191,6 +195,14 @@ func (r *Registry) Trace(field, value string) Trace {
 		}
 		return a.Part < b.Part
 	})
+	if len(cands) > 0 && cands[0].t == TransformRaw && cands[0].part == "" {
+		if r.fieldMatchesLocked(&tr, cands[0].data) {
+			levels = levels[:0]
+			for _, m := range tr.Matches {
+				levels = append(levels, m.Authority)
+			}
+		}
+	}
 	tr.ModelMade = len(tr.Matches) == 0
 	if tr.Covered < tr.Length || tr.StopGrams > 0 {
 		levels = append(levels, Evidence)

@@ -53,8 +53,11 @@ type workerConfig struct {
 	NATSUser         string            `json:"nats_user,omitempty"`
 	NATSPasswordFile string            `json:"nats_password_file,omitempty"`
 	NATSCA           string            `json:"nats_ca,omitempty"`
-	Socket           string            `json:"socket,omitempty"`
-	Provenance       provenanceConfig  `json:"provenance,omitzero"`
+	// NATSCreds is a .creds file (issuer auth mint --worker), for an
+	// issuer in NATS operator mode; it replaces nats_user.
+	NATSCreds  string           `json:"nats_creds,omitempty"`
+	Socket     string           `json:"socket,omitempty"`
+	Provenance provenanceConfig `json:"provenance,omitzero"`
 	// Route is the route this runtime's calls are work under, when
 	// WRIT_ROUTE does not name one (worker-agent cron sets it for its
 	// command); the grants bind the owner's current lease generation.
@@ -135,7 +138,7 @@ func checkExactKeys(raw []byte) error {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return err
 	}
-	if err := onlyKeys(m, "", "worker", "lane", "subagents", "replace_prompt", "nats_url", "nats_user", "nats_password_file", "nats_ca", "socket", "provenance", "route"); err != nil {
+	if err := onlyKeys(m, "", "worker", "lane", "subagents", "replace_prompt", "nats_url", "nats_user", "nats_password_file", "nats_ca", "nats_creds", "socket", "provenance", "route"); err != nil {
 		return err
 	}
 	if raw, ok := m["provenance"]; ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
@@ -189,6 +192,9 @@ func (c *workerConfig) validate() error {
 	}
 	if mb := c.Provenance.MaxBytes; mb != 0 && (mb < minRegistryBytes || mb > maxRegistryBytes) {
 		return fmt.Errorf("provenance.max_bytes: %d is outside %d-%d (0 or absent: the default, %d)", mb, minRegistryBytes, maxRegistryBytes, provenance.DefaultMaxBytes)
+	}
+	if c.NATSUser != "" && c.NATSCreds != "" {
+		return fmt.Errorf("nats_user %q and nats_creds %q: use one (a password user, or a credentials file for an issuer in operator mode)", c.NATSUser, c.NATSCreds)
 	}
 	if c.NATSUser != "" && c.Worker != "" && c.NATSUser != c.Worker {
 		return fmt.Errorf("nats_user %q is not the worker %q: the issuer takes a worker's identity from its NATS user", c.NATSUser, c.Worker)
@@ -313,6 +319,7 @@ func (a *AdapterFlags) resolve(flags *pflag.FlagSet, g *Agent) (*workerConfig, e
 		{"nats-user", &g.Conn.User, cfg.NATSUser},
 		{"nats-password-file", &g.Conn.PasswordFile, cfg.NATSPasswordFile},
 		{"nats-ca", &g.Conn.CAFile, cfg.NATSCA},
+		{"nats-creds", &g.Conn.CredsFile, cfg.NATSCreds},
 	} {
 		if !changed(o.flag) && o.v != "" {
 			*o.dst = o.v

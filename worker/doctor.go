@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
 )
@@ -310,6 +311,23 @@ func credentialsCheck(g *Agent) doctorCheck {
 			return checkFail("credentials", fmt.Sprintf("password file %s has mode %04o: others can read the worker's password", g.Conn.PasswordFile, st.Mode().Perm()), "chmod 600 "+g.Conn.PasswordFile)
 		}
 		notes = append(notes, fmt.Sprintf("user %s, password file %s (mode %04o)", g.Conn.User, g.Conn.PasswordFile, st.Mode().Perm()))
+	}
+	if g.Conn.CredsFile != "" {
+		st, err := os.Stat(g.Conn.CredsFile)
+		if err != nil {
+			return checkFail("credentials", fmt.Sprintf("credentials file %s: %v", g.Conn.CredsFile, errors.Unwrap(err)), "ask the operator for one (issuer auth mint --worker "+g.Worker+") or fix nats_creds")
+		}
+		name, err := connect.CredsName(g.Conn.CredsFile)
+		if err != nil {
+			return checkFail("credentials", strings.TrimPrefix(err.Error(), connect.ErrConnect.Error()+": "), "ask the operator for new ones: issuer auth mint --worker "+g.Worker)
+		}
+		if name != g.Worker {
+			return checkFail("credentials", fmt.Sprintf("credentials file %s is for %q, not the worker %q: NATS lets it publish only under writ.api.%s.>", g.Conn.CredsFile, name, g.Worker, name), "use the worker's own credentials: issuer auth mint --worker "+g.Worker)
+		}
+		if st.Mode().Perm()&0o077 != 0 {
+			return checkFail("credentials", fmt.Sprintf("credentials file %s has mode %04o: others can read the worker's seed", g.Conn.CredsFile, st.Mode().Perm()), "chmod 600 "+g.Conn.CredsFile)
+		}
+		notes = append(notes, fmt.Sprintf("credentials file %s for %s (mode %04o)", g.Conn.CredsFile, name, st.Mode().Perm()))
 	}
 	if g.Conn.CAFile != "" {
 		b, err := os.ReadFile(g.Conn.CAFile)

@@ -60,7 +60,7 @@ func grantRequest(call harness.Call, lane string, gc grantContext) api.GrantRequ
 // errRanWithoutGrant: a post-call hook found no spent grant for the call.
 var errRanWithoutGrant = errors.New("ran without a spent writ grant")
 
-// record reports a finished call's outcome against the grant authorize
+// recordTarget reports a finished call's outcome against the grant authorize
 // spent for it. The grant is found again by repeating the grant request
 // with the same idempotency key and arguments, which returns the original
 // permit (the issuer matches a repeat by tool and arguments; the traces
@@ -72,11 +72,24 @@ var errRanWithoutGrant = errors.New("ran without a spent writ grant")
 // it failed, and no grant was spent. A call reported as having succeeded
 // although writ refused it is an error the model and the operator must
 // see.
-func record(ctx context.Context, a authority, call harness.Call, lane, cwd, outcome, verifier string) (grants.Envelope, error) {
+//
+// It also returns the canonical target the call's grant bound ("" when
+// there is none or no permit): the resource a result came from
+// (harness.ResultResource).
+func recordTarget(ctx context.Context, a authority, call harness.Call, lane, cwd, outcome, verifier string) (grants.Envelope, string, error) {
 	permit, err := a.Grant(ctx, grantRequest(call, lane, grantContext{Cwd: cwd}))
 	if err != nil {
-		return permit, err
+		return permit, "", err
 	}
+	target := ""
+	if permit.Decision == grants.Permit {
+		target = permit.Target
+	}
+	env, err := recordPermit(ctx, a, call, permit, outcome, verifier)
+	return env, target, err
+}
+
+func recordPermit(ctx context.Context, a authority, call harness.Call, permit grants.Envelope, outcome, verifier string) (grants.Envelope, error) {
 	switch {
 	case permit.Reason == grants.ReasonIdemConflict:
 		return permit, fmt.Errorf("this %s call's tool_input differs from the one its PreToolUse hook presented, so its result cannot be bound to that grant", call.Tool)

@@ -155,7 +155,7 @@ func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, 
 		return a
 	}
 	outcome, _ := harness.PostOutcome(in.HookEventName)
-	_, recErr := record(ctx, auth, call, lane, in.WorkDir(), outcome, harness.Verifier(name))
+	_, target, recErr := recordTarget(ctx, auth, call, lane, in.WorkDir(), outcome, harness.Verifier(name))
 	var (
 		notes  []string
 		regErr error
@@ -167,6 +167,7 @@ func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, 
 				return fail(fmt.Errorf("%v; its result was not registered as a source either", unreachable(recErr)))
 			}
 		} else if src, n, ok := resultSource(ctx, store, in, call); ok {
+			src = withResource(src, target, in.SessionID, call.CallID)
 			notes = n
 			more, err := registerSources(ctx, auth, store, []pendingSource{src})
 			notes, regErr = append(notes, more...), err

@@ -266,7 +266,7 @@ func checkInstallConfig(path string) error {
 	if c.NATSUser != "" && c.NATSPasswordFile == "" {
 		return Usagef("--config %s: nats_user %q needs nats_password_file", path, c.NATSUser)
 	}
-	for _, f := range []struct{ field, path string }{{"nats_password_file", c.NATSPasswordFile}, {"nats_ca", c.NATSCA}} {
+	for _, f := range []struct{ field, path string }{{"nats_password_file", c.NATSPasswordFile}, {"nats_ca", c.NATSCA}, {"nats_creds", c.NATSCreds}} {
 		if f.path == "" {
 			continue
 		}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/api/client"
+	authlevel "github.com/writ-dev/writ/authority"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
 )
@@ -26,7 +28,15 @@ const DefaultMCPDeadline = 10 * time.Second
 // MCP runs the MCP server argv behind writ: every tools/call it is sent
 // needs a grant in the config's lane (or af's --lane) within deadline.
 // server names it in tool names; "" for argv[0]'s base name.
-func (g *Agent) MCP(ctx context.Context, flags *pflag.FlagSet, af *AdapterFlags, server string, deadline time.Duration, argv []string) error {
+//
+// The proxy keeps a provenance session as the hooks do: each call's
+// arguments are traced against the session's registry, and each
+// confirmed result is registered as a source (channel tool_result, scope
+// task, the tool's name, and the resource it came from when the grant
+// named one; see resultResource). session joins the registry of a harness
+// session (its session_id) so that a prompt its hooks registered counts;
+// "" starts a fresh one for this run.
+func (g *Agent) MCP(ctx context.Context, flags *pflag.FlagSet, af *AdapterFlags, server, session string, deadline time.Duration, argv []string) error {
 	cfg, err := af.resolve(flags, g)
 	if err != nil {
 		return Usagef("%v", err)
@@ -48,8 +58,14 @@ func (g *Agent) MCP(ctx context.Context, flags *pflag.FlagSet, af *AdapterFlags,
 	if server == "" {
 		return Usagef("--server: give the MCP server a name of letters, digits, - and _")
 	}
+	if session == "" {
+		session = client.NewKey()
+	} else if err := (harness.HookInput{SessionID: session}).CheckSession(); err != nil {
+		return Usagef("--session: %v", err)
+	}
 	return g.runMCP(ctx, argv, &mcpGate{
-		g: g, lane: lane, route: cfg.Route, server: server, session: client.NewKey(), deadline: deadline,
+		g: g, lane: lane, route: cfg.Route, server: server, session: session, run: client.NewKey(), deadline: deadline,
+		store: newSessionStore(af.stateDir, session, cfg.Provenance.maxBytes()),
 	})
 }
 
@@ -122,8 +138,10 @@ type mcpGate struct {
 	lane     string
 	route    string // the config's route (see grantContext.Route)
 	server   string
-	session  string // a fresh id per proxy run: the idempotency keys' session
+	session  string // the idempotency keys' and the provenance registry's session
+	run      string // a fresh id per proxy run (see callID)
 	deadline time.Duration
+	store    *sessionStore
 
 	mu   sync.Mutex
 	auth authority
@@ -163,14 +181,25 @@ func (m *mcpGate) Check(ctx context.Context, tc harness.ToolCall) harness.Verdic
 	if err != nil {
 		return refuse(err)
 	}
-	call := harness.Call{Harness: harness.MCP, Session: m.session, CallID: tc.IDKey(), Tool: tool, Args: args}
+	call := harness.Call{Harness: harness.MCP, Session: m.session, CallID: m.callID(tc), Tool: tool, Args: args}
 	ctx, cancel := context.WithTimeout(ctx, m.deadline)
 	defer cancel()
 	a, err := m.authority(ctx)
 	if err != nil {
 		return refuse(unreachable(err))
 	}
-	env, err := authorize(ctx, a, call, m.lane, grantContext{Route: m.route})
+	gc := grantContext{Route: m.route}
+	// Trace the arguments as the PreToolUse hook does. Waiting for a
+	// registering result's lock may take half the deadline, not all of
+	// it; an unreadable registry traces nothing (every field model-made).
+	lctx, lcancel := context.WithTimeout(ctx, time.Until(deadlineOf(ctx))/2)
+	reg, lerr := m.store.load(lctx)
+	lcancel()
+	if lerr != nil {
+		fmt.Fprintf(m.g.Stderr, "worker-agent mcp: %s — asking without field traces, so every field counts as model-made\n", harness.OneLine(lerr.Error()))
+	}
+	gc.Provenance = traceArgs(reg, call.Args)
+	env, err := authorize(ctx, a, call, m.lane, gc)
 	if err != nil {
 		return refuse(unreachable(err))
 	}
@@ -185,26 +214,55 @@ func (m *mcpGate) Check(ctx context.Context, tc harness.ToolCall) harness.Verdic
 		}
 		return harness.Verdict{Refusal: harness.RefusalReason(tool, env)}
 	}
-	return harness.Verdict{Allow: true, Ref: env.GrantID}
+	return harness.Verdict{Allow: true, Ref: mcpRef{grant: env.GrantID, target: env.Target}}
 }
+
+// callID is the call id a tools/call's idempotency key is made of: the
+// proxy run and the JSON-RPC id. JSON-RPC ids start over with every
+// client connection, and several proxies (or one restarted) may join one
+// session: the run keeps one call's key from naming another's grant.
+func (m *mcpGate) callID(tc harness.ToolCall) string { return m.run + "/" + tc.IDKey() }
+
+// mcpRef is what a permitted call hands to Done: its grant and the
+// grant's canonical target.
+type mcpRef struct{ grant, target string }
 
 // MCPVerifier names an MCP server as the verifier of its own answer.
 func MCPVerifier(server string) string { return "mcp-server:" + server }
 
-func (m *mcpGate) Done(ctx context.Context, tc harness.ToolCall, ref any, outcome string) {
-	grant, _ := ref.(string)
+func (m *mcpGate) Done(ctx context.Context, tc harness.ToolCall, ref any, outcome string, result json.RawMessage) {
+	r, _ := ref.(mcpRef)
+	tool := harness.MCPToolName(m.server, tc.Name)
 	ctx, cancel := context.WithTimeout(ctx, m.deadline)
 	defer cancel()
 	a, err := m.authority(ctx)
 	if err == nil {
 		var env grants.Envelope
-		env, err = a.Effect(ctx, api.EffectRequest{GrantID: grant, Outcome: outcome, Verifier: MCPVerifier(m.server)})
+		env, err = a.Effect(ctx, api.EffectRequest{GrantID: r.grant, Outcome: outcome, Verifier: MCPVerifier(m.server)})
 		if err == nil && env.Decision != grants.Permit {
 			err = errors.New(refusalCode(env))
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(m.g.Stderr, "worker-agent mcp: recording the %s result of %s (grant %s): %v\n", outcome, harness.MCPToolName(m.server, tc.Name), grant, err)
+		fmt.Fprintf(m.g.Stderr, "worker-agent mcp: recording the %s result of %s (grant %s): %v\n", outcome, tool, r.grant, err)
+		if isTransport(err) {
+			return // the registration would wait for the same issuer
+		}
+	}
+	// Register what the call brought into the session, so that a value
+	// copied from it later traces to it (and to its level).
+	text := harness.MCPResultText(result, harness.MaxSourceContent)
+	if outcome != grants.OutcomeConfirmed || len(text) == 0 || a == nil {
+		return
+	}
+	src := newSource(m.session, m.callID(tc), authlevel.ChannelToolResult, scopeTask, harness.ResultResource(r.target), tool,
+		"the result of this "+tool+" call", text)
+	notes, rerr := registerSources(ctx, a, m.store, []pendingSource{src})
+	for _, n := range notes {
+		fmt.Fprintf(m.g.Stderr, "worker-agent mcp: %s\n", harness.OneLine(n))
+	}
+	if rerr != nil {
+		fmt.Fprintf(m.g.Stderr, "worker-agent mcp: %s\n", harness.OneLine(rerr.Error()))
 	}
 }
 

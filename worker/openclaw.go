@@ -242,7 +242,7 @@ func (s *sidecar) pluginAfter(ctx context.Context, auth authority, r pluginAfter
 		// one the resolve spent.
 		rec.CallID = call.CallID + "#approved"
 	}
-	env, recErr := record(ctx, auth, rec, lane, r.workDir(), outcome, harness.Verifier(harness.OpenClaw))
+	env, target, recErr := recordTarget(ctx, auth, rec, lane, r.workDir(), outcome, harness.Verifier(harness.OpenClaw))
 	if recErr != nil {
 		if isTransport(recErr) {
 			return nil, recErr
@@ -261,6 +261,7 @@ func (s *sidecar) pluginAfter(ctx context.Context, auth authority, r pluginAfter
 	var ok bool
 	if store != nil {
 		src, notes, ok = resultSource(ctx, store, in, call)
+		src = withResource(src, target, call.Session, call.CallID)
 	}
 	if ok {
 		more, err := registerSources(ctx, auth, store, []pendingSource{src})

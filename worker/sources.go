@@ -41,6 +41,11 @@ import (
 //   - PostToolUse: the tool's result (harness.ResponseText, bounded by
 //     harness.MaxSourceContent), channel by tool (harness.ClassifyTool),
 //     scope task, tool = the tool's name, path = the file a read named.
+//     A structured tool_result (a JSON object or array, or MCP content
+//     carrying one) is registered as one source whose leaves are also
+//     kept by field (provenance.ResultLeaves), so that traces name the
+//     field a value came from and the issuer can judge it by the policy's
+//     result schemas.
 //     Results of writing tools are not registered; what they wrote is:
 //     traced against the registry and registered as derived content whose
 //     origins are the sources it matched (model_made when the matches do
@@ -81,6 +86,10 @@ type pendingSource struct {
 	content []byte
 	what    string                  // for messages: "this prompt", "CLAUDE.md"
 	inputs  []provenance.Descriptor // derived: the local descriptors of its origins
+	// leaves: a structured tool result's fields, kept locally by field
+	// (provenance.RegisterResult) so that traces name the field a value
+	// came from; never sent to the issuer.
+	leaves []provenance.ResultLeaf
 }
 
 // sourceID derives the id of a source (see above).
@@ -195,6 +204,7 @@ func registerSources(ctx context.Context, auth authority, store *sessionStore, s
 		desc    provenance.Descriptor
 		content []byte
 		what    string
+		leaves  []provenance.ResultLeaf
 	}
 	var (
 		ok        []permitted
@@ -217,12 +227,12 @@ func registerSources(ctx context.Context, auth authority, store *sessionStore, s
 			failures = append(failures, p.what+" (refused: "+refusalCode(env)+")")
 			continue
 		}
-		ok = append(ok, permitted{p.descriptor(env), p.content, p.what})
+		ok = append(ok, permitted{p.descriptor(env), p.content, p.what, p.leaves})
 	}
 	if len(ok) > 0 {
 		notes, err = store.update(ctx, func(reg *provenance.Registry) error {
 			for _, s := range ok {
-				if err := reg.Register(s.desc, s.content); err != nil {
+				if err := reg.RegisterResult(s.desc, s.content, s.leaves); err != nil {
 					return fmt.Errorf("registering %s locally: %v", s.desc.ID, err)
 				}
 			}
@@ -345,5 +355,25 @@ func resultSource(ctx context.Context, store *sessionStore, in harness.HookInput
 	if len(text) == 0 {
 		return pendingSource{}, nil, false
 	}
-	return newSource(in.SessionID, call.CallID, ts.Channel, scopeTask, ts.Path, call.Tool, "the result of this "+call.Tool+" call", text), nil, true
+	src = newSource(in.SessionID, call.CallID, ts.Channel, scopeTask, ts.Path, call.Tool, "the result of this "+call.Tool+" call", text)
+	if ts.Channel == authlevel.ChannelToolResult {
+		src.leaves, _ = provenance.ResultLeaves(in.ToolResponse)
+	}
+	return src, nil, true
+}
+
+// withResource gives a tool result the resource its call's grant target
+// names (harness.ResultResource) as its path, when the harness named none
+// (an MCP tool, say): the issuer applies path and resource levels to it
+// where the tool's policy surface declares result_from. Other sources are
+// returned as they are.
+func withResource(src pendingSource, target, session, call string) pendingSource {
+	res := harness.ResultResource(target)
+	if res == "" || src.req.Path != "" || src.req.Channel != authlevel.ChannelToolResult {
+		return src
+	}
+	digest := sha256.Sum256(src.content)
+	src.req.Path = res
+	src.req.ID = sourceID(session, call, src.req.Channel, res, digest)
+	return src
 }

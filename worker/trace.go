@@ -97,7 +97,24 @@ func traceArgs(reg *provenance.Registry, call json.RawMessage) []api.FieldTrace 
 			truncated = true
 		}
 		for _, m := range ms {
-			ft.Matches = append(ft.Matches, api.TraceMatch{Source: m.Source, Transform: string(m.Transform), Part: m.Part, Whole: wholeMatch(tr, m)})
+			tm := api.TraceMatch{Source: m.Source, Transform: string(m.Transform), Part: m.Part, Whole: wholeMatch(tr, m)}
+			if len(m.Fields) > 0 {
+				tm.Field, tm.FieldWhole = m.Fields[0].Pointer, m.Fields[0].Whole
+			}
+			ft.Matches = append(ft.Matches, tm)
+		}
+		// Further fields the value equals whole (a name that is the
+		// sender of one message and the body of another) are further
+		// matches of the same source, as room allows: one left out can
+		// only lower the level the issuer gives.
+		for _, m := range ms {
+			for _, f := range m.Fields[min(1, len(m.Fields)):] {
+				if len(ft.Matches) >= api.MaxTraceMatches {
+					break
+				}
+				ft.Matches = append(ft.Matches, api.TraceMatch{Source: m.Source, Transform: string(m.Transform), Part: m.Part,
+					Whole: wholeMatch(tr, m), Field: f.Pointer, FieldWhole: f.Whole})
+			}
 		}
 		ft.Covered = !truncated && tr.Length > 0 && tr.Covered == tr.Length && tr.StopGrams == 0 && !tr.Truncated
 		out = append(out, traced{at: i, length: tr.Length, ft: ft})

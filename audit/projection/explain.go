@@ -305,7 +305,7 @@ func (d *DB) ExplainSeq(seq uint64) (*Explanation, error) {
 // grantAt is the grant whose permit is the latest at or before seq.
 func grantAt(tx *bbolt.Tx, id string, seq uint64) (*Grant, bool) {
 	var found *Grant
-	_ = scanPrefix(tx.Bucket(bGrants), id, false, func(s uint64, v []byte) (bool, error) {
+	_ = scanPrefix(tx.Bucket(bGrants), id, func(s uint64, v []byte) (bool, error) {
 		if s > seq {
 			return false, nil
 		}
@@ -372,7 +372,7 @@ func (d *DB) explainGrant(tx *bbolt.Tx, x *Explanation, g *Grant) error {
 	// What would refuse the grant now.
 	rb := tx.Bucket(bRevokes)
 	for _, c := range permit.Counters {
-		_ = scanPrefix(rb, c.Key, false, func(s uint64, v []byte) (bool, error) {
+		_ = scanPrefix(rb, c.Key, func(s uint64, v []byte) (bool, error) {
 			if s > g.PermitSeq && getU64(v) != c.Value {
 				x.Later = append(x.Later, Step{Seq: s, Kind: events.KindRevoke, Fields: map[string]string{
 					"counter": c.Key, "bound": strconv.FormatUint(c.Value, 10), "now": strconv.FormatUint(getU64(v), 10)}})
@@ -381,7 +381,7 @@ func (d *DB) explainGrant(tx *bbolt.Tx, x *Explanation, g *Grant) error {
 			return true, nil
 		})
 	}
-	_ = scanPrefix(tx.Bucket(bCancels), g.ID, false, func(s uint64, _ []byte) (bool, error) {
+	_ = scanPrefix(tx.Bucket(bCancels), g.ID, func(s uint64, _ []byte) (bool, error) {
 		if s > g.PermitSeq {
 			x.Later = append(x.Later, Step{Seq: s, Kind: events.KindRevoke, Fields: map[string]string{"cancelled": g.ID}})
 			return false, nil

@@ -462,3 +462,75 @@ func TestRouteRecord(t *testing.T) {
 		t.Errorf("routes: %+v", rs)
 	}
 }
+
+// TestPagesCoverEachRowOnce: walking a query page by page, each page asking
+// for rows before the previous page's oldest, yields exactly the rows of
+// one unbounded query, in the same order, for every index the web view and
+// the tail filters use.
+func TestPagesCoverEachRowOnce(t *testing.T) {
+	m, _ := everyKind(t)
+	d := openTemp(t, "p.db", 5)
+	applyAll(t, d, m.Raw())
+	timelines := []Filter{{}, {Worker: "w5"}, {Worker: "w7"}, {Lane: "coordinator"}, {Lane: "coordinator", Kind: events.KindEffect}}
+	for _, f := range timelines {
+		all, err := d.Timeline(Filter{Worker: f.Worker, Lane: f.Lane, Kind: f.Kind, Limit: 1 << 20})
+		if err != nil || len(all) < 3 {
+			t.Fatalf("%+v: %d receipts, %v: the stream should give every filter a few", f, len(all), err)
+		}
+		for _, size := range []int{1, 2, 3} {
+			var paged []uint64
+			for page, before := 0, uint64(0); page <= len(all); page++ {
+				p := f
+				p.Limit, p.Before = size, before
+				rows, err := d.Timeline(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(rows) == 0 {
+					break
+				}
+				for _, e := range rows {
+					paged = append(paged, e.Seq)
+				}
+				before = rows[len(rows)-1].Seq
+			}
+			if len(paged) != len(all) {
+				t.Fatalf("%+v in pages of %d: %d receipts, unbounded query %d", f, size, len(paged), len(all))
+			}
+			for i := range all {
+				if paged[i] != all[i].Seq {
+					t.Fatalf("%+v in pages of %d: row %d is seq %d, want %d", f, size, i, paged[i], all[i].Seq)
+				}
+			}
+		}
+	}
+	all, err := d.Refusals(Filter{Limit: 1 << 20})
+	if err != nil || len(all) < 3 {
+		t.Fatalf("refusals: %d rows, %v", len(all), err)
+	}
+	var paged []uint64
+	for before := uint64(0); ; {
+		rows, err := d.Refusals(Filter{Limit: 2, Before: before})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) == 0 {
+			break
+		}
+		for _, r := range rows {
+			if before != 0 && r.Seq >= before {
+				t.Fatalf("refusal page before %d holds seq %d", before, r.Seq)
+			}
+			paged = append(paged, r.Seq)
+		}
+		before = rows[len(rows)-1].Seq
+	}
+	if len(paged) != len(all) {
+		t.Fatalf("refusals in pages: %d rows, unbounded %d", len(paged), len(all))
+	}
+	for i := range all {
+		if paged[i] != all[i].Seq {
+			t.Fatalf("refusal row %d is seq %d, want %d", i, paged[i], all[i].Seq)
+		}
+	}
+}

@@ -194,6 +194,11 @@ type Filter struct {
 	Grant  string
 	// Since: only receipts at or after this control-plane time.
 	Since int64
+	// Before: only receipts with a sequence number below this one (0: no
+	// bound). A page of results ends at its oldest row; the next page
+	// asks for receipts before that row's sequence number, so pages never
+	// overlap or skip a row however many receipts arrive in between.
+	Before uint64
 	// Limit: at most this many, the latest (0: 500).
 	Limit int
 }
@@ -225,7 +230,7 @@ func (d *DB) Refusals(f Filter) ([]Row, error) {
 			return nil
 		}
 		c := b.Cursor()
-		for k, v := c.Last(); k != nil && len(out) < f.limit(); k, v = c.Prev() {
+		for k, v := lastBefore(c, nil, f.Before); k != nil && len(out) < f.limit(); k, v = c.Prev() {
 			var r Row
 			if err := json.Unmarshal(v, &r); err != nil {
 				return err
@@ -278,16 +283,49 @@ func (d *DB) Timeline(f Filter) ([]events.Event, error) {
 		}
 		if idx == nil {
 			c := evb.Cursor()
-			for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
+			for k, _ := lastBefore(c, nil, f.Before); k != nil; k, _ = c.Prev() {
 				if more, err := take(getU64(k), ""); err != nil || !more {
 					return err
 				}
 			}
 			return nil
 		}
-		return scanPrefix(idx, id, true, func(seq uint64, _ []byte) (bool, error) { return take(seq, lane) })
+		return scanPrefixBefore(idx, id, f.Before, func(seq uint64, _ []byte) (bool, error) { return take(seq, lane) })
 	})
 	return out, err
+}
+
+// lastBefore positions c on the last key of the keys that start with
+// prefix and end in a sequence number below before (0: any), and returns
+// it; nil when there is none. It leaves the prefix check to the caller.
+func lastBefore(c *bbolt.Cursor, prefix []byte, before uint64) ([]byte, []byte) {
+	var k []byte
+	if before == 0 {
+		k, _ = c.Seek(append(slices.Clone(prefix), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff))
+	} else {
+		k, _ = c.Seek(append(slices.Clone(prefix), u64(before)...))
+	}
+	if k == nil {
+		return c.Last()
+	}
+	return c.Prev()
+}
+
+// scanPrefixBefore walks the index keys id+0+seq with seq below before (0:
+// any), newest first, until fn answers false.
+func scanPrefixBefore(b *bbolt.Bucket, id string, before uint64, fn func(seq uint64, v []byte) (bool, error)) error {
+	prefix := append([]byte(id), 0)
+	c := b.Cursor()
+	for k, v := lastBefore(c, prefix, before); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Prev() {
+		if len(k) != len(prefix)+8 {
+			continue
+		}
+		more, err := fn(binary.BigEndian.Uint64(k[len(prefix):]), v)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
 }
 
 // laneOf is the lane a receipt names, or its grant's.
@@ -302,29 +340,12 @@ func laneOf(tx *bbolt.Tx, e *events.Event) string {
 	return g.Lane
 }
 
-// scanPrefix visits the entries id \0 seq of b, newest first when
-// reverse, until fn returns false or an error.
-func scanPrefix(b *bbolt.Bucket, id string, reverse bool, fn func(seq uint64, v []byte) (bool, error)) error {
+// scanPrefix visits the entries id \0 seq of b, oldest first, until fn
+// returns false or an error (scanPrefixBefore walks them newest first).
+func scanPrefix(b *bbolt.Bucket, id string, fn func(seq uint64, v []byte) (bool, error)) error {
 	prefix := append([]byte(id), 0)
 	c := b.Cursor()
-	var k, v []byte
-	if reverse {
-		k, v = c.Seek(append(slices.Clone(prefix), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff))
-		if k == nil {
-			k, v = c.Last()
-		} else {
-			k, v = c.Prev()
-		}
-	} else {
-		k, v = c.Seek(prefix)
-	}
-	for ; k != nil && bytes.HasPrefix(k, prefix); func() {
-		if reverse {
-			k, v = c.Prev()
-		} else {
-			k, v = c.Next()
-		}
-	}() {
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		if len(k) != len(prefix)+8 {
 			continue
 		}
@@ -353,7 +374,7 @@ func (d *DB) RevocationsAfter(seq uint64, bound []events.Counter, grantID string
 			return nil
 		}
 		for _, c := range bound {
-			if err := scanPrefix(rb, c.Key, false, func(s uint64, v []byte) (bool, error) {
+			if err := scanPrefix(rb, c.Key, func(s uint64, v []byte) (bool, error) {
 				if s > seq && getU64(v) != c.Value {
 					moved = append(moved, Revocation{Seq: s, Key: c.Key, Value: getU64(v)})
 				}
@@ -363,7 +384,7 @@ func (d *DB) RevocationsAfter(seq uint64, bound []events.Counter, grantID string
 			}
 		}
 		if grantID != "" {
-			return scanPrefix(cb, grantID, false, func(s uint64, _ []byte) (bool, error) {
+			return scanPrefix(cb, grantID, func(s uint64, _ []byte) (bool, error) {
 				if s > seq {
 					cancels = append(cancels, s)
 				}

@@ -75,7 +75,13 @@ type Config struct {
 	Metrics *prometheus.Registry
 	// Now is the wall clock (for --since durations); time.Now when nil.
 	Now func() time.Time
+	// PageSize is how many rows a page of receipts or refusals shows
+	// before its "older" link (0: DefaultPageSize).
+	PageSize int
 }
+
+// DefaultPageSize is the page size when Config.PageSize is 0.
+const DefaultPageSize = 200
 
 // Server serves the pages.
 type Server struct {
@@ -137,6 +143,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	switch {
+	case cfg.PageSize == 0:
+		cfg.PageSize = DefaultPageSize
+	case cfg.PageSize < 0:
+		return nil, fmt.Errorf("web: PageSize %d: want a positive number of rows (0 for %d)", cfg.PageSize, DefaultPageSize)
 	}
 	s := &Server{cfg: cfg, tmpl: map[string]*template.Template{}, mux: http.NewServeMux()}
 	for _, page := range []string{"fleet", "worker", "chain", "refusals", "effects", "breakglass", "route"} {
@@ -343,12 +355,30 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 type filterForm struct {
 	Worker, Lane, Kind, Reason, Since string
 	Err                               string
+	// Older is the link to the next page (the rows before this page's
+	// oldest), set when this page is full.
+	Older string
+}
+
+// older returns the link to the page after one whose oldest row has
+// sequence number last: the same query with before=last.
+func older(r *http.Request, last uint64) string {
+	q := r.URL.Query()
+	q.Set("before", strconv.FormatUint(last, 10))
+	return r.URL.Path + "?" + q.Encode()
 }
 
 func (s *Server) parseFilter(r *http.Request) (projection.Filter, filterForm) {
 	q := r.URL.Query()
 	ff := filterForm{Worker: q.Get("worker"), Lane: q.Get("lane"), Kind: q.Get("kind"), Reason: q.Get("reason"), Since: q.Get("since")}
-	f := projection.Filter{Worker: ff.Worker, Lane: ff.Lane, Reason: ff.Reason, Limit: 500}
+	f := projection.Filter{Worker: ff.Worker, Lane: ff.Lane, Reason: ff.Reason, Limit: s.cfg.PageSize}
+	if b := q.Get("before"); b != "" {
+		n, err := strconv.ParseUint(b, 10, 64)
+		if err != nil || n == 0 {
+			ff.Err = fmt.Sprintf("before %q is not a receipt sequence number (a positive integer)", b)
+		}
+		f.Before = n
+	}
 	if ff.Kind != "" {
 		k, ok := events.KindFromString(ff.Kind)
 		if !ok {
@@ -433,6 +463,9 @@ func (s *Server) worker(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
+		}
+		if len(d.Events) == f.Limit {
+			d.Form.Older = older(r, d.Events[len(d.Events)-1].Seq)
 		}
 	}
 	glass := s.openGlass(r, id)
@@ -553,6 +586,9 @@ func (s *Server) refusals(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
+		}
+		if len(d.Rows) == f.Limit {
+			d.Form.Older = older(r, d.Rows[len(d.Rows)-1].Seq)
 		}
 	}
 	s.render(w, "refusals", "Refusals and held calls", d)

@@ -29,6 +29,12 @@ func server(t *testing.T) (*httptest.Server, *receipts.Sim) {
 // scenario's end plus after.
 func serverAt(t *testing.T, after time.Duration) (*httptest.Server, *receipts.Sim) {
 	t.Helper()
+	return serverPaged(t, after, 0)
+}
+
+// serverPaged is serverAt with pages of pageSize rows.
+func serverPaged(t *testing.T, after time.Duration, pageSize int) (*httptest.Server, *receipts.Sim) {
+	t.Helper()
 	m, _ := receipts.EveryKind(t)
 	d, err := projection.Open(projection.DefaultConfig(filepath.Join(t.TempDir(), "p.db")))
 	if err != nil {
@@ -46,7 +52,7 @@ func serverAt(t *testing.T, after time.Duration) (*httptest.Server, *receipts.Si
 	reg := prometheus.NewRegistry()
 	telemetry.NewAuditor(reg).Progress(d.Head().Seq, d.Head().Seq+3)
 	s, err := New(Config{DB: d, Metrics: reg, Stream: func() StreamInfo { return StreamInfo{LastSeq: d.Head().Seq + 3, Following: true} },
-		Now: func() time.Time { return time.Unix(0, m.Now).Add(after) }})
+		Now: func() time.Time { return time.Unix(0, m.Now).Add(after) }, PageSize: pageSize})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,3 +228,63 @@ func receiptsAt(t *testing.T) map[string]uint64 {
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// TestPagesFollowOlderLinks: following a listing's "older" links from its
+// first page visits every row of the unpaged listing exactly once, in
+// order, and the last page has no link.
+func TestPagesFollowOlderLinks(t *testing.T) {
+	whole, _ := server(t)
+	paged, _ := serverPaged(t, time.Hour, 2)
+	seqs := func(body, table string) []string {
+		var out []string
+		for _, row := range strings.Split(section(body, table), "<tr class=")[1:] {
+			i := strings.Index(row, `<a href="/seq/`)
+			j := strings.Index(row[i+len(`<a href="/seq/`):], `"`)
+			out = append(out, row[i+len(`<a href="/seq/`):][:j])
+		}
+		return out
+	}
+	for _, c := range []struct{ path, table string }{
+		{"/refusals", "rows"},
+		{"/refusals?lane=coordinator", "rows"},
+		{"/worker/w5", "timeline"},
+		{"/worker/w7?kind=review_opened", "timeline"},
+	} {
+		code, body := get(t, whole, c.path)
+		if code != 200 {
+			t.Fatalf("%s: status %d", c.path, code)
+		}
+		want := seqs(body, c.table)
+		if len(want) < 3 || strings.Contains(body, `id="older"`) {
+			t.Fatalf("%s unpaged: %d rows (want at least 3 and no older link)", c.path, len(want))
+		}
+		var got []string
+		for path, pages := c.path, 0; path != ""; pages++ {
+			if pages > len(want) {
+				t.Fatalf("%s: more pages than rows", c.path)
+			}
+			code, body := get(t, paged, path)
+			if code != 200 {
+				t.Fatalf("%s: status %d\n%s", path, code, body)
+			}
+			rows := seqs(body, c.table)
+			if len(rows) > 2 {
+				t.Fatalf("%s: %d rows on a page of 2", path, len(rows))
+			}
+			got = append(got, rows...)
+			path = ""
+			if i := strings.Index(body, `id="older" href="`); i >= 0 {
+				rest := body[i+len(`id="older" href="`):]
+				path = strings.ReplaceAll(rest[:strings.Index(rest, `"`)], "&amp;", "&")
+			} else if len(rows) == 2 && len(got) < len(want) {
+				t.Fatalf("%s: a full page with rows left and no older link", path)
+			}
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("%s: pages give seqs %v, unpaged %v", c.path, got, want)
+		}
+	}
+	if code, body := get(t, paged, "/refusals?before=x"); code != 400 || !strings.Contains(body, "not a receipt sequence number") {
+		t.Errorf("before=x: status %d", code)
+	}
+}

@@ -83,6 +83,7 @@ Start a development issuer:   issuer serve --dev
 Look at it:                   issuer status
 Revoke a worker:              issuer revoke --worker w1
 Approve a held call:          issuer approve rv-58f1175eb5b79f789947
+Operator-mode NATS keys:      issuer auth init --dir auth
 
 Operator commands reach the issuer through NATS: --nats-url, else
 $` + connect.EnvURL + `, else $` + connect.EnvURLFallback + `, else ` + connect.DefaultURL + `.
@@ -110,6 +111,7 @@ Exit codes: 0 ok, 1 refused, 2 usage, 3 unavailable.`,
 		routeCmd(stdout),
 		policyCmd(stdout),
 		snapshotCmd(stdout),
+		authCmd(stdout, stderr),
 	)
 	version.Setup(root)
 	cmd, err := root.ExecuteContextC(ctx)

@@ -66,7 +66,7 @@ func (r result) String() string {
 
 // cleanEnv makes sure the environment does not supply flags.
 func cleanEnv(t *testing.T) {
-	for _, k := range []string{"WRIT_NATS_URL", "NATS_URL", "WRIT_NATS_USER", "WRIT_NATS_PASSWORD_FILE", "WRIT_NATS_CA", envNodeID} {
+	for _, k := range []string{"WRIT_NATS_URL", "NATS_URL", "WRIT_NATS_USER", "WRIT_NATS_PASSWORD_FILE", "WRIT_NATS_CA", "WRIT_NATS_CREDS", EnvAuthDir, envNodeID} {
 		t.Setenv(k, "")
 	}
 }
@@ -98,6 +98,11 @@ func TestUsageErrors(t *testing.T) {
 		{"bad log level", []string{"serve", "--dev", "--log-level", "loud", "--data-dir", filepath.Join(dir, "dev")}, []string{"--log-level", "loud"}},
 		{"bad raft address", []string{"serve", "--insecure-no-auth", "--node-id", "n1", "--data-dir", filepath.Join(dir, "e"), "--raft-addr", "nohostport"}, []string{"--raft-addr", "nohostport"}},
 		{"serve with an argument", []string{"serve", "--dev", "extra"}, []string{"extra"}},
+		{"operator dir with --auth", append([]string{"serve", "--nats-operator-dir", dir, "--auth", "auth.json"}, nodeFlags...), []string{"--nats-operator-dir", "--auth"}},
+		{"operator dir with --dev", []string{"serve", "--dev", "--nats-operator-dir", dir, "--data-dir", filepath.Join(dir, "dev")}, []string{"--nats-operator-dir", "--dev"}},
+		{"operator dir without keys", append([]string{"serve", "--nats-operator-dir", filepath.Join(dir, "nokeys")}, nodeFlags...), []string{"--nats-operator-dir", "issuer auth init"}},
+		{"reviewers without operator mode", append([]string{"serve", "--auth", "auth.json", "--reviewers", "r.json"}, nodeFlags...), []string{"--reviewers", "--nats-operator-dir"}},
+		{"auth revoke without a target", []string{"auth", "revoke", "--dir", dir, "--nats-url", url}, []string{"exactly one"}},
 		{"unknown serve flag", []string{"serve", "--bogus"}, []string{"--bogus"}},
 		{"unknown command", []string{"frobnicate"}, []string{"frobnicate"}},
 		{"revoke with no target", []string{"revoke", "--nats-url", url}, []string{"--worker", "--source", "--lane"}},
@@ -153,7 +158,7 @@ func TestHelp(t *testing.T) {
 	if r.code != exitOK {
 		t.Fatalf("issuer --help: %s", r)
 	}
-	for _, w := range []string{"Exit codes", "0 ok", "1 refused", "2 usage", "3 unavailable", "serve", "status", "revoke", "reinstate", "policy"} {
+	for _, w := range []string{"Exit codes", "0 ok", "1 refused", "2 usage", "3 unavailable", "serve", "status", "revoke", "reinstate", "policy", "auth"} {
 		if !strings.Contains(r.stdout, w) {
 			t.Errorf("root help does not mention %q:\n%s", w, r.stdout)
 		}
@@ -169,6 +174,7 @@ func TestHelp(t *testing.T) {
 		"reinstate": {reinstateCmd(io.Discard), []string{"WORKER", "--nats-url"}},
 		"approve":   {approveCmd(io.Discard), []string{"REVIEW_ID", "--ttl", "--note", "--nats-url"}},
 		"policy":    {policyCmd(io.Discard), []string{"validate", "apply", "show"}},
+		"auth":      {authCmd(io.Discard, io.Discard), []string{"init", "mint", "revoke", "--nats-operator-dir"}},
 	}
 	for name, c := range cmds {
 		t.Run(name, func(t *testing.T) {

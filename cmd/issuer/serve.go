@@ -21,6 +21,7 @@ import (
 
 	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/issuer"
+	"github.com/writ-dev/writ/natsauth"
 	"github.com/writ-dev/writ/natsbus"
 	"github.com/writ-dev/writ/policy/policyfile"
 	"github.com/writ-dev/writ/raftnode"
@@ -42,6 +43,8 @@ type serveFlags struct {
 	clusterPort  int
 	routes       string
 	authFile     string
+	operatorDir  string
+	reviewers    string
 	policyFile   string
 	logLevel     string
 	logFormat    string
@@ -87,6 +90,15 @@ reply as that user) that ask for one of its roles or for none, and
 nothing else (see docs/reviews.md). Without --auth a non-dev node refuses to
 start unless --insecure-no-auth is given.
 
+--nats-operator-dir DIR runs the embedded NATS servers in operator mode
+instead of --auth: keys and JWTs from 'issuer auth init --dir DIR', clients
+connect with .creds files from 'issuer auth mint' (--nats-creds), and
+'issuer auth revoke' revokes them on every server. The account resolver
+keeps its JWTs in DATA-DIR/nats-accounts. --reviewers FILE names the
+reviewer identities and their roles, as the auth file does with passwords:
+  {"reviewers":[{"name":"dana","roles":["finance"]}]}
+See docs/operator-mode.md.
+
 A running node holds an exclusive lock on its --data-dir (the file
 writ.lock in it): a second node started on the same dir fails before it
 opens anything, naming the dir. The operating system releases the lock
@@ -126,6 +138,8 @@ host must reach it; the endpoint has no authentication.`,
 	fl.IntVar(&f.clusterPort, "cluster-port", 0, "embedded NATS route port (enables the NATS cluster)")
 	fl.StringVar(&f.routes, "routes", "", "NATS route URLs of the cluster, comma separated")
 	fl.StringVar(&f.authFile, "auth", "", "JSON file of NATS users (see above)")
+	fl.StringVar(&f.reviewers, "reviewers", "", "with --nats-operator-dir: JSON file of reviewer identities and their roles, {\"reviewers\":[{\"name\":\"dana\",\"roles\":[\"finance\"]}]}")
+	fl.StringVar(&f.operatorDir, "nats-operator-dir", "", "run NATS in operator mode with the keys of this directory (from issuer auth init), instead of --auth")
 	fl.StringVar(&f.policyFile, "policy", "", "policy document applied when the log has none (default: built-in)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "error, warn, info or debug")
 	fl.StringVar(&f.metricsAddr, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty; e.g. 127.0.0.1:9464)")
@@ -285,8 +299,22 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		}
 		peers = []raftnode.Peer{{ID: f.nodeID, Addr: adv}}
 	}
-	if !f.dev && f.authFile == "" && f.natsURL == "" && !f.insecure {
-		return usageError{fmt.Errorf("a non-dev node needs NATS credentials: pass --auth FILE (see --help), or --dev for a local single node")}
+	if err := f.checkOperatorDir(); err != nil {
+		return usageError{err}
+	}
+	var opMode *operatorMode // from --nats-operator-dir
+	if f.operatorDir != "" {
+		if opMode, err = loadOperatorMode(f.operatorDir, f.nodeID, f.dataDir); err != nil {
+			return usageError{err}
+		}
+		if f.reviewers != "" {
+			if opMode.reviewers, err = loadReviewers(f.reviewers); err != nil {
+				return usageError{err}
+			}
+		}
+	}
+	if !f.dev && f.authFile == "" && f.operatorDir == "" && f.natsURL == "" && !f.insecure {
+		return usageError{fmt.Errorf("a non-dev node needs NATS credentials: pass --auth FILE or --nats-operator-dir DIR (see --help), or --dev for a local single node")}
 	}
 	if err := f.sec.check(f.dev, f.insecure, len(peers)); err != nil {
 		return usageError{err}
@@ -361,6 +389,10 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 			issuerPW = randomSecret()
 			scfg.Users = append(users, natsbus.IssuerUser("writ-issuer-"+f.nodeID, issuerPW))
 		}
+		if opMode != nil {
+			scfg.Operator = &opMode.server
+			reviewers = opMode.reviewers
+		}
 		ns, err = natsbus.StartServer(scfg, natsLogf(lg))
 		if err != nil {
 			return fmt.Errorf("starting embedded NATS: %w", err)
@@ -372,6 +404,9 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		opts := []nats.Option{nats.InProcessServer(ns), nats.Name("writ-issuer-" + f.nodeID), nats.MaxReconnects(-1)}
 		if issuerPW != "" {
 			opts = append(opts, nats.UserInfo("writ-issuer-"+f.nodeID, issuerPW))
+		}
+		if opMode != nil {
+			opts = append(opts, opMode.issuerOption())
 		}
 		// natsbus.ClientURL, not ns.ClientURL(): a server bound to 0.0.0.0
 		// (--nats-host 0.0.0.0 in a container) is reached through loopback,
@@ -386,6 +421,14 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		return fmt.Errorf("connecting to NATS: %w", err)
 	}
 	defer nc.Close()
+	var creds *natsauth.Manager
+	if opMode != nil {
+		var closeSys func()
+		if creds, closeSys, err = opMode.manager(ns, connURL, f.sec.natsOptions()); err != nil {
+			return fmt.Errorf("operator mode: %w", err)
+		}
+		defer closeSys()
+	}
 
 	node, err := raftnode.Start(rcfg, stderr)
 	if err != nil {
@@ -398,7 +441,8 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	icfg.StreamReplicas, icfg.ReceiptFormat = f.replicas, f.format
 	icfg.RefusalRate, icfg.RefusalBurst = f.refusalRate, f.refusalBurst
 	icfg.PublishLinger = f.linger
-	icfg.NATSServer, icfg.RaftTLS, icfg.NATSTLS, icfg.Auth = ns, f.sec.tls(), f.sec.tls(), f.authFile != ""
+	icfg.NATSServer, icfg.RaftTLS, icfg.NATSTLS, icfg.Auth = ns, f.sec.tls(), f.sec.tls(), f.authFile != "" || opMode != nil
+	icfg.Credentials = creds
 	icfg.Reviewers = reviewers
 	rh.set(func() (uint64, uint64) { return node.Raft().CurrentTerm(), node.Raft().AppliedIndex() })
 	if icfg.StreamReplicas == 0 {
@@ -421,7 +465,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if f.dev {
 		devBanner(stdout, f, connURL)
 	} else {
-		if f.authFile == "" && f.natsURL == "" {
+		if f.authFile == "" && opMode == nil && f.natsURL == "" {
 			lg.Warn("running WITHOUT NATS credentials (--insecure-no-auth): any client may act as any worker")
 		}
 		lg.Info("issuer node started", "raft", f.raftAddr, "nats", connURL, "peers", len(peers))

@@ -81,7 +81,7 @@ stays open for an operator.
 			// the same connection.
 			childEnv := []string{EnvWorker + "=" + g.Worker}
 			for k, v := range map[string]string{connect.EnvURL: g.Conn.URL, connect.EnvUser: g.Conn.User,
-				connect.EnvPasswordFile: g.Conn.PasswordFile, connect.EnvCA: g.Conn.CAFile} {
+				connect.EnvPasswordFile: g.Conn.PasswordFile, connect.EnvCA: g.Conn.CAFile, connect.EnvCreds: g.Conn.CredsFile} {
 				if v != "" {
 					childEnv = append(childEnv, k+"="+v)
 				}

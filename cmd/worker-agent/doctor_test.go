@@ -2,12 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/writ-dev/writ/internal/testing/testenv"
+	"github.com/writ-dev/writ/natsauth"
 	"github.com/writ-dev/writ/natsbus"
 	"github.com/writ-dev/writ/worker"
 )
@@ -102,6 +105,14 @@ func TestDoctor(t *testing.T) {
 	}
 	withPW := workerConfigFor(env.URL)
 	withPW["nats_user"], withPW["nats_password_file"] = "w1", pw
+	// Operator-mode credentials: another worker's, and the worker's own
+	// readable by others.
+	otherCreds, openCreds := mintCreds(t, dir, "w2", 0o600), mintCreds(t, dir, "w1", 0o644)
+	withCreds := func(file string) map[string]any {
+		c := workerConfigFor(env.URL)
+		c["nats_creds"] = file
+		return c
+	}
 	for _, tc := range []struct {
 		name, config, failing string
 		want                  []string
@@ -112,6 +123,8 @@ func TestDoctor(t *testing.T) {
 		{"no config file", filepath.Join(dir, "nope.json"), "config", []string{"nope.json", "no such file"}, nil},
 		{"no lane", writeJSON(t, dir, "nolane.json", map[string]any{"worker": "w1", "nats_url": env.URL}), "config", []string{`"lane"`}, nil},
 		{"password readable by others", writeJSON(t, dir, "pw.json", withPW), "credentials", []string{"mode 0644", "chmod 600 " + pw}, []string{"config"}},
+		{"another worker's creds", writeJSON(t, dir, "other.json", withCreds(otherCreds)), "credentials", []string{`for "w2", not the worker "w1"`, "issuer auth mint --worker w1"}, []string{"config"}},
+		{"creds readable by others", writeJSON(t, dir, "open.json", withCreds(openCreds)), "credentials", []string{"mode 0644", "chmod 600 " + openCreds}, []string{"config"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rep, _ := doctorJSON(t, "claude-code", "--project", project, "--config", tc.config)
@@ -207,4 +220,33 @@ func TestDoctorWithCredentials(t *testing.T) {
 	if c := rep.status()["nats"]; c.Status != "fail" || !strings.Contains(strings.ToLower(c.Detail), "authorization") {
 		t.Fatalf("wrong password: %+v", rep)
 	}
+}
+
+// mintCreds writes a worker's operator-mode credentials file with mode.
+func mintCreds(t *testing.T, dir, worker string, mode os.FileMode) string {
+	t.Helper()
+	authDir := filepath.Join(t.TempDir(), "auth")
+	if _, err := natsauth.Init(authDir, natsauth.DefaultInitOptions()); err != nil {
+		t.Fatal(err)
+	}
+	a, err := natsauth.Load(authDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := a.MintWorker(worker, 0, time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Creds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, fmt.Sprintf("%s-%o.creds", worker, mode))
+	if err := os.WriteFile(p, b, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -256,10 +256,20 @@ func TestMCPProxyAgainstIssuer(t *testing.T) {
 	// by the server's answer; the refused one a deny and nothing else.
 	evs := receipts(t, env)
 	byTool := map[string][]events.Event{}
+	sources := map[string]int{} // tool -> results registered as sources
 	for _, e := range evs {
-		if e.Worker == "m1" && e.Kind != events.KindEffect {
+		switch {
+		case e.Worker != "m1" || e.Kind == events.KindEffect:
+		case e.Kind == events.KindSource:
+			sources[e.Tool]++
+		default:
 			byTool[e.Tool] = append(byTool[e.Tool], e)
 		}
+	}
+	// Parity with the hooks: every confirmed result with text is a
+	// registered source; a failed call brought nothing in.
+	if sources["mcp__fake__big"] != 1 || sources["mcp__fake__echo"] == 0 || sources["mcp__fake__fail"] != 0 {
+		t.Fatalf("results registered as sources, by tool: %v", sources)
 	}
 	if got := kinds(byTool["mcp__fake__rm"]); !reflect.DeepEqual(got, []events.Kind{events.KindDeny}) {
 		t.Fatalf("rm receipts %v", got)

@@ -60,6 +60,8 @@ var layers = []layerRule{
 		Why: "canonical arguments are shared by the worker, the issuer and the state machine"},
 	{Pkg: "audit", Forbid: []string{"issuer", "raftnode"},
 		Why: "the auditor checks receipts independently of the issuer that wrote them"},
+	{Pkg: "natsauth", Forbid: []string{"fsm", "issuer", "raftnode", "policy"},
+		Why: "NATS credentials are transport: minting and revoking them decides nothing about authority"},
 }
 
 // pkgGraph is the import graph: every package's direct imports.

@@ -15,8 +15,13 @@ package injection
 //	                              and REASON, and one grounds line (grounds~) or the
 //	                              hook's answer to the harness (text~) must contain
 //	                              TEXT; a permitted call then gets its PostToolUse
-//	harness claude-code|codex     the hook the following events run through (before
-//	                              the first session line; claude-code by default)
+//	harness claude-code|codex|mcp the hook the following events run through (before
+//	                              the first session line; claude-code by default).
+//	                              mcp: tool calls named mcp__SERVER__TOOL go through
+//	                              a `worker-agent mcp --server SERVER --session S`
+//	                              proxy in front of a scripted MCP server (RESPONSE
+//	                              is the text of its result), everything else through
+//	                              the claude-code hook of the same session
 //	agent TYPE ID | agent -       the following tool calls come from a subagent of
 //	                              TYPE with agent id ID (the worker config maps
 //	                              Explore to isolated, general-purpose to specialist,
@@ -49,6 +54,7 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
 	"github.com/writ-dev/writ/internal/testing/gobuild"
@@ -76,7 +82,15 @@ func workerAgent(t *testing.T) string {
 	return p
 }
 
+// envFakeMCP names the directory a scripted MCP server reads its answers
+// from; when it is set the test binary is that server (see fakeMCP).
+const envFakeMCP = "INJECTION_FAKE_MCP_DIR"
+
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(envFakeMCP); dir != "" {
+		fakeMCP(dir)
+		os.Exit(0)
+	}
 	code := m.Run()
 	bins.Remove()
 	os.Exit(code)
@@ -190,6 +204,14 @@ func TestScenarios(t *testing.T) {
 // default). prefix goes before each subtest's name.
 func runScenarios(t *testing.T, files []string, doc []byte, prefix string) {
 	t.Helper()
+	runScenariosAs(t, files, doc, prefix, "")
+}
+
+// runScenariosAs is runScenarios with every file's events going through
+// mode (a harness name) unless the file names its own; "" for the files'
+// own choice.
+func runScenariosAs(t *testing.T, files []string, doc []byte, prefix, mode string) {
+	t.Helper()
 	bin := workerAgent(t)
 	for _, f := range files {
 		steps, err := parseScenario(f)
@@ -200,9 +222,16 @@ func runScenarios(t *testing.T, files []string, doc []byte, prefix string) {
 		t.Run(prefix+name, func(t *testing.T) {
 			t.Parallel()
 			r := newRunner(t, bin, doc, name)
+			if mode != "" {
+				r.harness = mode
+			}
 			for _, s := range steps {
+				if mode != "" && s.verb == "harness" {
+					continue // the mode decides
+				}
 				r.do(t, s)
 			}
+			r.closeProxies(t)
 		})
 	}
 }
@@ -219,8 +248,9 @@ type runner struct {
 	config  string
 	session string
 	ws      string
-	harness string    // harness.ClaudeCode or harness.Codex
-	agent   [2]string // agent_type, agent_id of a subagent's calls
+	harness string               // harness.ClaudeCode, harness.Codex or harness.MCP
+	agent   [2]string            // agent_type, agent_id of a subagent's calls
+	proxies map[string]*mcpProxy // harness mcp: by server, for the current session
 	calls   int
 	nextSeq uint64 // first stream seq not yet read
 	seen    []events.Event
@@ -232,6 +262,11 @@ func newRunner(t *testing.T, bin string, doc []byte, name string) *runner {
 	root := t.TempDir()
 	home := filepath.Join(root, "home")
 	env := testenv.StartSingle(t, filepath.Join(root, "issuer"), nil)
+	// The scenario policy declares result schemas, which the state
+	// machine judges from receipt format 10: wait for the node's raise.
+	testenv.WaitFor(t, testenv.SetupTimeout, "receipt format 10", func() bool {
+		return env.Service.Status().ReceiptFormatLevel >= fsm.ReceiptFormatResultFields
+	})
 	nc, err := nats.Connect(env.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -284,8 +319,8 @@ func (r *runner) do(t *testing.T, s step) {
 	}
 	switch s.verb {
 	case "harness":
-		if r.session != "" || (s.a != harness.ClaudeCode && s.a != harness.Codex) {
-			t.Fatalf("%s: want harness claude-code or codex before the first session", r.where(s))
+		if r.session != "" || (s.a != harness.ClaudeCode && s.a != harness.Codex && s.a != harness.MCP) {
+			t.Fatalf("%s: want harness claude-code, codex or mcp before the first session", r.where(s))
 		}
 		r.harness = s.a
 	case "agent":
@@ -306,6 +341,7 @@ func (r *runner) do(t *testing.T, s step) {
 			}
 		}
 	case "session":
+		r.closeProxies(t)
 		r.session = "sess-" + r.name + "-" + s.a
 		r.ws = filepath.Join(r.home, "work", s.a)
 		if err := os.MkdirAll(r.ws, 0o755); err != nil {
@@ -324,6 +360,16 @@ func (r *runner) do(t *testing.T, s step) {
 	case "prompt":
 		r.hook(t, s, map[string]any{"hook_event_name": "UserPromptSubmit", "prompt": r.expand(s.a)})
 	case "run":
+		if p := r.proxyFor(t, s); p != nil {
+			id := r.callID()
+			from := r.mark(t)
+			text, isErr := p.call(t, r, s, r.expand(s.response))
+			ev := r.decisionAfter(t, s, from)
+			if ev.Decision != string(grants.Permit) || isErr {
+				t.Fatalf("%s %s (%s): the tool a scenario reads with must be permitted, got %s %s (%s)", r.where(s), s.a, id, ev.Decision, ev.Reason, text)
+			}
+			return
+		}
 		id := r.callID()
 		out := r.hook(t, s, r.toolEvent("PreToolUse", s, id))
 		ev := r.decision(t, s, id)
@@ -334,19 +380,22 @@ func (r *runner) do(t *testing.T, s step) {
 		post["tool_response"] = response(r.expand(s.response))
 		r.hook(t, s, post)
 	case "call":
+		if p := r.proxyFor(t, s); p != nil {
+			r.callID()
+			from := r.mark(t)
+			text, isErr := p.call(t, r, s, `{"success":true}`)
+			ev := r.decisionAfter(t, s, from)
+			r.checkCall(t, s, ev, text)
+			// The model saw the same answer: a refusal is an isError result.
+			if isErr != (s.decision != grants.Permit) {
+				t.Errorf("%s %s: proxy answered %q (isError %v) for a %s", r.where(s), s.a, text, isErr, s.decision)
+			}
+			return
+		}
 		id := r.callID()
 		out := r.hook(t, s, r.toolEvent("PreToolUse", s, id))
 		ev := r.decision(t, s, id)
-		if got := grants.Decision(ev.Decision); got != s.decision || (s.reason != "" && grants.Reason(ev.Reason) != s.reason) {
-			t.Errorf("%s %s %s: got %s %s (missing %q, detail %q, grounds %q), want %s %s",
-				r.where(s), s.a, s.b, ev.Decision, ev.Reason, ev.Missing, ev.Detail, ev.Grounds, s.decision, s.reason)
-		}
-		if s.grounds != "" && !containsLine(ev.Grounds, s.grounds) {
-			t.Errorf("%s %s: no grounds line contains %q: %q", r.where(s), s.a, s.grounds, ev.Grounds)
-		}
-		if s.text != "" && !strings.Contains(out, s.text) {
-			t.Errorf("%s %s: the hook's answer does not contain %q: %s", r.where(s), s.a, s.text, out)
-		}
+		r.checkCall(t, s, ev, out)
 		// The harness saw the same answer: a refusal is a deny decision
 		// on stdout, a permit is silence.
 		if denied := strings.Contains(out, `"deny"`); denied != (s.decision != grants.Permit) {
@@ -371,6 +420,22 @@ func (r *runner) do(t *testing.T, s step) {
 		}
 	case "revoke-source":
 		r.revokeSource(t, s)
+	}
+}
+
+// checkCall checks a call's decision receipt and the answer the model
+// saw (out) against the step.
+func (r *runner) checkCall(t *testing.T, s step, ev events.Event, out string) {
+	t.Helper()
+	if got := grants.Decision(ev.Decision); got != s.decision || (s.reason != "" && grants.Reason(ev.Reason) != s.reason) {
+		t.Errorf("%s %s %s: got %s %s (missing %q, detail %q, grounds %q), want %s %s",
+			r.where(s), s.a, s.b, ev.Decision, ev.Reason, ev.Missing, ev.Detail, ev.Grounds, s.decision, s.reason)
+	}
+	if s.grounds != "" && !containsLine(ev.Grounds, s.grounds) {
+		t.Errorf("%s %s: no grounds line contains %q: %q", r.where(s), s.a, s.grounds, ev.Grounds)
+	}
+	if s.text != "" && !strings.Contains(out, s.text) {
+		t.Errorf("%s %s: the answer the model saw does not contain %q: %s", r.where(s), s.a, s.text, out)
 	}
 }
 
@@ -412,14 +477,14 @@ func (r *runner) hook(t *testing.T, s step, ev map[string]any) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, r.bin, "--config", r.config, "hook", r.harness)
+	cmd := exec.CommandContext(ctx, r.bin, "--config", r.config, "hook", r.hookHarness())
 	cmd.Dir = r.ws
 	cmd.Stdin = bytes.NewReader(in)
 	cmd.Env = append(cleanEnv(), "HOME="+r.home, "XDG_STATE_HOME="+filepath.Join(r.home, "state"))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s: worker-agent hook %s (%s): %v\nstdout: %s\nstderr: %s", r.where(s), r.harness, ev["hook_event_name"], err, stdout.String(), stderr.String())
+		t.Fatalf("%s: worker-agent hook %s (%s): %v\nstdout: %s\nstderr: %s", r.where(s), r.hookHarness(), ev["hook_event_name"], err, stdout.String(), stderr.String())
 	}
 	return stdout.String()
 }
@@ -460,7 +525,62 @@ func (r *runner) readStream(ctx context.Context) error {
 // approval_required) of the call with tool_use_id id.
 func (r *runner) decision(t *testing.T, s step, id string) events.Event {
 	t.Helper()
-	key := harness.IdempotencyKey(r.harness, r.session, id)
+	return r.decisionOf(t, s, harness.IdempotencyKey(r.hookHarness(), r.session, id))
+}
+
+// hookHarness is the harness whose hook runs the events: claude-code for
+// everything but MCP tool calls in mcp mode.
+func (r *runner) hookHarness() string {
+	if r.harness == harness.MCP {
+		return harness.ClaudeCode
+	}
+	return r.harness
+}
+
+// mark reads the receipts published so far and returns how many there
+// are: decisionAfter looks at those after it.
+func (r *runner) mark(t *testing.T) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancel()
+	if err := r.readStream(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return len(r.seen)
+}
+
+// decisionAfter waits for the first decision receipt after receipt from
+// of a call of the step's tool in the session (through the MCP proxy,
+// whose idempotency keys name its run).
+func (r *runner) decisionAfter(t *testing.T, s step, from int) events.Event {
+	t.Helper()
+	var found *events.Event
+	var lastErr error
+	testenv.WaitFor(t, stepTimeout, r.where(s)+" decision receipt of "+s.a, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if lastErr = r.readStream(ctx); lastErr != nil {
+			return false
+		}
+		for i := from; i < len(r.seen); i++ {
+			e := r.seen[i]
+			switch e.Kind {
+			case events.KindPermit, events.KindDeny, events.KindApprovalRequired:
+				if e.Tool == s.a && e.Session == r.session && strings.HasPrefix(e.IdemKey, harness.MCP+":") {
+					found = &r.seen[i]
+					return true
+				}
+			}
+		}
+		return false
+	})
+	return *found
+}
+
+// decisionOf waits for the decision receipt of the call with idempotency
+// key key.
+func (r *runner) decisionOf(t *testing.T, s step, key string) events.Event {
+	t.Helper()
 	var found *events.Event
 	var lastErr error
 	testenv.WaitFor(t, stepTimeout, r.where(s)+" decision receipt of "+s.a, func() bool {

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/writ-dev/writ/harness"
 )
 
 // The coding-session replays (testdata/sessions/*.txt) run through the
@@ -21,6 +23,18 @@ import (
 //     a download, open a reverse shell, rewrite writ's policy, write the
 //     agent's memory, read a private key, pass a secret it read to a
 //     foreign host. Each is refused or held, by the rule it names.
+//   - mail-payments.txt is an ordinary mail-and-payments session (search
+//     and read mail, read a bill through the filesystem MCP server, pay
+//     the payee and amount the user named, mail two colleagues at once,
+//     look a third up in the address book, invite a fourth): nothing is
+//     refused or held;
+//   - mail-payments-injected.txt is that session with an injection in the
+//     invoice mail (another payee and amount, an outside address in the
+//     recipient list at any position or in cc, an invitation, a standing
+//     rule for memory): each is held for the owner.
+//
+// TestMailSessionsThroughMCP plays the two mail sessions again with their
+// MCP calls through the `worker-agent mcp` proxy.
 
 func sessionFiles(t *testing.T) []string {
 	t.Helper()
@@ -63,4 +77,14 @@ func TestOutsideWorkspaceAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	runScenarios(t, []string{f}, doc, "")
+}
+
+// TestMailSessionsThroughMCP: the mail-and-payments sessions under the
+// built-in default, their MCP calls through the proxy.
+func TestMailSessionsThroughMCP(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "sessions", "mail-payments*.txt"))
+	if err != nil || len(files) != 2 {
+		t.Fatalf("mail sessions: %v %v", files, err)
+	}
+	runScenariosAs(t, files, nil, "mcp/", harness.MCP)
 }
