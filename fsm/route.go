@@ -300,6 +300,11 @@ func (s *State) ownedLease(now int64, c *Command) (*route, *grants.Envelope) {
 		return nil, &env
 	}
 	switch {
+	case r == nil && s.routeFloor > 0:
+		// Only from level 7: a record may have been forgotten.
+		return refuse(grants.ReasonNotOwner, 0, fmt.Sprintf(
+			"route %s has no record: never acquired, or forgotten %s after its last lease ended (acquired, it starts above generation %d)",
+			c.Route, RouteRetention, s.routeFloor))
 	case r == nil:
 		return refuse(grants.ReasonNotOwner, 0, "route "+c.Route+" has never been acquired")
 	case r.Owner == c.Caller && (c.RouteGen == 0 || c.RouteGen == r.Gen) && r.live(now):

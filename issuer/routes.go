@@ -1,9 +1,10 @@
 package issuer
 
 import (
-	"github.com/nats-io/nats.go"
-
+	"fmt"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/fsm"
@@ -57,9 +58,15 @@ func routeCommand(worker string, data []byte) (cmd fsm.Command, status bool, rer
 func (s *Service) routeStatus(name string) grants.Envelope {
 	var in fsm.RouteInfo
 	var known bool
+	var floor uint64
 	s.node.View(func(st *fsm.State, _ uint64) {
 		in, known = st.Route(name, max(st.Clock(), time.Now().UnixNano()))
+		floor = st.RouteFloor()
 	})
+	if !known && floor > 0 {
+		return grants.Envelope{Decision: grants.Permit, Route: name, Detail: fmt.Sprintf(
+			"route %s has no record: never acquired, or forgotten a day after its last lease ended (acquired, it starts above generation %d)", name, floor)}
+	}
 	if !known {
 		return grants.Envelope{Decision: grants.Permit, Route: name, Detail: "route " + name + " has never been acquired"}
 	}
