@@ -124,9 +124,16 @@ type RouteLease struct {
 }
 
 // Routes answers RoutesRequest: Clock is the time the leases were judged
-// at (the leader's wall clock, at least its control-plane clock).
+// at (the leader's wall clock, at least its control-plane clock). Records
+// free for a day are forgotten from receipt format level 7 and no longer
+// listed.
 type Routes struct {
 	Clock  int64        `json:"clock"`
 	Routes []RouteLease `json:"routes"`
 	Error  string       `json:"error,omitempty"`
+	// GenerationFloor is the generation high-water mark: the highest
+	// generation of a route record forgotten after its retention
+	// (receipt format level 7); a route with no record is acquired above
+	// it. 0 while no record was forgotten.
+	GenerationFloor uint64 `json:"generation_floor,omitempty"`
 }

@@ -14,7 +14,12 @@ import (
 //     passed, or revoked), and a renewal, release or lapse names the
 //     live lease's owner and generation;
 //   - no attempt bound to a route generation is recorded after that
-//     generation ended (taken over, released, revoked or lapsed).
+//     generation ended (taken over, released, revoked or lapsed);
+//   - a route record is forgotten (route_forgotten, receipt format level
+//     7) only once its lease ended, naming its last generation; the
+//     Verifier then forgets it too and keeps the generation high-water
+//     mark, and a route acquired with no record in view must name a
+//     generation above the mark (a forgotten name never reuses one).
 //
 // An effect recorded as route_stale (reported after its generation
 // ended) is no violation, but never counts as clean: Summary counts it
@@ -38,7 +43,22 @@ func (v *Verifier) route(e *events.Event) *Violation {
 	}
 	l := v.routes[e.Route]
 	switch e.Kind {
+	case events.KindRouteForgotten:
+		switch {
+		case l == nil && !v.partial:
+			return violation(e.Seq, CodeRouteNotOwner, "route %s forgotten, never acquired", e.Route)
+		case l != nil && (l.gen != e.RouteGen || l.live(e.Time)):
+			return violation(e.Seq, CodeRouteNotOwner, "route %s forgotten at generation %d while its lease is %s's at generation %d (%s)",
+				e.Route, e.RouteGen, l.owner, l.gen, leaseWords(l, e.Time))
+		}
+		delete(v.routes, e.Route)
+		v.routeFloor = max(v.routeFloor, e.RouteGen)
+		return nil
 	case events.KindRouteAcquired, events.KindRouteTaken:
+		if l == nil && e.RouteGen <= v.routeFloor {
+			return violation(e.Seq, CodeRouteGeneration, "route %s acquired at generation %d, not above the generation high-water mark %d of forgotten routes",
+				e.Route, e.RouteGen, v.routeFloor)
+		}
 		if l != nil {
 			if e.RouteGen <= l.gen {
 				return violation(e.Seq, CodeRouteGeneration, "route %s: generation %d after generation %d", e.Route, e.RouteGen, l.gen)

@@ -15,7 +15,9 @@ import (
 
 // TestRouteWorkloadPassesTheVerifier drives the real state machine with
 // random route leases (acquire, renew, release, lapse records, revocations
-// ending leases, clock jumps past expiries) and work bound to them
+// ending leases, clock jumps past expiries, and at receipt format level 7
+// records forgotten after a day and routes acquired again above the
+// generation high-water mark) and work bound to them
 // (requests, spends and effects under current and stale generations): the
 // auditor finds no route violation in what the issuer recorded, folds to
 // its digest, and counts every effect recorded route_stale.
@@ -32,7 +34,11 @@ func TestRouteWorkloadPassesTheVerifier(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 9))
 			m := newSim()
-			m.apply(policyCmd(pol), fsm.Command{Op: fsm.OpRaiseFormat, Caller: "issuer:n1", Format: fsm.ReceiptFormatRoutes})
+			level := fsm.ReceiptFormatRoutes
+			if seed >= 2 {
+				level = fsm.ReceiptFormatRouteRetention
+			}
+			m.apply(policyCmd(pol), fsm.Command{Op: fsm.OpRaiseFormat, Caller: "issuer:n1", Format: level})
 			workers := []string{"w1", "w2", "w3"}
 			routes := []string{"job-a", "job-b"}
 			type issued struct{ id, worker string }
@@ -42,6 +48,9 @@ func TestRouteWorkloadPassesTheVerifier(t *testing.T) {
 			digestOf := func(w string) events.Hash { d, _ := grants.DigestArgs("Read", []byte(argsOf(w))); return d }
 			for i := range 600 {
 				m.now += int64(r.IntN(1500)) * 1_000_000 // up to 1.5s
+				if r.IntN(40) == 0 {
+					m.now += int64(fsm.RouteRetention) // past every free record's retention
+				}
 				w := workers[r.IntN(len(workers))]
 				route := routes[r.IntN(len(routes))]
 				if in, ok := m.s.Route(route, m.now); ok && in.Live && r.IntN(5) > 0 {
@@ -57,6 +66,8 @@ func TestRouteWorkloadPassesTheVerifier(t *testing.T) {
 					c = fsm.Command{Op: fsm.OpRouteRelease, Caller: w, Route: route}
 				case p < 50:
 					c = fsm.Command{Op: fsm.OpRouteLapse, Caller: "issuer:n1", Route: route}
+				case p < 51:
+					c = fsm.Command{Op: fsm.OpRouteForget, Caller: "issuer:n1", Route: route}
 				case p < 52:
 					c = fsm.Command{Op: fsm.OpRevoke, Caller: "operator:alice", Key: "worker/" + w}
 				case p < 54:

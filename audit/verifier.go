@@ -142,7 +142,10 @@ type Verifier struct {
 	outcomes   [nOutcomes]uint64
 
 	routes map[string]*lease // route leases, by route name (route.go)
-	stale  uint64            // effects recorded route_stale
+	// routeFloor is the generation high-water mark: the highest
+	// generation of a forgotten route (route.go).
+	routeFloor uint64
+	stale      uint64 // effects recorded route_stale
 
 	state *fsm.State // nil without a projection
 
@@ -335,7 +338,8 @@ func (v *Verifier) add(e *events.Event, owned bool) error {
 		v.revoke(e)
 		v.revokeApprovals(e)
 		v.revokeRoutes(e)
-	case events.KindRouteAcquired, events.KindRouteTaken, events.KindRouteRenewed, events.KindRouteReleased, events.KindRouteLapsed:
+	case events.KindRouteAcquired, events.KindRouteTaken, events.KindRouteRenewed, events.KindRouteReleased, events.KindRouteLapsed,
+		events.KindRouteForgotten:
 		x = v.route(e)
 	case events.KindEpoch:
 		v.epoch, v.epochSeq = e.Epoch, e.Seq

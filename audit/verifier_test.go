@@ -123,6 +123,20 @@ func TestViolationCodes(t *testing.T) {
 			return routeBase().add(routeEv(events.KindRouteReleased, t0+4*sec, "job-a", "w1", 1, 0)).
 				add(routeEv(events.KindRouteAcquired, t0+5*sec, "job-a", "w2", 1, t0+30*sec))
 		}},
+		{name: "route forgotten a day after its release, acquired again above the mark", build: func() *stream {
+			return routeBase().add(routeEv(events.KindRouteReleased, t0+4*sec, "job-a", "w1", 1, 0)).
+				add(routeEv(events.KindRouteForgotten, t0+4*sec+int64(fsm.RouteRetention), "job-a", "w1", 1, t0+20*sec)).
+				add(routeEv(events.KindRouteAcquired, t0+5*sec+int64(fsm.RouteRetention), "job-a", "w2", 2, t0+30*sec+int64(fsm.RouteRetention))).
+				add(routeEv(events.KindRouteAcquired, t0+5*sec+int64(fsm.RouteRetention), "job-b", "w2", 2, t0+30*sec+int64(fsm.RouteRetention)))
+		}},
+		{name: "route_generation: a forgotten route re-created at a generation it had", code: CodeRouteGeneration, seq: 7, build: func() *stream {
+			return routeBase().add(routeEv(events.KindRouteReleased, t0+4*sec, "job-a", "w1", 1, 0)).
+				add(routeEv(events.KindRouteForgotten, t0+4*sec+int64(fsm.RouteRetention), "job-a", "w1", 1, t0+20*sec)).
+				add(routeEv(events.KindRouteAcquired, t0+5*sec+int64(fsm.RouteRetention), "job-a", "w2", 1, t0+30*sec+int64(fsm.RouteRetention)))
+		}},
+		{name: "route_not_owner: a live lease forgotten", code: CodeRouteNotOwner, seq: 5, build: func() *stream {
+			return routeBase().add(routeEv(events.KindRouteForgotten, t0+5*sec, "job-a", "w1", 1, t0+20*sec))
+		}},
 		{name: "route_double_owner", code: CodeRouteDoubleOwner, seq: 5, build: func() *stream {
 			return routeBase().add(routeEv(events.KindRouteTaken, t0+19*sec, "job-a", "w2", 2, t0+30*sec))
 		}},

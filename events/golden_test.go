@@ -296,6 +296,15 @@ func goldenEvents() []Event {
 			Decision: "permit", Worker: "w-cron-3", Counters: []Counter{{Key: "worker/w-cron-3", Value: 1}},
 			Routes: []string{"nightly-backup"},
 		},
+		// Added with route retention: the released route's record is
+		// forgotten a day after its last lease ended; the generation
+		// high-water mark keeps its generation 2.
+		{
+			Kind: KindRouteForgotten, RaftIndex: 31, Time: t0 + 90_000_000_000 + 86_400_000_000_000, Node: "issuer-a",
+			Worker: "w-cron-2", Lane: "isolated", Decision: "permit", Actor: "issuer:issuer-a",
+			Route: "inbox-triage@acme", RouteGen: 2, IssuedAt: t0 + 81_000_000_000, ExpiresAt: t0 + 111_000_000_000,
+			Detail: "forgot route inbox-triage@acme: generation 2 of w-cron-2 ended (released) at 2026-01-01T00:01:30Z; acquired again, it starts above generation 2",
+		},
 	}
 }
 

@@ -86,6 +86,13 @@ const (
 	// KindRouteTaken: a worker acquired a route whose previous lease
 	// lapsed or was ended by a revocation: PrevOwner and PrevGen name it.
 	KindRouteTaken Kind = 27
+	// KindRouteForgotten: a route's record, free (released, lapsed or
+	// revoked) for the retention, was forgotten; RouteGen is its last
+	// generation, which the state-wide generation high-water mark now
+	// covers, so the route acquired again starts above it. Written only
+	// at receipt format level 7 or above
+	// (fsm.ReceiptFormatRouteRetention).
+	KindRouteForgotten Kind = 28
 
 	// KindBreakGlass: an operator opened a break-glass case: auditors may
 	// show the payloads of one scope's receipts (targets, keys, notes),
@@ -122,6 +129,7 @@ var kindNames = map[Kind]string{
 	KindRouteReleased:    "route_released",
 	KindRouteLapsed:      "route_lapsed",
 	KindRouteTaken:       "route_taken",
+	KindRouteForgotten:   "route_forgotten",
 	KindBreakGlass:       "break_glass",
 }
 
@@ -151,6 +159,7 @@ var kindSubjects = map[Kind]string{
 	KindRouteReleased:    SubjectPrefix + "route.released",
 	KindRouteLapsed:      SubjectPrefix + "route.lapsed",
 	KindRouteTaken:       SubjectPrefix + "route.taken",
+	KindRouteForgotten:   SubjectPrefix + "route.forgotten",
 	KindBreakGlass:       SubjectPrefix + "break.glass",
 }
 

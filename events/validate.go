@@ -137,7 +137,7 @@ func (e *Event) StaticValidate() error {
 		if e.ReviewID == "" {
 			return bad("a review receipt names no review")
 		}
-	case KindRouteAcquired, KindRouteRenewed, KindRouteReleased, KindRouteLapsed, KindRouteTaken:
+	case KindRouteAcquired, KindRouteRenewed, KindRouteReleased, KindRouteLapsed, KindRouteTaken, KindRouteForgotten:
 		if e.Route == "" || e.Worker == "" || e.RouteGen == 0 {
 			return bad("a route event names no route, owner or generation")
 		}
@@ -186,5 +186,6 @@ var kindDecisions = map[Kind]map[string]bool{
 	KindRouteReleased:    {"permit": true},
 	KindRouteLapsed:      {"permit": true},
 	KindRouteTaken:       {"permit": true},
+	KindRouteForgotten:   {"permit": true},
 	KindBreakGlass:       {"permit": true},
 }

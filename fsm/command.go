@@ -64,6 +64,10 @@ const (
 	// OpRouteLapse records the lapse of Route's lease as a receipt; the
 	// leader proposes it once it sees the lease past its expiry.
 	OpRouteLapse Op = 23
+	// OpRouteForget forgets Route's record once its lease has been free
+	// for RouteRetention (the leader proposes it); from receipt format
+	// level 7 (ReceiptFormatRouteRetention).
+	OpRouteForget Op = 24
 	// OpBreakGlass records an operator's break-glass case (CaseID,
 	// GlassScope, TTL, Note as the reason) as a break_glass receipt, from
 	// receipt format level 6 (ReceiptFormatBreakGlass). Evidence only: it
@@ -78,7 +82,7 @@ var opNames = map[Op]string{
 	OpRefusalSummary: "refusal_summary", OpOpenReview: "open_review", OpDecideReview: "decide_review",
 	OpReviewReply:  "review_reply",
 	OpRouteAcquire: "route_acquire", OpRouteRenew: "route_renew", OpRouteRelease: "route_release",
-	OpRouteLapse: "route_lapse",
+	OpRouteLapse: "route_lapse", OpRouteForget: "route_forget",
 	OpBreakGlass: "break_glass",
 }
 

@@ -79,6 +79,8 @@ func decide(s *State, now int64, node string, c *Command) verdict {
 		return decideRouteRelease(s, now, node, c)
 	case OpRouteLapse:
 		return decideRouteLapse(s, now, node, c)
+	case OpRouteForget:
+		return decideRouteForget(s, now, node, c)
 	case OpBreakGlass:
 		return decideBreakGlass(s, now, node, c)
 	}

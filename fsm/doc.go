@@ -92,15 +92,19 @@
 //
 // Route ownership leases (route.go): a route is a named unit of recurring
 // work the policy declares; OpRouteAcquire gives one worker a lease on it
-// with a fencing generation (per route, strictly increasing, kept for
-// good) and an expiry on the control-plane clock; OpRouteRenew extends
+// with a fencing generation (per route, strictly increasing, never
+// reused) and an expiry on the control-plane clock; OpRouteRenew extends
 // it, OpRouteRelease ends it, and the expiry queue ends it when the clock
 // passes its expiry (OpRouteLapse records that as a receipt). The next
 // acquire is a take-over naming the lease it replaced. A grant requested
 // under a route binds the owner's generation, and its spend is refused
 // owner_stale once that generation ended; a worker revocation ends the
 // worker's leases in its own receipt. All of it from receipt format
-// level 5; below it every route op is refused.
+// level 5; below it every route op is refused. From level 7 the leader
+// forgets a record free for RouteRetention (OpRouteForget,
+// route_forgotten), its generation kept in a state-wide high-water mark
+// that a route with no record is acquired above, and a policy entry's
+// max_records caps the records its routes hold.
 //
 // Break-glass cases (breakglass.go): an operator's OpBreakGlass (a case
 // id, a worker scope, a lifetime and a reason) is recorded as one

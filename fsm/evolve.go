@@ -90,7 +90,7 @@ func evolve(s *State, e *events.Event) error {
 		// decides nothing.
 		s.noteReply(e)
 	case events.KindRouteAcquired, events.KindRouteTaken, events.KindRouteRenewed,
-		events.KindRouteReleased, events.KindRouteLapsed:
+		events.KindRouteReleased, events.KindRouteLapsed, events.KindRouteForgotten:
 		s.evolveRoute(e)
 	case events.KindSpendRefused, events.KindEffectRefused, events.KindRefusalSummary, events.KindBreakGlass:
 		// Durable evidence only; no state beyond the clock and the chain.

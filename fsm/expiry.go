@@ -46,7 +46,7 @@ const (
 	expireReview                 // an open review
 	expireApproval               // an approval instrument
 	expireReply                  // a plain-text reply already decoded
-	expireRoute                  // a route lease (it ends: the route record stays)
+	expireRoute                  // a route lease (it ends: the record stays until OpRouteForget)
 )
 
 // kindBits is how many low bits of expiryItem.Ord hold the kind (the

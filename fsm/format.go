@@ -36,6 +36,12 @@ import (
 //   - ReceiptFormatBreakGlass (6): the state machine writes break-glass
 //     cases (OpBreakGlass, events.KindBreakGlass); below this level the
 //     op is refused.
+//   - ReceiptFormatRouteRetention (7): free route records are forgotten
+//     after RouteRetention (OpRouteForget, events.KindRouteForgotten),
+//     and a route with no record is acquired above the state-wide
+//     generation high-water mark those forgettings leave (route.go).
+//     Below this level the op is refused, no record is ever forgotten and
+//     the mark stays 0, so every acquisition decides as before.
 //   - ReceiptFormatTypedTraces (9): field traces may name typed matches
 //     (number, number:<CODE>, ident), which count as the whole value as a
 //     raw match does, and chains of nested decodings (hex+base64, json,
@@ -77,6 +83,11 @@ const (
 	// ReceiptFormatBreakGlass (6) adds break-glass events
 	// (OpBreakGlass, events.KindBreakGlass); below it the op is refused.
 	ReceiptFormatBreakGlass uint64 = 6
+	// ReceiptFormatRouteRetention (7) forgets free route records after
+	// RouteRetention (OpRouteForget, events.KindRouteForgotten), keeping
+	// generations per route name strictly increasing through a
+	// state-wide high-water mark; below it the op is refused.
+	ReceiptFormatRouteRetention uint64 = 7
 	// ReceiptFormatTypedTraces (9) accepts typed matches and nested
 	// decodings in field traces (see traceTransformAt).
 	ReceiptFormatTypedTraces uint64 = 9

@@ -413,5 +413,13 @@ func seedBatchesRoutes() []fsm.Batch {
 			{Op: fsm.OpRouteAcquire, Caller: "w2", Lane: "coordinator", Route: "job-b"},
 			{Op: fsm.OpRouteRelease, Caller: "w2", Route: "job-b"},
 		}},
+		// A day on, at format level 7: both free records are forgotten and
+		// job-b is acquired again above the generation high-water mark.
+		{Time: t0 + int64(21*time.Second+fsm.RouteRetention), Node: "n1", Commands: []fsm.Command{
+			{Op: fsm.OpRaiseFormat, Caller: "issuer:n1", Format: fsm.ReceiptFormatRouteRetention},
+			{Op: fsm.OpRouteForget, Caller: "issuer:n1", Route: "job-a"},
+			{Op: fsm.OpRouteForget, Caller: "issuer:n1", Route: "job-b"},
+			{Op: fsm.OpRouteAcquire, Caller: "w2", Lane: "coordinator", Route: "job-b"},
+		}},
 	}
 }

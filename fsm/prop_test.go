@@ -795,17 +795,20 @@ func scribbleEnvelope(env *grants.Envelope) {
 	}
 }
 
-// drawRouteOp draws a route op: acquire, renew, release or a lapse record,
+// drawRouteOp draws a route op: acquire, renew, release, a lapse record or
+// a forgetting (refused below level 7; the harness's clock never moves
+// RouteRetention, TestPropRouteGenerationsNeverReused does),
 // of a declared route (job-a, job-b), one no entry declares, or no route,
 // by one of the workers, with a lease from none to beyond the route's
 // max_ttl and sometimes a named generation.
 func drawRouteOp(t *rapid.T, node string) fsm.Command {
-	op := rapid.SampledFrom([]fsm.Op{fsm.OpRouteAcquire, fsm.OpRouteAcquire, fsm.OpRouteRenew, fsm.OpRouteRenew, fsm.OpRouteRelease, fsm.OpRouteLapse}).Draw(t, "routeOp")
+	op := rapid.SampledFrom([]fsm.Op{fsm.OpRouteAcquire, fsm.OpRouteAcquire, fsm.OpRouteRenew, fsm.OpRouteRenew, fsm.OpRouteRelease, fsm.OpRouteLapse,
+		fsm.OpRouteForget}).Draw(t, "routeOp")
 	c := fsm.Command{Op: op, Caller: rapid.SampledFrom(workers).Draw(t, "routeCaller"), Lane: "coordinator",
 		Route: weighted(t, "route", []string{"job-a", "job-a", "job-b"}, "weekly", 9),
 		TTL:   int64(rapid.SampledFrom([]time.Duration{0, time.Second, 5 * time.Second, time.Minute}).Draw(t, "routeTTL")),
 	}
-	if op == fsm.OpRouteLapse {
+	if op == fsm.OpRouteLapse || op == fsm.OpRouteForget {
 		c.Caller = "issuer:" + node
 	}
 	if rare(t, "routeGen", 3) {

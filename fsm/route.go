@@ -16,7 +16,8 @@ import (
 //
 //   - OpRouteAcquire gives the caller a lease on a free route: a fencing
 //     generation (per route, strictly increasing, never reused: the route
-//     record is kept for good, in snapshots and the digest) and an expiry
+//     record is kept in snapshots and the digest, and from level 7 a
+//     forgotten one leaves the high-water mark, below) and an expiry
 //     on the control-plane clock (the asked TTL, at most the route's
 //     max_ttl). Receipt route_acquired, or route_taken when the previous
 //     lease ended without a release (it lapsed, or a revocation ended it),
@@ -45,6 +46,33 @@ import (
 //
 // Every route op is refused below receipt format level 5, as is a grant
 // request naming a route.
+//
+// Retention (receipt format level 7, ReceiptFormatRouteRetention): a
+// route record whose lease has been free (released, revoked, or lapsed
+// with its route_lapsed receipt written) for RouteRetention on the
+// control-plane clock is forgotten by OpRouteForget (the leader proposes
+// it): receipt route_forgotten, naming the record's last generation. The
+// state keeps one number for every forgotten record, the generation
+// high-water mark (routeFloor, the highest generation forgotten), and a
+// route with no record is acquired at routeFloor+1: a name re-created
+// after its record was forgotten starts above every generation it ever
+// had, so generations per name stay strictly increasing and are never
+// reused, through snapshots (section stRouteFloor) and replays alike.
+// A pattern route therefore holds at most the records of the leases live
+// or ended within the retention, not one per name ever used; a policy
+// entry's max_records caps them outright (a name with no record is
+// refused route_limit while the entry holds that many). Below level 7 the
+// op is refused, no cap applies and the mark stays 0: route 1 is
+// acquired at 1, as before.
+
+// RouteRetention is how long a free route record is kept (from the end of
+// its last lease) before the leader may forget it, from receipt format
+// level 7: long enough for `issuer route list` to show yesterday's
+// releases and lapses.
+const RouteRetention = 24 * time.Hour
+
+// maxForgetSweep bounds the records one ForgettableRoutes call names.
+const maxForgetSweep = 256
 
 // Route lease ends (route.End).
 const (
@@ -219,11 +247,18 @@ func decideRouteAcquire(s *State, now int64, node string, c *Command) verdict {
 	if !s.WritesRoutes() {
 		return reply(s.routesBelowLevel())
 	}
-	_, ttl, refusal := s.routeGrant(c)
+	g, ttl, refusal := s.routeGrant(c)
 	if refusal != nil {
 		return reply(*refusal)
 	}
 	r := s.routes[c.Route]
+	if r == nil && g.MaxRecords > 0 && s.WritesRouteRetention() {
+		if n := s.routeRecordsOf(g.Entry); n >= g.MaxRecords {
+			return reply(routeEnvelope(grants.ReasonRouteLimit, c.Route, 0, fmt.Sprintf(
+				"%s (%s) holds %d route records, at or past its max_records %d: a free record is forgotten %s after its lease ended, or raise max_records",
+				g.Rule, g.Pattern, n, g.MaxRecords, RouteRetention)))
+		}
+	}
 	if r != nil && r.live(now) {
 		if r.Owner == c.Caller {
 			// Acquiring a route one holds answers with the lease as it
@@ -234,7 +269,9 @@ func decideRouteAcquire(s *State, now int64, node string, c *Command) verdict {
 			"route %s is held by %s at generation %d for another %s (until %s)",
 			r.Name, r.Owner, r.Gen, fmtLeft(r.Expires-now), fmtTime(r.Expires))))
 	}
-	var gen uint64 = 1
+	// A route with no record (never acquired, or forgotten) starts above
+	// the generation high-water mark (0 below format level 7).
+	gen := s.routeFloor + 1
 	kind := events.KindRouteAcquired
 	if r != nil {
 		gen = r.Gen + 1
@@ -263,6 +300,11 @@ func (s *State) ownedLease(now int64, c *Command) (*route, *grants.Envelope) {
 		return nil, &env
 	}
 	switch {
+	case r == nil && s.routeFloor > 0:
+		// Only from level 7: a record may have been forgotten.
+		return refuse(grants.ReasonNotOwner, 0, fmt.Sprintf(
+			"route %s has no record: never acquired, or forgotten %s after its last lease ended (acquired, it starts above generation %d)",
+			c.Route, RouteRetention, s.routeFloor))
 	case r == nil:
 		return refuse(grants.ReasonNotOwner, 0, "route "+c.Route+" has never been acquired")
 	case r.Owner == c.Caller && (c.RouteGen == 0 || c.RouteGen == r.Gen) && r.live(now):
@@ -350,6 +392,89 @@ func decideRouteLapse(s *State, now int64, node string, c *Command) verdict {
 	return record(e)
 }
 
+// routeRecordsOf counts the route records the policy entry entry decides
+// (live leases and ended ones not yet forgotten).
+func (s *State) routeRecordsOf(entry int) int {
+	n := 0
+	for name := range s.routes {
+		if s.policy.RouteEntry(name) == entry {
+			n++
+		}
+	}
+	return n
+}
+
+// WritesRouteRetention reports whether free route records are forgotten
+// (OpRouteForget) at the level in force.
+func (s *State) WritesRouteRetention() bool {
+	return s.ReceiptFormat() >= ReceiptFormatRouteRetention
+}
+
+// RouteFloor is the generation high-water mark: the highest generation of
+// any forgotten route record (0 if none was).
+func (s *State) RouteFloor() uint64 { return s.routeFloor }
+
+// freeSince reports when r's lease ended, as of time now, and whether the
+// record may be forgotten once RouteRetention has passed since: the lease
+// is not live, and a lapse has its route_lapsed receipt.
+func (r *route) freeSince(now int64) (int64, bool) {
+	switch r.ended(now) {
+	case endLive:
+		return 0, false
+	case endLapsed:
+		return r.Expires, r.Noted
+	}
+	return r.EndedAt, true
+}
+
+// forgettable reports whether r may be forgotten at time now.
+func (r *route) forgettable(now int64) bool {
+	at, ok := r.freeSince(now)
+	return ok && now >= AddSat(at, int64(RouteRetention))
+}
+
+// ForgettableRoutes lists, by name, at most maxForgetSweep routes whose
+// record may be forgotten at control-plane time now: what the leader
+// proposes OpRouteForget for. Empty below format level 7.
+func (s *State) ForgettableRoutes(now int64) []string {
+	if !s.WritesRouteRetention() {
+		return nil
+	}
+	var out []string
+	for n, r := range s.routes {
+		if r.forgettable(now) {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	if len(out) > maxForgetSweep {
+		out = out[:maxForgetSweep]
+	}
+	return out
+}
+
+// decideRouteForget forgets c.Route's record once its lease has been free
+// for RouteRetention; a route with no record, a live lease, or one not
+// free for that long yet is answered without a receipt.
+func decideRouteForget(s *State, now int64, node string, c *Command) verdict {
+	if !s.WritesRouteRetention() {
+		return reply(grants.Refuse(grants.ReasonUnknownVersion, "receipt format 7",
+			fmt.Sprintf("route records are forgotten from receipt format level %d; the cluster writes level %d (a voter's build predates route retention)",
+				ReceiptFormatRouteRetention, s.ReceiptFormat())))
+	}
+	r := s.routes[c.Route]
+	if r == nil || !r.forgettable(now) {
+		return reply(grants.Envelope{Decision: grants.Permit, Route: c.Route, Detail: "nothing to forget on route " + c.Route})
+	}
+	at, _ := r.freeSince(now)
+	e := routeEvent(events.KindRouteForgotten, now, node, c, r.Name, r.Gen)
+	e.Worker, e.Lane = r.Owner, r.Lane
+	e.IssuedAt, e.ExpiresAt = r.Acquired, r.Expires
+	e.Detail = fmt.Sprintf("forgot route %s: generation %d of %s ended (%s) at %s; acquired again, it starts above generation %d",
+		r.Name, r.Gen, r.Owner, r.ended(now), fmtTime(at), max(s.routeFloor, r.Gen))
+	return record(e)
+}
+
 // evolveRoute folds a route event.
 func (s *State) evolveRoute(e *events.Event) {
 	r := s.routes[e.Route]
@@ -382,6 +507,13 @@ func (s *State) evolveRoute(e *events.Event) {
 			}
 			r.Noted = true
 		}
+	case events.KindRouteForgotten:
+		if r != nil && r.Gen == e.RouteGen {
+			delete(s.routes, e.Route)
+		}
+		// The mark covers the forgotten generation whatever the record
+		// said, so that no later acquisition can reuse it.
+		s.routeFloor = max(s.routeFloor, e.RouteGen)
 	}
 }
 

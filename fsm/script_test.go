@@ -69,10 +69,10 @@ package fsm_test
 //	                               a request naming an artifact review, with
 //	                               the artifact's digest H(X) as it is now
 //	raise <level>                  OpRaiseFormat (caller issuer:n1)
-//	route acquire|renew|release|lapse <worker> <route> [lane=L] [ttl=D] [gen=N]
-//	                               OpRouteAcquire, OpRouteRenew, OpRouteRelease
-//	                               or OpRouteLapse (for lapse, <worker> is the
-//	                               proposer)
+//	route acquire|renew|release|lapse|forget <worker> <route> [lane=L] [ttl=D] [gen=N]
+//	                               OpRouteAcquire, OpRouteRenew, OpRouteRelease,
+//	                               OpRouteLapse or OpRouteForget (for lapse and
+//	                               forget, <worker> is the proposer)
 //	request ... [route=R] [gen=N]  a request bound to a route's lease
 //	published <seq>                OpPublished
 //	op <n> [by=<caller>]           a command with a raw (possibly unknown) op
@@ -416,10 +416,11 @@ func (r *scriptRunner) command(text string, toks []string) fsm.Command {
 		return fsm.Command{Op: fsm.OpRaiseFormat, Caller: "issuer:n1", Format: r.uint(arg(0))}
 	case "route":
 		known("lane", "ttl", "gen")
-		ops := map[string]fsm.Op{"acquire": fsm.OpRouteAcquire, "renew": fsm.OpRouteRenew, "release": fsm.OpRouteRelease, "lapse": fsm.OpRouteLapse}
+		ops := map[string]fsm.Op{"acquire": fsm.OpRouteAcquire, "renew": fsm.OpRouteRenew, "release": fsm.OpRouteRelease,
+			"lapse": fsm.OpRouteLapse, "forget": fsm.OpRouteForget}
 		op, ok := ops[arg(0)]
 		if !ok {
-			r.fatalf("route: want acquire, renew, release or lapse, got %q", arg(0))
+			r.fatalf("route: want acquire, renew, release, lapse or forget, got %q", arg(0))
 		}
 		c := fsm.Command{Op: op, Caller: arg(1), Route: arg(2), Lane: kv["lane"]}
 		if v, ok := kv["gen"]; ok {
@@ -700,6 +701,12 @@ func (r *scriptRunner) show(toks []string) {
 		}
 		st := r.real.Stats()
 		fmt.Fprintf(&r.out, "routes %d live=%d\n", st.Routes, st.Leases)
+		if f := r.real.RouteFloor(); f > 0 {
+			fmt.Fprintf(&r.out, "generation high-water mark %d\n", f)
+		}
+		if fr := r.real.ForgettableRoutes(r.real.Clock()); len(fr) > 0 {
+			fmt.Fprintf(&r.out, "forgettable %s\n", strings.Join(fr, ","))
+		}
 	case "reviews":
 		st := r.real.Stats()
 		fmt.Fprintf(&r.out, "reviews open=%d approvals=%d\n", st.Reviews, st.Approvals)

@@ -45,7 +45,7 @@ func (s *State) Freeze() Frozen {
 		idem: maps.Clone(s.idem), sources: maps.Clone(s.sources),
 		reviews: maps.Clone(s.reviews), approvals: maps.Clone(s.approvals), replies: maps.Clone(s.replies),
 		chain: s.chain, outbox: slices.Clone(s.outbox), published: s.published,
-		format: s.format,
+		format: s.format, routeFloor: s.routeFloor,
 	}
 	f.grants = make(map[string]*grants.Grant, len(s.grants))
 	gs := make([]grants.Grant, 0, len(s.grants)) // one allocation for every copy

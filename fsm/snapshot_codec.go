@@ -47,6 +47,10 @@ const (
 	// the bookkeeping, since fields come in ascending tag order, and part
 	// of the authority nonetheless: Digest covers them.
 	stRoute = 28
+	// The route generation high-water mark (route.go), written after the
+	// route records and only once a record was forgotten: a state that
+	// never forgot one encodes, and digests, as earlier builds wrote it.
+	stRouteFloor = 29
 )
 
 // Grant field tags inside a snapshot (append only).
@@ -303,6 +307,7 @@ func (s *State) Snapshot() []byte {
 	}
 	s.writeReplies(w, scratch)
 	s.writeRoutes(w, scratch)
+	s.writeRouteFloor(w)
 	return w.Bytes()
 }
 
@@ -318,6 +323,7 @@ func (s *State) Digest() events.Hash {
 	s.authority(w)
 	s.writeReplies(w, nil)
 	s.writeRoutes(w, nil)
+	s.writeRouteFloor(w)
 	return events.Sum(w.Bytes())
 }
 
@@ -479,6 +485,13 @@ func restore(data []byte) (*State, error) {
 		case stRoute:
 			if err = want(&f, events.WireBytes); err == nil {
 				err = s.restoreRoute(f.Data, &lastRoute)
+			}
+		case stRouteFloor:
+			if err = want(&f, events.WireVarint); err == nil {
+				if f.Uint == 0 {
+					err = fmt.Errorf("route generation high-water mark 0 (only a raised mark is written)")
+				}
+				s.routeFloor = f.Uint
 			}
 		case stPublished:
 			if err = want(&f, events.WireVarint); err == nil {

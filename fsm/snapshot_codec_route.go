@@ -25,6 +25,14 @@ const (
 	roNoted
 )
 
+// writeRouteFloor appends the route generation high-water mark, if a
+// record was ever forgotten.
+func (s *State) writeRouteFloor(w *events.Writer) {
+	if s.routeFloor > 0 {
+		w.Uint(stRouteFloor, s.routeFloor)
+	}
+}
+
 // writeRoutes appends the route records to w.
 func (s *State) writeRoutes(w *events.Writer, scratch []byte) []byte {
 	if len(s.routes) == 0 {

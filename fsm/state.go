@@ -103,8 +103,12 @@ type State struct {
 	reviews    map[string]*review         // open reviews, by review id
 	approvals  map[approvalKey]*approval  // live approvals, by the call they cover
 	replies    map[events.Hash]*replySeen // plain-text replies already decoded, by replyKey
-	routes     map[string]*route          // route leases, by route name: kept for good
-	expiry     expiryHeap                 // with expiryRun, what prune will forget when
+	routes     map[string]*route          // route leases, by route name (forgotten from level 7: route.go)
+	// routeFloor is the generation high-water mark: the highest generation
+	// of any forgotten route record; a route with no record is acquired
+	// above it (0 until a record is forgotten).
+	routeFloor uint64
+	expiry     expiryHeap // with expiryRun, what prune will forget when
 	expiryRun  expiryRun
 	chain      events.Chain
 

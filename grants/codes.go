@@ -84,6 +84,7 @@ const (
 	ReasonRouteHeld       Reason = "route_held"
 	ReasonNotOwner        Reason = "not_owner"
 	ReasonUndeclaredRoute Reason = "undeclared_route"
+	ReasonRouteLimit      Reason = "route_limit"
 )
 
 // The facts an approval_unbindable refusal names as missing: what did not
@@ -150,6 +151,7 @@ var Reasons = []ReasonInfo{
 	{ReasonRouteHeld, RecoverRetryLater, "another worker holds a live lease on the route; the detail names the owner, its generation and the time left on its lease"},
 	{ReasonNotOwner, RecoverReacquireOwnership, "the caller holds no live lease on the route (never acquired, released, or at another generation)"},
 	{ReasonUndeclaredRoute, RecoverNone, "the policy declares no such route, or does not let this worker or lane own it"},
+	{ReasonRouteLimit, RecoverRetryLater, "the route's policy entry already holds its max_records route records (live leases and ended ones not yet forgotten); a free record is forgotten a day after its lease ended, or an operator raises the cap"},
 }
 
 // RecoveryFor returns the recovery class of a reason (RecoverNone for

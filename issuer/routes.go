@@ -1,9 +1,10 @@
 package issuer
 
 import (
-	"github.com/nats-io/nats.go"
-
+	"fmt"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/fsm"
@@ -15,7 +16,8 @@ import (
 // OpRouteAcquire, OpRouteRenew or OpRouteRelease in the caller's name; a
 // status request is answered from this node's applied state without a
 // proposal. The leader also records lapsed leases (OpRouteLapse) as it
-// sees them (sweepLapses).
+// sees them, and from receipt format level 7 forgets route records free
+// for fsm.RouteRetention (OpRouteForget), both in sweepLapses.
 
 // routeCommand checks a decoded route request and builds its command.
 // status reports a read-only request.
@@ -56,9 +58,15 @@ func routeCommand(worker string, data []byte) (cmd fsm.Command, status bool, rer
 func (s *Service) routeStatus(name string) grants.Envelope {
 	var in fsm.RouteInfo
 	var known bool
+	var floor uint64
 	s.node.View(func(st *fsm.State, _ uint64) {
 		in, known = st.Route(name, max(st.Clock(), time.Now().UnixNano()))
+		floor = st.RouteFloor()
 	})
+	if !known && floor > 0 {
+		return grants.Envelope{Decision: grants.Permit, Route: name, Detail: fmt.Sprintf(
+			"route %s has no record: never acquired, or forgotten a day after its last lease ended (acquired, it starts above generation %d)", name, floor)}
+	}
 	if !known {
 		return grants.Envelope{Decision: grants.Permit, Route: name, Detail: "route " + name + " has never been acquired"}
 	}
@@ -80,14 +88,23 @@ func (s *Service) sweepLapses() {
 	if !s.node.IsLeader() {
 		return
 	}
-	var lapsed []string
+	var lapsed, forgettable []string
 	s.node.View(func(st *fsm.State, _ uint64) {
 		if st.WritesRoutes() {
-			lapsed = st.LapsedRoutes(max(st.Clock(), time.Now().UnixNano()))
+			now := max(st.Clock(), time.Now().UnixNano())
+			lapsed = st.LapsedRoutes(now)
+			forgettable = st.ForgettableRoutes(now) // empty below level 7
 		}
 	})
 	for _, r := range lapsed {
 		if _, err := s.node.ProposeWithin(s.cfg.CommitTimeout, fsm.Command{Op: fsm.OpRouteLapse, Caller: "issuer:" + s.node.ID(), Route: r}); err != nil {
+			return
+		}
+	}
+	// A record is forgotten only once its lapse has its receipt, so a
+	// lapse proposed above is forgotten on a later sweep.
+	for _, r := range forgettable {
+		if _, err := s.node.ProposeWithin(s.cfg.CommitTimeout, fsm.Command{Op: fsm.OpRouteForget, Caller: "issuer:" + s.node.ID(), Route: r}); err != nil {
 			return
 		}
 	}
@@ -111,7 +128,7 @@ func (s *Service) routes(m *nats.Msg) {
 // control-plane clock if it is later).
 func ListRoutes(st *fsm.State, wall int64) api.Routes {
 	now := max(st.Clock(), wall)
-	out := api.Routes{Clock: now, Routes: []api.RouteLease{}}
+	out := api.Routes{Clock: now, Routes: []api.RouteLease{}, GenerationFloor: st.RouteFloor()}
 	for _, in := range st.Routes(now) {
 		out.Routes = append(out.Routes, api.RouteLease{
 			Route: in.Route, Generation: in.Gen, Owner: in.Owner, Lane: in.Lane, Live: in.Live,

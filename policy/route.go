@@ -39,6 +39,11 @@ type Route struct {
 	// spend, on top of what the lane allows; omitted, local_read only;
 	// "*" for every class the lane allows.
 	Consequences []string `json:"consequences,omitempty"`
+	// MaxRecords caps the route records the entry's routes hold at once
+	// (live leases and ended ones not yet forgotten, fsm.RouteRetention):
+	// acquiring a route with no record beyond it is refused route_limit.
+	// 0: no cap. Enforced from receipt format level 7.
+	MaxRecords int `json:"max_records,omitempty"`
 }
 
 // Lease bounds.
@@ -51,6 +56,8 @@ const (
 	MinRouteTTL = time.Second
 	// MaxRouteName is the longest route name, in bytes.
 	MaxRouteName = api.MaxRouteLen
+	// MaxRouteRecords is the largest max_records an entry may declare.
+	MaxRouteRecords = 1_000_000
 )
 
 // RouteGrant is what the policy allows an owner of one route.
@@ -58,7 +65,11 @@ type RouteGrant struct {
 	Rule    string // "routes[i]" of the entry that declared it
 	Pattern string
 	MaxTTL  int64 // ns
-	classes [nClasses]bool
+	// MaxRecords is the entry's cap on route records (0: none); Entry is
+	// its index, for RouteEntry.
+	MaxRecords int
+	Entry      int
+	classes    [nClasses]bool
 }
 
 // Allows reports whether work under the route may spend consequence
@@ -132,12 +143,15 @@ func (c *compiled) compileRoutes(p *Policy) error {
 		}
 		classes, err := classSet(f+".consequences", cls)
 		ps.add(err)
+		if r.MaxRecords < 0 || r.MaxRecords > MaxRouteRecords {
+			ps.add(invalid(f+".max_records", "want 0 (no cap) to %d, got %d", MaxRouteRecords, r.MaxRecords))
+		}
 		if len(ps.list)+ps.more != bad {
 			continue
 		}
 		c.routes = append(c.routes, cRoute{
 			name: name, workers: workers, lanes: slices.Clone(r.Lanes),
-			grant: RouteGrant{Rule: f, Pattern: r.Name, MaxTTL: int64(ttl), classes: classes},
+			grant: RouteGrant{Rule: f, Pattern: r.Name, MaxTTL: int64(ttl), MaxRecords: r.MaxRecords, Entry: i, classes: classes},
 		})
 	}
 	return ps.err()
@@ -169,6 +183,20 @@ func (p *Policy) RouteFor(route, worker, lane string) (RouteGrant, string, bool)
 			route, r.grant.Rule, r.grant.Pattern, worker, lane), false
 	}
 	return RouteGrant{}, "route " + route + " is not declared in the policy's routes", false
+}
+
+// RouteEntry returns the index of the entry that decides route (the first
+// whose name matches), or -1.
+func (p *Policy) RouteEntry(route string) int {
+	if p.c == nil {
+		return -1
+	}
+	for _, r := range p.c.routes {
+		if r.name.Match(route) {
+			return r.grant.Entry
+		}
+	}
+	return -1
 }
 
 // HasRoutes reports whether the document declares any route.

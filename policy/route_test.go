@@ -84,3 +84,34 @@ func TestRoutesRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteMaxRecords: max_records is kept on the entry's grant, RouteEntry
+// names the entry that decides a route (the first match), and a cap out
+// of range is refused naming the field.
+func TestRouteMaxRecords(t *testing.T) {
+	doc := `{"version":2,"default_ttl":"1m","lanes":{"a":{"surfaces":["*"],"consequences":["*"]}},
+ "surfaces":[{"id":"s","tools":["T"],"operation":"read","consequence":"local_read"}],
+ "routes":[{"name":"inbox-*","workers":["cron-*"],"max_records":3},{"name":"*","lanes":["a"]}]}`
+	p, err := policy.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _, ok := p.RouteFor("inbox-x", "cron-1", "a")
+	if !ok || g.MaxRecords != 3 || g.Entry != 0 {
+		t.Fatalf("inbox-x: %+v %v", g, ok)
+	}
+	for route, want := range map[string]int{"inbox-x": 0, "backup": 1} {
+		if got := p.RouteEntry(route); got != want {
+			t.Errorf("RouteEntry(%s) = %d, want %d", route, got, want)
+		}
+	}
+	if got := policy.LegacyDefault().RouteEntry("inbox-x"); got != -1 {
+		t.Errorf("a version 1 document decides %d", got)
+	}
+	for _, bad := range []string{"-1", "1000001"} {
+		_, err := policy.Parse([]byte(strings.Replace(doc, `"max_records":3`, `"max_records":`+bad, 1)))
+		if err == nil || !strings.Contains(err.Error(), "max_records") {
+			t.Errorf("max_records %s: %v", bad, err)
+		}
+	}
+}

@@ -121,7 +121,7 @@ var (
 			"resources":    list(strct(levelRuleFields)),
 		}),
 		"routes": list(strct(map[string]*shape{
-			"name": sString, "workers": sStrings, "lanes": sStrings, "max_ttl": sDuration, "consequences": sStrings,
+			"name": sString, "workers": sStrings, "lanes": sStrings, "max_ttl": sDuration, "consequences": sStrings, "max_records": sUint,
 		})),
 		"results": list(strct(map[string]*shape{
 			"surface": sString, "tools": sStrings,

@@ -279,7 +279,8 @@ func index(tx *bbolt.Tx, e *events.Event, raw []byte) error {
 		if err == nil && len(e.Routes) > 0 {
 			err = indexRevokedRoutes(tx, e)
 		}
-	case events.KindRouteAcquired, events.KindRouteRenewed, events.KindRouteReleased, events.KindRouteLapsed, events.KindRouteTaken:
+	case events.KindRouteAcquired, events.KindRouteRenewed, events.KindRouteReleased, events.KindRouteLapsed, events.KindRouteTaken,
+		events.KindRouteForgotten:
 		err = indexRoute(tx, e)
 	case events.KindEpoch:
 		err = tx.Bucket(bEpochs).Put(seqKey, u64(e.Epoch))

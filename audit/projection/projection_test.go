@@ -13,11 +13,13 @@ import (
 	"github.com/writ-dev/writ/internal/testing/receipts"
 )
 
-// TestEveryKindIndexed: the scenario writes every kind this build knows,
-// the projection's digest equals the issuer's at the head, and the
-// indexes say what happened to each grant, review and source.
+// TestEveryKindIndexed: the scenario writes every kind this build knows
+// (route_forgotten a day later, receipts.ForgetRoute), the projection's
+// digest equals the issuer's at the head, and the indexes say what
+// happened to each grant, review and source.
 func TestEveryKindIndexed(t *testing.T) {
-	m, _ := everyKind(t)
+	m, at := everyKind(t)
+	receipts.ForgetRoute(t, m, at)
 	raw := m.Raw()
 	kinds := map[events.Kind]bool{}
 	for _, b := range raw {

@@ -118,6 +118,9 @@ func indexRoute(tx *bbolt.Tx, e *events.Event) error {
 			if l != nil {
 				l.End, l.EndSeq, l.EndedAt = LeaseLapsed, e.Seq, l.Expires
 			}
+		case events.KindRouteForgotten:
+			// The issuer forgot its record (the lease ended a retention
+			// ago); the projection keeps the history, with the receipt.
 		}
 		r.current()
 	})

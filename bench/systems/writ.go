@@ -310,3 +310,39 @@ func (w *Writ) Close() error {
 	}
 	return nil
 }
+
+// Heartbeat routes: the built-in policy declares heartbeat@* for the
+// isolated lane, leases of at most a minute.
+const (
+	RouteLane = "isolated"
+	RouteTTL  = time.Minute
+)
+
+// RouteName is the name of benchmark route i.
+func RouteName(i int) string { return fmt.Sprintf("heartbeat@r%05d", i) }
+
+// route sends one route lease operation on route i, in the name of the
+// route's owner (worker i%Workers, over connection i%2).
+func (w *Writ) route(ctx context.Context, action string, i int) (bool, error) {
+	env, err := w.client(i%2, i).Route(ctx, api.RouteRequest{Action: action, Route: RouteName(i), Lane: RouteLane,
+		TTLMillis: int64(RouteTTL / time.Millisecond)})
+	if err != nil {
+		return false, err
+	}
+	if env.Decision != grants.Permit {
+		w.refused("route_"+action, env)
+		return false, nil
+	}
+	return true, nil
+}
+
+// AcquireRoute acquires route i for its owner.
+func (w *Writ) AcquireRoute(ctx context.Context, i int) (bool, error) {
+	return w.route(ctx, api.RouteAcquire, i)
+}
+
+// RenewRoute renews the owner's lease on route i: a heartbeat. Each
+// renewal moves the expiry, so each is a receipt.
+func (w *Writ) RenewRoute(ctx context.Context, i int) (bool, error) {
+	return w.route(ctx, api.RouteRenew, i)
+}

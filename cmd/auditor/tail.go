@@ -167,9 +167,10 @@ func detail(e events.Event) string {
 			parts = append(parts, "routes="+strings.Join(e.Routes, ","))
 		}
 		return strings.Join(parts, " ")
-	case events.KindRouteAcquired, events.KindRouteRenewed, events.KindRouteReleased, events.KindRouteLapsed, events.KindRouteTaken:
+	case events.KindRouteAcquired, events.KindRouteRenewed, events.KindRouteReleased, events.KindRouteLapsed, events.KindRouteTaken,
+		events.KindRouteForgotten:
 		s := fmt.Sprintf("route=%s gen=%d", e.Route, e.RouteGen)
-		if e.ExpiresAt != 0 && e.Kind != events.KindRouteLapsed {
+		if e.ExpiresAt != 0 && e.Kind != events.KindRouteLapsed && e.Kind != events.KindRouteForgotten {
 			s += " until=" + time.Unix(0, e.ExpiresAt).UTC().Format(time.RFC3339)
 		}
 		if e.Kind == events.KindRouteTaken {

@@ -36,7 +36,11 @@ func routeListCmd(stdout io.Writer) *cobra.Command {
 		Long: `List every route the cluster has seen acquired, as the leader holds it:
 its fencing generation (the highest issued), its owner (the live one, or
 the last), and the time left on a live lease or how the last one ended
-(released, lapsed or revoked). Read-only: nothing is recorded.`,
+(released, lapsed or revoked). From receipt format level 7 a record free
+for a day is forgotten (route_forgotten) and no longer listed; the
+generation high-water mark it leaves (generation_floor in --json) is the
+generation a re-created route starts above. Read-only: nothing is
+recorded.`,
 		Example: `  issuer route list
   issuer route list --json | jq -r '.routes[] | select(.live) | .route + " " + .owner'`,
 		Args: cobra.NoArgs,
@@ -57,6 +61,10 @@ the last), and the time left on a live lease or how the last one ended
 				return printJSON(stdout, rs)
 			}
 			if len(rs.Routes) == 0 {
+				if rs.GenerationFloor > 0 {
+					fmt.Fprintf(stdout, "no route records (every one was forgotten after its retention; new leases start above generation %d)\n", rs.GenerationFloor)
+					return nil
+				}
 				fmt.Fprintln(stdout, "no routes acquired yet")
 				return nil
 			}
@@ -69,7 +77,13 @@ the last), and the time left on a live lease or how the last one ended
 				}
 				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", r.Route, r.Generation, r.Owner, orDash(r.Lane), state, left)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if rs.GenerationFloor > 0 {
+				fmt.Fprintf(stdout, "records forgotten after their retention: a route with no record starts above generation %d\n", rs.GenerationFloor)
+			}
+			return nil
 		},
 	}
 	addConnFlags(c, &o)

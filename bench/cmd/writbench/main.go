@@ -36,17 +36,22 @@ type Params struct {
 	AuditEvents int           `json:"audit_events"`
 	MemGrants   int           `json:"memory_grants"`
 	Micro       bool          `json:"micro_benchmarks"`
+	// The heartbeat phase: RouteN routes renewed at RenewRate renewals/s
+	// while the spend load runs at RouteConc.
+	RouteN    int `json:"heartbeat_routes"`
+	RenewRate int `json:"heartbeat_renewals_per_sec"`
+	RouteConc int `json:"heartbeat_spend_concurrency"`
 }
 
 func params(quick bool) Params {
 	if quick {
 		return Params{Mode: "quick", Conc: []int{1, 64, 256}, N: map[int]int{1: 100, 64: 2000, 256: 2000},
 			Payload: 256, Limit: 20 * time.Second, Cycles: 500, CycleConc: 64, PubEvents: 5000,
-			AuditEvents: 300_000, MemGrants: 200_000}
+			AuditEvents: 300_000, MemGrants: 200_000, RouteN: 2000, RenewRate: 500, RouteConc: 64}
 	}
 	return Params{Mode: "full", Conc: []int{1, 64, 256}, N: map[int]int{1: 500, 64: 10000, 256: 10000},
 		Payload: 256, Limit: 60 * time.Second, Cycles: 3000, CycleConc: 64, PubEvents: 20000,
-		AuditEvents: 1_000_000, MemGrants: 1_000_000, Micro: true}
+		AuditEvents: 1_000_000, MemGrants: 1_000_000, Micro: true, RouteN: 10_000, RenewRate: 1000, RouteConc: 64}
 }
 
 func main() {
@@ -57,7 +62,9 @@ func main() {
 		root     = flag.String("root", "..", "the writ module's directory")
 		writMode = flag.String("writ-mode", "processes", "processes (3 issuer processes) or inproc (3 nodes in this process)")
 		systems  = flag.String("systems", "etcd,kv,writ", "systems to run")
-		skip     = flag.String("skip", "", "comma-separated phases to skip: publish,audit,memory,micro,cycle")
+		skip     = flag.String("skip", "", "comma-separated phases to skip: publish,audit,memory,micro,cycle,routes")
+		routes   = flag.Int("routes", 0, "heartbeat phase: routes to acquire and renew (default 10000; -quick 2000)")
+		rate     = flag.Int("renew-rate", 0, "heartbeat phase: renewals per second during the spend load (default 1000; -quick 500)")
 		profDir  = flag.String("profile", "", "write CPU/heap profiles here (writ spend path needs -writ-mode inproc)")
 		phase    = flag.String("phase", "", "internal: run one subprocess phase (audit|memory) and print JSON")
 		n        = flag.Int("n", 0, "internal: size for -phase")
@@ -80,6 +87,15 @@ func main() {
 		p.PubEvents = max(1, int(float64(p.PubEvents)**scale))
 		p.AuditEvents = max(1, int(float64(p.AuditEvents)**scale))
 		p.MemGrants = max(1, int(float64(p.MemGrants)**scale))
+	}
+	if *routes > 0 {
+		p.RouteN = *routes
+	}
+	if *rate > 0 {
+		p.RenewRate = *rate
+	}
+	if _, ok := p.N[p.RouteConc]; !ok {
+		p.N[p.RouteConc] = p.N[p.Conc[len(p.Conc)-1]]
 	}
 	base := *name
 	if base == "" {

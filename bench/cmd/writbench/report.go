@@ -41,6 +41,7 @@ type Report struct {
 	Rows         []Row               `json:"rows"`
 	Runs         []SpendRun          `json:"runs"`
 	Cycle        *CycleRun           `json:"cycle,omitempty"`
+	Routes       *RouteRun           `json:"heartbeat_routes,omitempty"`
 	Publication  *PublicationRun     `json:"publication,omitempty"`
 	Audit        *gen.AuditResult    `json:"audit,omitempty"`
 	Memory       *gen.MemoryResult   `json:"memory,omitempty"`
@@ -117,6 +118,21 @@ func (r *Report) build() {
 		r.add(Row{Section: s, Metric: "cycle p99", Unit: "ms", Writ: f(cy.Cycles.P99Ms)})
 		r.add(Row{Section: s, Metric: "cycles with every receipt in the R3 stream", Unit: "cycles/s", Writ: f(cy.DurablePerSec)})
 		r.add(Row{Section: s, Metric: "stream catch-up after the last answer", Unit: "s", Writ: f(cy.DrainSeconds)})
+	}
+	if rr := r.Routes; rr != nil {
+		s := fmt.Sprintf("3b. heartbeat routes, writ only (%d route leases renewed at %d renewals/s during the spend load, c=%d, N=%d)", rr.Routes, rr.Rate, rr.Conc, rr.Loaded.N)
+		quiet := (rr.Before.Spend.PerSec + rr.After.Spend.PerSec) / 2
+		r.add(Row{Section: s, Metric: "route leases acquired", Unit: "count", Writ: f(float64(rr.Acquire.OK)), Note: fmt.Sprintf("%.0f acquisitions/s", rr.Acquire.PerSec)})
+		r.add(Row{Section: s, Metric: "spend throughput without renewals (mean of before and after)", Unit: "spends/s", Writ: f(quiet),
+			Note: fmt.Sprintf("before %.0f, after %.0f", rr.Before.Spend.PerSec, rr.After.Spend.PerSec)})
+		r.add(Row{Section: s, Metric: "spend throughput with renewals", Unit: "spends/s", Writ: f(rr.Loaded.Spend.PerSec)})
+		r.add(Row{Section: s, Metric: "spend throughput drop (target < 10)", Unit: "%", Writ: f(rr.DropPct)})
+		r.add(Row{Section: s, Metric: "spend p99 with renewals", Unit: "ms", Writ: f(rr.Loaded.Spend.P99Ms),
+			Note: fmt.Sprintf("without: %.1f (before), %.1f (after)", rr.Before.Spend.P99Ms, rr.After.Spend.P99Ms)})
+		r.add(Row{Section: s, Metric: "renewals answered", Unit: "renewals/s", Writ: f(rr.Renewals.PerSec),
+			Note: fmt.Sprintf("target %d/s; sent %d, ok %d, refused %d, errors %d, late %d", rr.Rate, rr.Renewals.Sent, rr.Renewals.OK, rr.Renewals.Refused, rr.Renewals.Errors, rr.Renewals.Late)})
+		r.add(Row{Section: s, Metric: "renewal p50", Unit: "ms", Writ: f(rr.Renewals.P50Ms)})
+		r.add(Row{Section: s, Metric: "renewal p99", Unit: "ms", Writ: f(rr.Renewals.P99Ms)})
 	}
 	if p := r.Publication; p != nil {
 		s := "4. receipt publication (natsbus.Publisher, R3 stream, sync always)"

@@ -189,6 +189,9 @@ func (r *Runner) runSystems(ctx context.Context, tmp string, pubEvents [][]byte)
 			if !r.Skip["cycle"] {
 				r.cycle(ctx, w)
 			}
+			if !r.Skip["routes"] && ctx.Err() == nil {
+				r.routes(ctx, w)
+			}
 			r.rep.WritDisk = w.DiskUsage()
 			if st, err := w.LeaderStatus(); err == nil {
 				r.rep.WritStatus = &st

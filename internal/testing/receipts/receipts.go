@@ -212,7 +212,8 @@ const Route = "inbox-triage@acme"
 // which the leader records (route_lapsed); cron1 takes the route over
 // (route_taken, generation 3), cron2's late effect for rt2 is recorded
 // route_stale, its request under generation 2 is refused owner_stale,
-// and revoking cron1 ends generation 3 in the revocation.
+// and revoking cron1 ends generation 3 in the revocation (ForgetRoute
+// goes on a day later).
 //
 // The policy in force (reviewPolicy) declares the route.
 func routes(t testing.TB, m *Sim, at map[string]uint64) {
@@ -260,6 +261,19 @@ func routes(t testing.TB, m *Sim, at map[string]uint64) {
 	at["rt3"] = m.S.Chain().Seq
 	m.must(t, grants.Permit, fsm.Command{Op: fsm.OpRevoke, Caller: "operator:alice", Key: "worker/cron1"}) // ends generation 3
 	at["route_revoked"] = m.S.Chain().Seq
+}
+
+// ForgetRoute continues EveryKind a day later, when the leader forgets the
+// route's free record (route_forgotten; the generation high-water mark
+// keeps generation 3). Apart from EveryKind, since a day passing closes
+// what the scenario leaves open (break-glass cases, time windows).
+func ForgetRoute(t testing.TB, m *Sim, at map[string]uint64) {
+	m.Now += int64(fsm.RouteRetention)
+	if f := m.S.ForgettableRoutes(m.Now); len(f) != 1 || f[0] != Route {
+		t.Fatalf("forgettable routes at %d: %v", m.Now, f)
+	}
+	m.must(t, grants.Permit, fsm.Command{Op: fsm.OpRouteForget, Caller: "issuer:n1", Route: Route})
+	at["route_forgotten"] = m.S.Chain().Seq
 }
 
 // workload adds n random batches of requests, spends, effects,
