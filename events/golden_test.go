@@ -296,6 +296,38 @@ func goldenEvents() []Event {
 			Decision: "permit", Worker: "w-cron-3", Counters: []Counter{{Key: "worker/w-cron-3", Value: 1}},
 			Routes: []string{"nightly-backup"},
 		},
+		// Added with fleets: a coordinator spawns a research child with a
+		// narrowed scope, the child restores a checkpoint (a new
+		// incarnation cancels the old one's grant), the parent is revoked
+		// with its subtree in one entry, an operator respawns the child
+		// approval-blocked and later lifts the block.
+		{
+			Kind: KindSpawn, RaftIndex: 31, Time: t0 + 100_000_000_000, Node: "issuer-a", Actor: "w-coord-1",
+			Decision: "permit", Worker: "w-coord-1-research", Parent: "w-coord-1", Lane: "isolated", Incarnation: 1,
+			ScopeTools: []string{"Read", "WebFetch"}, ScopeClasses: []string{"local_read", "network_read"},
+			ScopeTargets: []string{"/srv/repo/**"}, IssuedAt: t0 + 100_000_000_000, ExpiresAt: t0 + 3_700_000_000_000,
+		},
+		{
+			Kind: KindIncarnation, RaftIndex: 32, Time: t0 + 110_000_000_000, Node: "issuer-a", Actor: "w-coord-1-research",
+			Decision: "permit", Worker: "w-coord-1-research", Incarnation: 2,
+			Counters: []Counter{{Key: "incarnation/w-coord-1-research", Value: 2}}, Cancelled: []string{"g-research-7"},
+		},
+		{
+			Kind: KindRevoke, RaftIndex: 33, Time: t0 + 120_000_000_000, Node: "issuer-a", Actor: "operator",
+			Decision: "permit", Worker: "w-coord-1",
+			Counters:  []Counter{{Key: "worker/w-coord-1", Value: 1}, {Key: "worker/w-coord-1-research", Value: 1}},
+			Cancelled: []string{"g-coord-3", "g-research-8"}, Reviews: []string{"rv-g-coord-4"},
+			Workers: []string{"w-coord-1", "w-coord-1-research"},
+		},
+		{
+			Kind: KindIncarnation, RaftIndex: 34, Time: t0 + 130_000_000_000, Node: "issuer-a", Actor: "operator",
+			Decision: "permit", Worker: "w-coord-1-research", Lane: "isolated", Incarnation: 3, Blocked: true,
+			Counters: []Counter{{Key: "incarnation/w-coord-1-research", Value: 3}},
+		},
+		{
+			Kind: KindLift, RaftIndex: 35, Time: t0 + 140_000_000_000, Node: "issuer-a", Actor: "operator",
+			Decision: "permit", Worker: "w-coord-1-research", Detail: "incident inc-2026-0117 closed",
+		},
 	}
 }
 
