@@ -137,6 +137,7 @@ func genEvent(t *rapid.T) Event {
 	e.Reviews = genStrings(t, "reviews")
 	e.Blocked = rapid.Bool().Draw(t, "blocked")
 	e.Workers = genStrings(t, "workers")
+	e.ParentLane = genString(t, "parent_lane")
 	for i := range rapid.IntRange(0, 4).Draw(t, "counters_n") {
 		_ = i
 		e.Counters = append(e.Counters, Counter{Key: genString(t, "counter_key"), Value: genUint(t, "counter_value")})

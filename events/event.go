@@ -154,7 +154,7 @@ type Event struct {
 	// case's id and its scope ("worker:<id>").
 	CaseID     string `json:"case_id,omitempty"`
 	GlassScope string `json:"glass_scope,omitempty"`
-	// Fleets (tags 82-89), written only at receipt format level 8 or
+	// Fleets (tags 82-90), written only at receipt format level 8 or
 	// above (fsm.ReceiptFormatFleet). Parent names the worker that
 	// spawned Worker (spawn events) and Incarnation the worker's
 	// incarnation a spawn or an incarnation event starts. ScopeTools,
@@ -174,7 +174,11 @@ type Event struct {
 	Reviews      []string `json:"reviews,omitempty"`
 	Blocked      bool     `json:"blocked,omitempty"`
 	Workers      []string `json:"workers,omitempty"`
-	Hash         Hash     `json:"hash"`
+	// ParentLane is, on a spawn by a worker the fleet has no record of
+	// (a root), the lane the parent spawned from: the child is judged
+	// under it too.
+	ParentLane string `json:"parent_lane,omitempty"`
+	Hash       Hash   `json:"hash"`
 }
 
 // QuotaWindow is one quota window a permit counts against: the quota key
@@ -189,7 +193,7 @@ type QuotaWindow struct {
 // Tags 34-44 were added with version 2 policy documents, 45-49 with
 // provenance, 50-53 with recorded usage facts and 54-57 with source
 // registration fields, 58-69 with reviews, 70-75 with route ownership
-// leases, 80-81 with break-glass cases and 82-89 with fleets; a decoder that predates them skips them (they
+// leases, 80-81 with break-glass cases and 82-90 with fleets; a decoder that predates them skips them (they
 // still count towards the hash).
 const (
 	tagSeq          = 1
@@ -282,7 +286,8 @@ const (
 	tagReviews      = 87
 	tagBlocked      = 88
 	tagWorkers      = 89
-	tagLast         = tagWorkers // the highest tag this version knows, bar the hash
+	tagParentLane   = 90
+	tagLast         = tagParentLane // the highest tag this version knows, bar the hash
 	tagHash       = 127
 )
 
@@ -397,6 +402,7 @@ func (e *Event) appendBody(buf []byte) []byte {
 	w.Strings(tagReviews, e.Reviews)
 	w.Bool(tagBlocked, e.Blocked)
 	w.Strings(tagWorkers, e.Workers)
+	w.String(tagParentLane, e.ParentLane)
 	return w.buf
 }
 
@@ -506,6 +512,7 @@ func (e *Event) bodyLen() int {
 		n += uintLen(tagBlocked, 1)
 	}
 	n += strsLen(tagWorkers, e.Workers)
+	n += strLen(tagParentLane, e.ParentLane)
 	return n
 }
 
@@ -937,6 +944,8 @@ func (d *decoder) field(e *Event) bool {
 		return d.flag(&e.Blocked)
 	case tagWorkers:
 		return d.list(&e.Workers)
+	case tagParentLane:
+		return d.str(&e.ParentLane)
 	case tagHash:
 		return d.hash(&e.Hash)
 	default:

@@ -303,7 +303,7 @@ func goldenEvents() []Event {
 		// approval-blocked and later lifts the block.
 		{
 			Kind: KindSpawn, RaftIndex: 31, Time: t0 + 100_000_000_000, Node: "issuer-a", Actor: "w-coord-1",
-			Decision: "permit", Worker: "w-coord-1-research", Parent: "w-coord-1", Lane: "isolated", Incarnation: 1,
+			Decision: "permit", Worker: "w-coord-1-research", Parent: "w-coord-1", ParentLane: "specialist", Lane: "isolated", Incarnation: 1,
 			ScopeTools: []string{"Read", "WebFetch"}, ScopeClasses: []string{"local_read", "network_read"},
 			ScopeTargets: []string{"/srv/repo/**"}, IssuedAt: t0 + 100_000_000_000, ExpiresAt: t0 + 3_700_000_000_000,
 		},

@@ -337,6 +337,8 @@ func refDecodeField(r *refReader, e *Event, f *Field) bool {
 		return list(&e.Reviews)
 	case tagWorkers:
 		return list(&e.Workers)
+	case tagParentLane:
+		return str(&e.ParentLane)
 	case tagHash:
 		return h(&e.Hash)
 	default:

@@ -41,6 +41,10 @@ var batchGoldenV5 = filepath.Join("testdata", "batch", "v5.hex")
 // like v1.
 var batchGoldenV6 = filepath.Join("testdata", "batch", "v6.hex")
 
+// batchGoldenV8 is the committed encoding of goldenBatchV8, the commands
+// added with fleets (receipt format level 8): kept forever like v1.
+var batchGoldenV8 = filepath.Join("testdata", "batch", "v8.hex")
+
 // goldenBatch is one log entry with every op and every command, trace and
 // match field set at least once (TestBatchGoldenCoversEveryField). Never
 // edit it: add commands for new fields to a new golden batch.
@@ -139,6 +143,19 @@ func goldenBatchV6() fsm.Batch {
 	}}
 }
 
+// goldenBatchV8 is one log entry with the fleet commands. Never edit it:
+// add a new golden batch.
+func goldenBatchV8() fsm.Batch {
+	return fsm.Batch{Time: 1767484900000000000, Node: "issuer-a", Commands: []fsm.Command{
+		{Op: fsm.OpSpawn, Caller: "w-coord-1", Key: "w-coord-1-research", Lane: "isolated", ParentLane: "specialist",
+			ScopeTools: []string{"Read", "WebFetch"}, ScopeClasses: []string{"local_read", "remote_query"},
+			ScopeTargets: []string{"path:/srv/repo/*"}, TTL: 3_600_000_000_000},
+		{Op: fsm.OpRestore, Caller: "w-coord-1-research"},
+		{Op: fsm.OpRespawn, Caller: "operator:alice", Key: "w-coord-1-research", Lane: "isolated", Note: "inc-2026-0117"},
+		{Op: fsm.OpLift, Caller: "operator:alice", Key: "w-coord-1-research", Note: "incident closed"},
+	}}
+}
+
 // batchGoldens pairs each committed golden file with its batch.
 var batchGoldens = []struct {
 	path  string
@@ -150,6 +167,7 @@ var batchGoldens = []struct {
 	{batchGoldenV4, goldenBatchV4},
 	{batchGoldenV5, goldenBatchV5},
 	{batchGoldenV6, goldenBatchV6},
+	{batchGoldenV8, goldenBatchV8},
 }
 
 func TestBatchGoldenRewrite(t *testing.T) {
@@ -215,6 +233,7 @@ func TestBatchGoldenCoversEveryField(t *testing.T) {
 	all = append(all, goldenBatchV4().Commands...)
 	all = append(all, goldenBatchV5().Commands...)
 	all = append(all, goldenBatchV6().Commands...)
+	all = append(all, goldenBatchV8().Commands...)
 	for _, c := range all {
 		mark("Command.", reflect.ValueOf(c))
 		for _, tr := range c.Traces {

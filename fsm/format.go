@@ -36,6 +36,12 @@ import (
 //   - ReceiptFormatBreakGlass (6): the state machine writes break-glass
 //     cases (OpBreakGlass, events.KindBreakGlass); below this level the
 //     op is refused.
+//   - ReceiptFormatFleet (8, fleet.go): spawned workers, incarnations
+//     (every grant binds its worker's incarnation counter and, for a
+//     spawned worker, its ancestors' worker counters), worker
+//     revocations that revoke the whole subtree in one entry, respawns
+//     and lifts. Below it the fleet ops are refused and revocations
+//     revoke the worker alone.
 //
 // The level only goes up. Evolve reads every form whatever the level.
 //
@@ -68,7 +74,7 @@ const (
 	ReceiptFormatBreakGlass uint64 = 6
 	// MaxReceiptFormat is the highest level this build writes: what its
 	// status reports as receipt_format.
-	MaxReceiptFormat = ReceiptFormatBreakGlass
+	MaxReceiptFormat = ReceiptFormatFleet
 )
 
 // ReceiptFormat is the receipt format level in force (at least

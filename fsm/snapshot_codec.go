@@ -302,7 +302,8 @@ func (s *State) Snapshot() []byte {
 		w.Uint(stFormat, s.format)
 	}
 	s.writeReplies(w, scratch)
-	s.writeRoutes(w, scratch)
+	scratch = s.writeRoutes(w, scratch)
+	s.writeFleet(w, scratch)
 	return w.Bytes()
 }
 
@@ -310,7 +311,7 @@ func (s *State) Snapshot() []byte {
 // policy, counters, bars, grants, idempotency records, chain head, effect
 // ledger, preauthorization consumption, quota windows, source registry,
 // open reviews and approvals, plain-text replies already decoded, route
-// leases). It
+// leases, fleet records). It
 // excludes the outbox, so an issuer and an auditor that rebuilt state from
 // the receipt stream agree on it.
 func (s *State) Digest() events.Hash {
@@ -318,6 +319,7 @@ func (s *State) Digest() events.Hash {
 	s.authority(w)
 	s.writeReplies(w, nil)
 	s.writeRoutes(w, nil)
+	s.writeFleet(w, nil)
 	return events.Sum(w.Bytes())
 }
 
@@ -347,7 +349,7 @@ func restore(data []byte) (*State, error) {
 	r := events.NewReader(data)
 	var f events.Field
 	var err error
-	var lastCounter, lastReview, lastRoute string
+	var lastCounter, lastReview, lastRoute, lastMember string
 	var lastApproval *approvalKey
 	var lastReply events.Hash
 	lastUsage := map[uint32]string{}
@@ -479,6 +481,10 @@ func restore(data []byte) (*State, error) {
 		case stRoute:
 			if err = want(&f, events.WireBytes); err == nil {
 				err = s.restoreRoute(f.Data, &lastRoute)
+			}
+		case stFleet:
+			if err = want(&f, events.WireBytes); err == nil {
+				err = s.restoreMember(f.Data, &lastMember)
 			}
 		case stPublished:
 			if err = want(&f, events.WireVarint); err == nil {

@@ -104,6 +104,7 @@ type State struct {
 	approvals  map[approvalKey]*approval  // live approvals, by the call they cover
 	replies    map[events.Hash]*replySeen // plain-text replies already decoded, by replyKey
 	routes     map[string]*route          // route leases, by route name: kept for good
+	fleet      map[string]*member         // spawned and respawned workers, by id: kept for good
 	expiry     expiryHeap                 // with expiryRun, what prune will forget when
 	expiryRun  expiryRun
 	chain      events.Chain
@@ -144,6 +145,7 @@ func New() *State {
 		approvals:  map[approvalKey]*approval{},
 		replies:    map[events.Hash]*replySeen{},
 		routes:     map[string]*route{},
+		fleet:      map[string]*member{},
 	}
 }
 

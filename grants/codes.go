@@ -84,6 +84,9 @@ const (
 	ReasonRouteHeld       Reason = "route_held"
 	ReasonNotOwner        Reason = "not_owner"
 	ReasonUndeclaredRoute Reason = "undeclared_route"
+	// ReasonScopeWidens refuses a spawn (or a spawned worker's call)
+	// that would reach past its parent's scope; Missing names the field.
+	ReasonScopeWidens Reason = "scope_widens"
 )
 
 // The facts an approval_unbindable refusal names as missing: what did not
@@ -150,6 +153,7 @@ var Reasons = []ReasonInfo{
 	{ReasonRouteHeld, RecoverRetryLater, "another worker holds a live lease on the route; the detail names the owner, its generation and the time left on its lease"},
 	{ReasonNotOwner, RecoverReacquireOwnership, "the caller holds no live lease on the route (never acquired, released, or at another generation)"},
 	{ReasonUndeclaredRoute, RecoverNone, "the policy declares no such route, or does not let this worker or lane own it"},
+	{ReasonScopeWidens, RecoverFixRequest, "a spawn asks for more than its parent may (tools, consequence classes, targets, lifetime, a coordinator lane), or a spawned worker's call falls outside its spawn scope; missing names the field that would widen"},
 }
 
 // RecoveryFor returns the recovery class of a reason (RecoverNone for
