@@ -288,7 +288,7 @@ const (
 	tagWorkers      = 89
 	tagParentLane   = 90
 	tagLast         = tagParentLane // the highest tag this version knows, bar the hash
-	tagHash       = 127
+	tagHash         = 127
 )
 
 // hashFieldLen is the size of the trailing hash field: a two-byte key
