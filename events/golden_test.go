@@ -304,8 +304,8 @@ func goldenEvents() []Event {
 		{
 			Kind: KindSpawn, RaftIndex: 31, Time: t0 + 100_000_000_000, Node: "issuer-a", Actor: "w-coord-1",
 			Decision: "permit", Worker: "w-coord-1-research", Parent: "w-coord-1", ParentLane: "specialist", Lane: "isolated", Incarnation: 1,
-			ScopeTools: []string{"Read", "WebFetch"}, ScopeClasses: []string{"local_read", "network_read"},
-			ScopeTargets: []string{"/srv/repo/**"}, IssuedAt: t0 + 100_000_000_000, ExpiresAt: t0 + 3_700_000_000_000,
+			ScopeTools: []string{"Read", "WebFetch"}, ScopeClasses: []string{"local_read", "remote_query"},
+			ScopeTargets: []string{"path:/srv/repo/*"}, IssuedAt: t0 + 100_000_000_000, ExpiresAt: t0 + 3_700_000_000_000,
 		},
 		{
 			Kind: KindIncarnation, RaftIndex: 32, Time: t0 + 110_000_000_000, Node: "issuer-a", Actor: "w-coord-1-research",
