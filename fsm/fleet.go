@@ -228,6 +228,13 @@ func decideSpawn(s *State, now int64, node string, c *Command) verdict {
 	e.Worker, e.Lane, e.Tool = c.Caller, c.Lane, ToolSpawn
 	e.Epoch = s.epoch
 	parent := s.fleet[c.Caller]
+	if m := s.fleet[c.Key]; m != nil && m.Parent == c.Caller && m.Lane == c.Lane && !s.barred[c.Key] &&
+		sameScope(c.ScopeTools, m.Tools) && sameScope(c.ScopeClasses, m.Classes) && sameScope(c.ScopeTargets, m.Targets) {
+		// A retry of the spawn that recorded this child: its answer again.
+		return reply(grants.Envelope{Decision: grants.Permit, Kind: events.KindSpawn, Seq: m.Seq,
+			IssuedAt: m.IssuedAt, ExpiresAt: m.ExpiresAt, Worker: m.ID, Parent: m.Parent, Lane: m.Lane,
+			Incarnation: s.incarnation(m.ID), Detail: "worker " + m.ID + " was spawned already"})
+	}
 	switch {
 	case c.Key == c.Caller:
 		return invalid("child", "a worker cannot spawn itself")
@@ -333,6 +340,12 @@ func (s *State) byWorkerHas(worker string, now int64) bool {
 		}
 	}
 	return false
+}
+
+// sameScope reports whether a spawn's scope list asks for what a recorded
+// child has (an empty list: whatever was inherited).
+func sameScope(asked, has []string) bool {
+	return len(asked) == 0 || slices.Equal(sortedSet(asked), has)
 }
 
 func sortedSet(l []string) []string {
