@@ -17,6 +17,8 @@
 //	                                        # NATS, issuer and installed hooks
 //	worker-agent mcp --lane L -- SERVER...  # stdio MCP proxy gating tools/call
 //	worker-agent run                        # warm sidecar on a unix socket
+//	worker-agent spawn --lane L -- CMD...   # a narrower child worker runs CMD
+//	worker-agent checkpoint save|restore    # context across a restart, never authority
 //
 // The hook commands have their own exit contract, the one the harnesses
 // honour: 0 with the answer on stdout, or 2 with one line on stderr when
@@ -156,7 +158,7 @@ sidecar the hooks use). Hooks answer with exit 0, or exit 2 and one line on stde
 
 	root.AddCommand(newRequestCmd(g), newSpendCmd(g), newEffectCmd(g),
 		newHookCmd(g), newInstallCmd(g, true), newInstallCmd(g, false), newMCPCmd(g), newRunCmd(g),
-		newDoctorCmd(g), newReviewCmd(g), newRouteCmd(g), newCronCmd(g))
+		newDoctorCmd(g), newReviewCmd(g), newRouteCmd(g), newCronCmd(g), newSpawnCmd(g), newCheckpointCmd(g))
 	version.Setup(root)
 
 	cmd, err := root.ExecuteContextC(ctx)
