@@ -214,7 +214,7 @@ func newCheckpointSaveCmd(g *globals) *cobra.Command {
 		staged                                       []string
 	)
 	cmd := &cobra.Command{
-		Use:   "save --out FILE [--task TEXT | --task-file F] [--artifact PATH]... [--review REF]... [--target T]... [--staged TOOL=DEST[@SHA256]]... [--grant ID]...",
+		Use:   "save --out FILE [--task TEXT | --task-file F] [--artifact PATH]... [--review REF]... [--target T]... [--staged TOOL=DEST[#SHA256]]... [--grant ID]...",
 		Short: "Write the session's context (nothing spendable) to FILE",
 		Long: `Write a checkpoint bundle (JSON, mode 0600). With --session, the session's
 provenance descriptors (never content) are included from the state
@@ -243,9 +243,9 @@ dead after a restore.`,
 			var st []worker.CheckpointStaged
 			for _, s := range staged {
 				tool, rest, ok := strings.Cut(s, "=")
-				dest, sum, _ := strings.Cut(rest, "@")
+				dest, sum, _ := strings.Cut(rest, "#")
 				if !ok || tool == "" || dest == "" {
-					return usageErr("--staged %q: want TOOL=DESTINATION[@BODY_SHA256]", s)
+					return usageErr("--staged %q: want TOOL=DESTINATION[#BODY_SHA256]", s)
 				}
 				st = append(st, worker.CheckpointStaged{Tool: tool, Destination: dest, BodySHA256: sum})
 			}
@@ -277,7 +277,7 @@ dead after a restore.`,
 	f.StringArrayVar(&artifacts, "artifact", nil, "an artifact file (hashed now)")
 	f.StringArrayVar(&reviews, "review", nil, "a pending review reference (id, caption or keep token)")
 	f.StringArrayVar(&targets, "target", nil, "a cached canonical target")
-	f.StringArrayVar(&staged, "staged", nil, "a staged outbound message: TOOL=DESTINATION[@BODY_SHA256]")
+	f.StringArrayVar(&staged, "staged", nil, "a staged outbound message: TOOL=DESTINATION[#BODY_SHA256]")
 	f.StringArrayVar(&grantIDs, "grant", nil, "a grant id the session held (written as history)")
 	return cmd
 }
