@@ -69,6 +69,11 @@ type workerConfig struct {
 	// WRIT_ROUTE does not name one (worker-agent cron sets it for its
 	// command); the grants bind the owner's current lease generation.
 	Route string `json:"route,omitempty"`
+	// SubagentsAsWorkers false keeps a subagent's calls in this worker's
+	// name (in the subagent's lane), as before fleets. By default (absent
+	// or true) each subagent is a spawned child worker of its own (see
+	// subagentChild), so that revoking this worker stops its subagents.
+	SubagentsAsWorkers *bool `json:"subagents_as_workers,omitempty"`
 
 	path    string // the file it was read from; "" when there was none
 	project bool   // it is the project's own .writ/worker.json
@@ -145,7 +150,7 @@ func checkExactKeys(raw []byte) error {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return err
 	}
-	if err := onlyKeys(m, "", "worker", "lane", "subagents", "replace_prompt", "nats_url", "nats_user", "nats_password_file", "nats_ca", "socket", "provenance", "route"); err != nil {
+	if err := onlyKeys(m, "", "worker", "lane", "subagents", "replace_prompt", "nats_url", "nats_user", "nats_password_file", "nats_ca", "socket", "provenance", "route", "subagents_as_workers"); err != nil {
 		return err
 	}
 	if raw, ok := m["provenance"]; ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {

@@ -114,6 +114,25 @@ func (r *runner) checkpointStep(t *testing.T, s step) {
 		env, err := client.New(r.nc, "operator").ReplyReview(ctx, "", api.ReviewReplyRequest{Channel: "chat", Sender: "restored-session",
 			At: int64(r.replies), Text: keep})
 		r.check(t, s, env, err)
+	case "revoke-worker":
+		env, err := client.New(r.nc, "operator").Revoke(ctx, api.RevokeRequest{Worker: worker})
+		if err != nil || env.Decision != grants.Permit {
+			t.Fatalf("%s: %v %+v", r.where(s), err, env)
+		}
+	case "expect-spawn":
+		child := wk.SubagentChildID(worker, r.session, s.a)
+		if err := r.readStream(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range r.seen {
+			if e.Kind == events.KindSpawn && e.Worker == child {
+				if e.Parent != worker || e.Lane != s.b || e.ParentLane != lane {
+					t.Errorf("%s: spawn receipt %+v", r.where(s), e)
+				}
+				return
+			}
+		}
+		t.Errorf("%s: no spawn receipt for subagent %s (child %s)", r.where(s), s.a, child)
 	default:
 		t.Fatalf("%s: unknown step", r.where(s))
 	}
@@ -185,4 +204,10 @@ func (r *runner) binary(t *testing.T, s step, args ...string) string {
 		t.Fatalf("%s: worker-agent %s: %v\nstdout: %s\nstderr: %s", r.where(s), strings.Join(args, " "), err, stdout.String(), stderr.String())
 	}
 	return stdout.String()
+}
+
+// TestSubagentsAreSpawnedWorkers: testdata/fleet/subagents.txt under the
+// issuer's built-in default policy.
+func TestSubagentsAreSpawnedWorkers(t *testing.T) {
+	runScenarios(t, []string{filepath.Join("testdata", "fleet", "subagents.txt")}, nil, "")
 }

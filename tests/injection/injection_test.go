@@ -45,6 +45,14 @@ package injection
 //	resend-staged BODY => DECISION [REASON]
 //	                              PreToolUse for the bundle's staged message
 //	                              ({"to":DESTINATION,"subject":"staged","body":BODY})
+//
+// Fleets (a subagent is a spawned child worker of the session's worker):
+//
+//	expect-spawn AGENT_ID LANE    a spawn receipt names the subagent's child worker,
+//	                              its parent (the session's worker) and LANE
+//	revoke-worker                 the operator revokes the session's worker
+//	                              (issuer revoke --worker), subtree included
+//
 //	claim-review => DECISION [REASON]
 //	                              relay the keep token of the bundle's review caption
 //	                              as a person's chat reply
@@ -137,7 +145,12 @@ func parseScenario(path string) ([]step, error) {
 				return nil, bad(verb + " needs an argument")
 			}
 			s.a = rest
-		case "start", "save-registry", "restore-registry", "quiet", "approve-last":
+		case "start", "save-registry", "restore-registry", "quiet", "approve-last", "revoke-worker":
+		case "expect-spawn":
+			s.a, s.b, _ = strings.Cut(rest, " ")
+			if s.a == "" || s.b == "" {
+				return nil, bad("want: expect-spawn AGENT_ID LANE")
+			}
 		case "checkpoint", "revoke-dest":
 			if rest == "" {
 				return nil, bad(verb + " needs an argument")
