@@ -303,7 +303,7 @@ run "$BIN/issuer" revoke --worker lead
 run "$BIN/worker-agent" spend "$GS" --worker lead-scout --args "$SCOUT_ARGS"
 expect "the child's grant after the revocation:" "$(printf '%s' "$LAST" | field reason)" grant_revoked
 run "$BIN/issuer" respawn lead --lane isolated --note "demo incident"
-expect "respawn:" "$(printf '%s' "$LAST" | field decision)" permit
+expect "issuer respawn exit:" "$code" 0
 run "$BIN/worker-agent" request --worker lead --lane coordinator --tool Read --args "$SCOUT_ARGS"
 expect "the replacement outside its lane:" "$(printf '%s' "$LAST" | field reason)" lane_mismatch
 run "$BIN/issuer" fleet
