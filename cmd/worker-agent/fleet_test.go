@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/testenv"
@@ -32,6 +33,31 @@ func TestSpawnAndCheckpointCLI(t *testing.T) {
 		"--child", "lead-1-scout", "--tools", "Read,Grep", "--", "sh", "-c", `echo "$WRIT_WORKER $WRIT_SPAWNED_LANE $WRIT_PARENT_WORKER $WRIT_INCARNATION"`)...)
 	if r.code != 0 || strings.TrimSpace(r.stdout) != "lead-1-scout isolated lead-1 1" || !strings.Contains(r.stderr, "spawned lead-1-scout") {
 		t.Fatalf("spawn with a command: %+v", r)
+	}
+	// A hook inside the spawned child acts as the child in its lane, even
+	// with the parent's worker config: the child's Bash call is outside
+	// its spawn scope.
+	dir0 := t.TempDir()
+	parentCfg := writeJSON(t, dir0, "worker.json", map[string]any{"worker": "lead-1", "lane": "specialist", "nats_url": env.URL})
+	t.Setenv(worker.EnvSpawned, "lead-1-scout")
+	t.Setenv(worker.EnvSpawnedLane, "isolated")
+	in := patch(t, fixture(t, "claude-code/pre_bash.json"), map[string]any{"session_id": "spawned-1"})
+	if r := runCLI(t, string(in), "hook", "claude-code", "--config", parentCfg, "--state-dir", dir0); r.code != 0 || !strings.Contains(r.stdout, `"deny"`) {
+		t.Fatalf("hook inside the child: %+v", r)
+	}
+	if r := runCLI(t, string(in), "hook", "claude-code", "--config", parentCfg, "--state-dir", dir0, "--worker", "lead-1"); r.code != 2 {
+		t.Fatalf("hook inside the child naming the parent: %+v", r)
+	}
+	t.Setenv(worker.EnvSpawned, "")
+	t.Setenv(worker.EnvSpawnedLane, "")
+	found := false
+	for _, e := range receipts(t, env) {
+		if e.Session == "spawned-1" && e.Kind == events.KindDeny {
+			found = e.Worker == "lead-1-scout" && e.Lane == "isolated" && e.Reason == string(grants.ReasonScopeWidens)
+		}
+	}
+	if !found {
+		t.Fatal("no scope_widens refusal of the child's hook call")
 	}
 	r = runCLI(t, "", append(conn, "spawn", "--worker", "lead-1-scout", "--lane", "isolated", "--tools", "Bash")...)
 	var env1 grants.Envelope
