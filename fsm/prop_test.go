@@ -670,7 +670,8 @@ func checkSpendInvariants(t *rapid.T, all []events.Event) {
 		switch e.Kind {
 		case events.KindEpoch:
 			epoch = e.Epoch
-		case events.KindRevoke:
+		case events.KindRevoke, events.KindSpawn, events.KindIncarnation:
+			// Revocations, spawns and incarnations move counters.
 			for _, c := range e.Counters {
 				counters[c.Key] = c.Value
 			}
