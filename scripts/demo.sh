@@ -205,7 +205,7 @@ echo
 echo "(the operator checks cus_4471QZ with the customer and approves the review the answer names: the"
 echo " approval binds that exact call -- the same worker, tool and arguments -- once, within --ttl)"
 run "$BIN/issuer" approve "$RV" --ttl 5m --note "payee confirmed with the customer by phone"
-expect "issuer approve:" "$(printf '%s' "$LAST" | tr -d ' \n' | field kind)" approval
+expect "issuer approve:" "$(printf '%s' "$LAST" | tr -d ' \n' | field kind)" review_approved
 hook 18_pre_refund_ticket_again.json permit "the model retries the refund (a new tool call, the same arguments): the approval covers it, once"
 
 step "10. The receipts of the Claude Code session, and the auditor's verdict"
