@@ -133,7 +133,9 @@ which the pre-call hook traces the call's arguments to), install/uninstall
 (their settings), doctor (checks the config, credentials, NATS, the issuer
 and the installed hook command), mcp (a stdio MCP proxy) and run (a warm
 sidecar the hooks use). Hooks answer with exit 0, or exit 2 and one line on stderr; see
-'worker-agent hook --help'.
+'worker-agent hook --help'. spawn starts a child worker with a narrower
+scope (and runs a command as it); checkpoint save|restore carries a
+session's context across a restart, never its authority.
 
 ` + version.CompletionText("worker-agent") + `
 
@@ -143,7 +145,7 @@ sidecar the hooks use). Hooks answer with exit 0, or exit 2 and one line on stde
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cmd.SetOut(g.Stderr)
 			_ = cmd.Usage()
-			return usageErr("a subcommand is required (request, spend, effect, hook, install, uninstall, doctor, mcp or run)")
+			return usageErr("a subcommand is required (request, spend, effect, hook, install, uninstall, doctor, mcp, run, spawn or checkpoint)")
 		},
 	}
 	root.SetArgs(args)
