@@ -44,8 +44,9 @@ const (
 	MaxScopeEntryLen = 512
 )
 
-// SpawnRequest asks for a child worker. Child is the child's id (the
-// client picks it, so that a retry names the same child); Lane its lane
+// SpawnRequest asks for a child worker. Child is the child's id, which
+// starts with the parent's id and a dash (the client picks it, so that a
+// retry names the same child); Lane its lane
 // (never coordinator); ParentLane the lane the parent runs in (the child
 // is judged under it too); Tools, Classes and Targets narrow the child's
 // scope (empty: the parent's); TTLMillis its lifetime (0: an hour, never

@@ -238,6 +238,10 @@ func decideSpawn(s *State, now int64, node string, c *Command) verdict {
 	switch {
 	case c.Key == c.Caller:
 		return invalid("child", "a worker cannot spawn itself")
+	case !strings.HasPrefix(c.Key, c.Caller+"-"):
+		// Names are namespaced by their parent, so that no worker can
+		// claim a name another worker (or operator) means for itself.
+		return invalid("child", "a child's id starts with its parent's id and a dash (%s-...), got %q", c.Caller, c.Key)
 	case s.fleet[c.Key] != nil || s.incarnation(c.Key) != 0 || s.barred[c.Key] ||
 		s.counters.Get(revocation.Key(revocation.ScopeWorker, c.Key)) != 0 || s.byWorkerHas(c.Key, now):
 		return record(deny(e, grants.ReasonInvalidRequest, "fresh child id",

@@ -67,8 +67,12 @@ func (r *fleetRig) spawn() {
 		}
 		return out
 	}
-	child := "c" + strconv.Itoa(len(r.ids))
-	c := fsm.Command{Op: fsm.OpSpawn, Caller: rapid.SampledFrom(r.ids).Draw(t, "parent"), Key: child,
+	parent := rapid.SampledFrom(r.ids).Draw(t, "parent")
+	child := parent + "-c" + strconv.Itoa(len(r.ids))
+	if len(child) > 64 {
+		return
+	}
+	c := fsm.Command{Op: fsm.OpSpawn, Caller: parent, Key: child,
 		Lane:         rapid.SampledFrom([]string{"specialist", "isolated", "coordinator"}).Draw(t, "lane"),
 		ParentLane:   rapid.SampledFrom([]string{"", "specialist", "isolated"}).Draw(t, "parentLane"),
 		ScopeTools:   sub("tools", []string{"Bash", "Read", "Write", "R*", "*"}),

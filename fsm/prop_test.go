@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -371,7 +372,7 @@ func (h *harness) drawBatch() fsm.Batch {
 
 // propChildren are the ids spawns draw from (few, so that reuse is
 // refused and trees grow a few levels deep).
-var propChildren = []string{"c1", "c2", "c3", "c4"}
+var propChildren = []string{"w1-c1", "w1-c2", "w2-c3", "w1-c1-c4"}
 
 // drawFleetOp draws a command of fleets (refused below receipt format
 // level 8): a spawn from a root or a child with a scope drawn from a small
@@ -380,6 +381,14 @@ var propChildren = []string{"c1", "c2", "c3", "c4"}
 func (h *harness) drawFleetOp() fsm.Command {
 	t := h.t
 	all := append(append([]string(nil), workers...), propChildren...)
+	childOf := func(parent string) string { // a child id of parent, or another worker's
+		for _, c := range propChildren {
+			if strings.HasPrefix(c, parent+"-") && rapid.Bool().Draw(t, "ownChild") {
+				return c
+			}
+		}
+		return rapid.SampledFrom(propChildren).Draw(t, "otherChild")
+	}
 	sub := func(label string, from []string) []string {
 		var out []string
 		for _, v := range from {
@@ -391,8 +400,9 @@ func (h *harness) drawFleetOp() fsm.Command {
 	}
 	switch rapid.IntRange(0, 9).Draw(t, "fleetOp") {
 	case 0, 1, 2:
-		return fsm.Command{Op: fsm.OpSpawn, Caller: rapid.SampledFrom(all).Draw(t, "spawnParent"),
-			Key:          weighted(t, "spawnChild", propChildren, "bad.id", 19),
+		parent := rapid.SampledFrom(all).Draw(t, "spawnParent")
+		return fsm.Command{Op: fsm.OpSpawn, Caller: parent,
+			Key:          weighted(t, "spawnChild", []string{childOf(parent)}, "bad.id", 19),
 			Lane:         weighted(t, "spawnLane", []string{"specialist", "isolated", "coordinator"}, "", 19),
 			ParentLane:   rapid.SampledFrom([]string{"", "specialist", "coordinator"}).Draw(t, "parentLane"),
 			ScopeTools:   sub("spawnTools", []string{"Bash", "Read", "Re*", "mcp__x"}),

@@ -45,11 +45,7 @@ func (c *workerConfig) subagentsAsWorkers() bool {
 // SubagentChildID is the child worker id of a subagent of parent.
 func SubagentChildID(parent, session, agentID string) string {
 	sum := sha256.Sum256([]byte(session + "\x00" + agentID))
-	suffix := "-sa-" + hex.EncodeToString(sum[:])[:10]
-	if len(parent)+len(suffix) > api.MaxIDLen {
-		parent = parent[:api.MaxIDLen-len(suffix)]
-	}
-	return parent + suffix
+	return parent + "-sa-" + hex.EncodeToString(sum[:])[:10]
 }
 
 // errNoSpawns says the cluster does not record spawns yet.
