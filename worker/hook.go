@@ -146,9 +146,22 @@ func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, 
 				g.Worker, socket = child, ""
 			}
 		} else if child := SubagentChildID(g.Worker, in.SessionID, call.AgentID); fileExists(filepath.Join(af.stateDir, "fleet", child)) {
-			// The call was granted to the child: its outcome is the
+			// The call was asked for as the child: its outcome is the
 			// child's to report.
 			g.Worker, socket = child, ""
+		} else {
+			// No marker (another state directory): the spawn is
+			// idempotent, so asking again says whether the subagent is a
+			// child. A refused spawn is still the child's call: its
+			// request replays the child's refusal.
+			_, _, err := g.subagentChild(ctx, af.stateDir, in.SessionID, call, mainLane, lane)
+			switch {
+			case errors.Is(err, errNoSpawns):
+			case err != nil:
+				return fail(unreachable(err))
+			default:
+				g.Worker, socket = child, ""
+			}
 		}
 	}
 	auth := g.openAuthority(socket)
