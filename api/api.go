@@ -88,7 +88,7 @@ func ParseWorkerSubject(subj string) (worker, op string, err error) {
 		return "", "", fmt.Errorf("%w: worker: %v", ErrBadSubject, err)
 	}
 	switch op {
-	case OpGrant, OpSpend, OpEffect, OpSource, OpReview, OpRoute:
+	case OpGrant, OpSpend, OpEffect, OpSource, OpReview, OpRoute, OpSpawn, OpRestore:
 		return worker, op, nil
 	}
 	return "", "", fmt.Errorf("%w: unknown operation %q", ErrBadSubject, op)

@@ -101,7 +101,7 @@ type expiry struct {
 
 // kindSlots bounds the per-kind counters; unknown kinds stop the Verifier
 // before they are counted.
-const kindSlots = 32
+const kindSlots = 64
 
 // Verifier checks a receipt stream event by event. It is not safe for
 // concurrent use.
@@ -338,6 +338,10 @@ func (v *Verifier) add(e *events.Event, owned bool) error {
 		v.revoke(e)
 		v.revokeApprovals(e)
 		v.revokeRoutes(e)
+	case events.KindSpawn, events.KindIncarnation:
+		// A spawn sets the child's incarnation counter; an incarnation
+		// moves it and cancels the old incarnation's grants.
+		v.revoke(e)
 	case events.KindRouteAcquired, events.KindRouteTaken, events.KindRouteRenewed, events.KindRouteReleased, events.KindRouteLapsed,
 		events.KindRouteForgotten:
 		x = v.route(e)

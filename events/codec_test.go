@@ -129,6 +129,15 @@ func genEvent(t *rapid.T) Event {
 	e.PrevGen = genUint(t, "prev_gen")
 	e.Routes = genStrings(t, "routes")
 	e.RouteStale = rapid.Bool().Draw(t, "route_stale")
+	e.Parent = genString(t, "parent")
+	e.Incarnation = genUint(t, "incarnation")
+	e.ScopeTools = genStrings(t, "scope_tools")
+	e.ScopeClasses = genStrings(t, "scope_classes")
+	e.ScopeTargets = genStrings(t, "scope_targets")
+	e.Reviews = genStrings(t, "reviews")
+	e.Blocked = rapid.Bool().Draw(t, "blocked")
+	e.Workers = genStrings(t, "workers")
+	e.ParentLane = genString(t, "parent_lane")
 	for i := range rapid.IntRange(0, 4).Draw(t, "counters_n") {
 		_ = i
 		e.Counters = append(e.Counters, Counter{Key: genString(t, "counter_key"), Value: genUint(t, "counter_value")})

@@ -154,6 +154,30 @@ type Event struct {
 	// case's id and its scope ("worker:<id>").
 	CaseID     string `json:"case_id,omitempty"`
 	GlassScope string `json:"glass_scope,omitempty"`
+	// Fleets (tags 82-90), written only at receipt format level 8 or
+	// above (fsm.ReceiptFormatFleet). Parent names the worker that
+	// spawned Worker (spawn events) and Incarnation the worker's
+	// incarnation a spawn or an incarnation event starts. ScopeTools,
+	// ScopeClasses and ScopeTargets are a spawned worker's scope: the tool
+	// patterns, consequence classes and target patterns its grants may
+	// have (absent: what its parent may). Blocked marks an incarnation
+	// that starts approval-blocked (a respawn): every call it makes needs
+	// a review until an operator lifts the block. On a worker revocation,
+	// Workers lists every worker it revoked (the worker named, then its
+	// descendants) and Reviews the open reviews and approvals it
+	// cancelled.
+	Parent       string   `json:"parent,omitempty"`
+	Incarnation  uint64   `json:"incarnation,omitempty"`
+	ScopeTools   []string `json:"scope_tools,omitempty"`
+	ScopeClasses []string `json:"scope_classes,omitempty"`
+	ScopeTargets []string `json:"scope_targets,omitempty"`
+	Reviews      []string `json:"reviews,omitempty"`
+	Blocked      bool     `json:"blocked,omitempty"`
+	Workers      []string `json:"workers,omitempty"`
+	// ParentLane is, on a spawn by a worker the fleet has no record of
+	// (a root), the lane the parent spawned from: the child is judged
+	// under it too.
+	ParentLane string `json:"parent_lane,omitempty"`
 	Hash       Hash   `json:"hash"`
 }
 
@@ -169,7 +193,7 @@ type QuotaWindow struct {
 // Tags 34-44 were added with version 2 policy documents, 45-49 with
 // provenance, 50-53 with recorded usage facts and 54-57 with source
 // registration fields, 58-69 with reviews, 70-75 with route ownership
-// leases and 80-81 with break-glass cases; a decoder that predates them skips them (they
+// leases, 80-81 with break-glass cases and 82-90 with fleets; a decoder that predates them skips them (they
 // still count towards the hash).
 const (
 	tagSeq          = 1
@@ -253,8 +277,18 @@ const (
 	// Added with break-glass cases.
 	tagCaseID     = 80
 	tagGlassScope = 81
-	tagLast       = tagGlassScope // the highest tag this version knows, bar the hash
-	tagHash       = 127
+	// Added with fleets (spawn, incarnations, subtree revocation).
+	tagParent       = 82
+	tagIncarnation  = 83
+	tagScopeTools   = 84
+	tagScopeClasses = 85
+	tagScopeTargets = 86
+	tagReviews      = 87
+	tagBlocked      = 88
+	tagWorkers      = 89
+	tagParentLane   = 90
+	tagLast         = tagParentLane // the highest tag this version knows, bar the hash
+	tagHash         = 127
 )
 
 // hashFieldLen is the size of the trailing hash field: a two-byte key
@@ -360,6 +394,15 @@ func (e *Event) appendBody(buf []byte) []byte {
 	w.Bool(tagRouteStale, e.RouteStale)
 	w.String(tagCaseID, e.CaseID)
 	w.String(tagGlassScope, e.GlassScope)
+	w.String(tagParent, e.Parent)
+	w.Uint(tagIncarnation, e.Incarnation)
+	w.Strings(tagScopeTools, e.ScopeTools)
+	w.Strings(tagScopeClasses, e.ScopeClasses)
+	w.Strings(tagScopeTargets, e.ScopeTargets)
+	w.Strings(tagReviews, e.Reviews)
+	w.Bool(tagBlocked, e.Blocked)
+	w.Strings(tagWorkers, e.Workers)
+	w.String(tagParentLane, e.ParentLane)
 	return w.buf
 }
 
@@ -459,6 +502,17 @@ func (e *Event) bodyLen() int {
 	}
 	n += strLen(tagCaseID, e.CaseID)
 	n += strLen(tagGlassScope, e.GlassScope)
+	n += strLen(tagParent, e.Parent)
+	n += uintLen(tagIncarnation, e.Incarnation)
+	n += strsLen(tagScopeTools, e.ScopeTools)
+	n += strsLen(tagScopeClasses, e.ScopeClasses)
+	n += strsLen(tagScopeTargets, e.ScopeTargets)
+	n += strsLen(tagReviews, e.Reviews)
+	if e.Blocked {
+		n += uintLen(tagBlocked, 1)
+	}
+	n += strsLen(tagWorkers, e.Workers)
+	n += strLen(tagParentLane, e.ParentLane)
 	return n
 }
 
@@ -691,7 +745,8 @@ func decode(b []byte, e *Event) error {
 // list fields, and tags this version does not know.
 func repeatable(tag uint32) bool {
 	switch tag {
-	case tagCounters, tagCancelled, tagRules, tagSources, tagGrounds, tagQuotas, tagOrigins, tagCandidates, tagRoutes:
+	case tagCounters, tagCancelled, tagRules, tagSources, tagGrounds, tagQuotas, tagOrigins, tagCandidates, tagRoutes,
+		tagScopeTools, tagScopeClasses, tagScopeTargets, tagReviews, tagWorkers:
 		return true
 	}
 	return tag > tagLast && tag != tagHash || gapTag(tag)
@@ -873,6 +928,24 @@ func (d *decoder) field(e *Event) bool {
 		return d.str(&e.CaseID)
 	case tagGlassScope:
 		return d.str(&e.GlassScope)
+	case tagParent:
+		return d.str(&e.Parent)
+	case tagIncarnation:
+		return d.uint(&e.Incarnation)
+	case tagScopeTools:
+		return d.list(&e.ScopeTools)
+	case tagScopeClasses:
+		return d.list(&e.ScopeClasses)
+	case tagScopeTargets:
+		return d.list(&e.ScopeTargets)
+	case tagReviews:
+		return d.list(&e.Reviews)
+	case tagBlocked:
+		return d.flag(&e.Blocked)
+	case tagWorkers:
+		return d.list(&e.Workers)
+	case tagParentLane:
+		return d.str(&e.ParentLane)
 	case tagHash:
 		return d.hash(&e.Hash)
 	default:

@@ -305,6 +305,38 @@ func goldenEvents() []Event {
 			Route: "inbox-triage@acme", RouteGen: 2, IssuedAt: t0 + 81_000_000_000, ExpiresAt: t0 + 111_000_000_000,
 			Detail: "forgot route inbox-triage@acme: generation 2 of w-cron-2 ended (released) at 2026-01-01T00:01:30Z; acquired again, it starts above generation 2",
 		},
+		// Added with fleets: a coordinator spawns a research child with a
+		// narrowed scope, the child restores a checkpoint (a new
+		// incarnation cancels the old one's grant), the parent is revoked
+		// with its subtree in one entry, an operator respawns the child
+		// approval-blocked and later lifts the block.
+		{
+			Kind: KindSpawn, RaftIndex: 32, Time: t0 + 86_500_000_000_000 + 100_000_000_000, Node: "issuer-a", Actor: "w-coord-1",
+			Decision: "permit", Worker: "w-coord-1-research", Parent: "w-coord-1", ParentLane: "specialist", Lane: "isolated", Incarnation: 1,
+			ScopeTools: []string{"Read", "WebFetch"}, ScopeClasses: []string{"local_read", "remote_query"},
+			ScopeTargets: []string{"path:/srv/repo/*"}, IssuedAt: t0 + 86_500_000_000_000 + 100_000_000_000, ExpiresAt: t0 + 86_500_000_000_000 + 3_700_000_000_000,
+		},
+		{
+			Kind: KindIncarnation, RaftIndex: 33, Time: t0 + 86_500_000_000_000 + 110_000_000_000, Node: "issuer-a", Actor: "w-coord-1-research",
+			Decision: "permit", Worker: "w-coord-1-research", Incarnation: 2,
+			Counters: []Counter{{Key: "incarnation/w-coord-1-research", Value: 2}}, Cancelled: []string{"g-research-7"},
+		},
+		{
+			Kind: KindRevoke, RaftIndex: 34, Time: t0 + 86_500_000_000_000 + 120_000_000_000, Node: "issuer-a", Actor: "operator",
+			Decision: "permit", Worker: "w-coord-1",
+			Counters:  []Counter{{Key: "worker/w-coord-1", Value: 1}, {Key: "worker/w-coord-1-research", Value: 1}},
+			Cancelled: []string{"g-coord-3", "g-research-8"}, Reviews: []string{"rv-g-coord-4"},
+			Workers: []string{"w-coord-1", "w-coord-1-research"},
+		},
+		{
+			Kind: KindIncarnation, RaftIndex: 35, Time: t0 + 86_500_000_000_000 + 130_000_000_000, Node: "issuer-a", Actor: "operator",
+			Decision: "permit", Worker: "w-coord-1-research", Lane: "isolated", Incarnation: 3, Blocked: true,
+			Counters: []Counter{{Key: "incarnation/w-coord-1-research", Value: 3}},
+		},
+		{
+			Kind: KindLift, RaftIndex: 36, Time: t0 + 86_500_000_000_000 + 140_000_000_000, Node: "issuer-a", Actor: "operator",
+			Decision: "permit", Worker: "w-coord-1-research", Detail: "incident inc-2026-0117 closed",
+		},
 	}
 }
 

@@ -38,6 +38,11 @@ func normalize(e Event) Event {
 	if len(e.Routes) == 0 {
 		e.Routes = nil
 	}
+	for _, l := range []*[]string{&e.ScopeTools, &e.ScopeClasses, &e.ScopeTargets, &e.Reviews, &e.Workers} {
+		if len(*l) == 0 {
+			*l = nil
+		}
+	}
 	return e
 }
 

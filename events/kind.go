@@ -101,6 +101,26 @@ const (
 	// worker), Detail (the reason), IssuedAt and ExpiresAt. Written only
 	// at receipt format level 6 or above (fsm.ReceiptFormatBreakGlass).
 	KindBreakGlass Kind = 30
+
+	// Fleets (kinds 31-33), written only at receipt format level 8 or
+	// above (fsm.ReceiptFormatFleet).
+	//
+	// KindSpawn: a worker (Parent, also Actor) spawned a child worker
+	// (Worker) in Lane, with its scope (ScopeTools, ScopeClasses,
+	// ScopeTargets, absent for "what the parent may"), its lifetime
+	// (IssuedAt, ExpiresAt: never past the parent's) and its first
+	// Incarnation. Every grant the child gets binds the revocation
+	// counters of its ancestors.
+	KindSpawn Kind = 31
+	// KindIncarnation: a worker's incarnation moved to Incarnation, by a
+	// checkpoint restore (Actor the worker) or an operator's respawn
+	// (Actor the operator, Lane the lane it respawns in, Blocked set: the
+	// new incarnation starts approval-blocked). Counters carries the
+	// worker's incarnation counter, which every grant binds, and
+	// Cancelled the unspent grants of the old incarnation.
+	KindIncarnation Kind = 32
+	// KindLift: an operator lifted a respawned worker's approval block.
+	KindLift Kind = 33
 )
 
 var kindNames = map[Kind]string{
@@ -131,6 +151,9 @@ var kindNames = map[Kind]string{
 	KindRouteTaken:       "route_taken",
 	KindRouteForgotten:   "route_forgotten",
 	KindBreakGlass:       "break_glass",
+	KindSpawn:            "spawn",
+	KindIncarnation:      "incarnation",
+	KindLift:             "lift",
 }
 
 var kindSubjects = map[Kind]string{
@@ -161,6 +184,9 @@ var kindSubjects = map[Kind]string{
 	KindRouteTaken:       SubjectPrefix + "route.taken",
 	KindRouteForgotten:   SubjectPrefix + "route.forgotten",
 	KindBreakGlass:       SubjectPrefix + "break.glass",
+	KindSpawn:            SubjectPrefix + "spawn",
+	KindIncarnation:      SubjectPrefix + "incarnation",
+	KindLift:             SubjectPrefix + "lift",
 }
 
 // kindKnown is kindNames as a table, for Known: replay asks it of every

@@ -245,7 +245,7 @@ func refDecodeField(r *refReader, e *Event, f *Field) bool {
 		return list(&e.Grounds)
 	// Tags added after the optimized decoder was written, decoded here
 	// the plain way.
-	case tagCharged, tagModelMade, tagRouteStale:
+	case tagCharged, tagModelMade, tagRouteStale, tagBlocked:
 		if !r.Expect(f, wireVarint) {
 			return false
 		}
@@ -258,6 +258,8 @@ func refDecodeField(r *refReader, e *Event, f *Field) bool {
 			e.Charged = true
 		case tagModelMade:
 			e.ModelMade = true
+		case tagBlocked:
+			e.Blocked = true
 		default:
 			e.RouteStale = true
 		}
@@ -321,6 +323,22 @@ func refDecodeField(r *refReader, e *Event, f *Field) bool {
 		return str(&e.CaseID)
 	case tagGlassScope:
 		return str(&e.GlassScope)
+	case tagParent:
+		return str(&e.Parent)
+	case tagIncarnation:
+		return u(&e.Incarnation)
+	case tagScopeTools:
+		return list(&e.ScopeTools)
+	case tagScopeClasses:
+		return list(&e.ScopeClasses)
+	case tagScopeTargets:
+		return list(&e.ScopeTargets)
+	case tagReviews:
+		return list(&e.Reviews)
+	case tagWorkers:
+		return list(&e.Workers)
+	case tagParentLane:
+		return str(&e.ParentLane)
 	case tagHash:
 		return h(&e.Hash)
 	default:

@@ -34,7 +34,7 @@ func (e *Event) StaticValidate() error {
 	if e.Kind != KindEpoch && (len(e.Policy) > 0 || !e.PolicyDigest.IsZero()) {
 		return bad("a policy outside an epoch event")
 	}
-	if e.Kind != KindRevoke && len(e.Cancelled) > 0 {
+	if e.Kind != KindRevoke && e.Kind != KindIncarnation && len(e.Cancelled) > 0 {
 		return bad("cancelled grants outside a revocation")
 	}
 	if e.Kind != KindPermit && (e.Charged || e.LedgerUntil != 0 || e.InstrumentUntil != 0 || len(e.Quotas) > 0) {
@@ -68,6 +68,15 @@ func (e *Event) StaticValidate() error {
 		}
 	}
 
+	if e.Kind != KindSpawn && (e.Parent != "" || e.ParentLane != "" || len(e.ScopeTools) > 0 || len(e.ScopeClasses) > 0 || len(e.ScopeTargets) > 0) {
+		return bad("spawn fields outside a spawn")
+	}
+	if e.Kind != KindSpawn && e.Kind != KindIncarnation && e.Incarnation != 0 {
+		return bad("an incarnation outside a spawn or an incarnation event")
+	}
+	if e.Kind != KindIncarnation && e.Blocked {
+		return bad("an approval block outside an incarnation event")
+	}
 	if e.Kind != KindBreakGlass && (e.CaseID != "" || e.GlassScope != "") {
 		return bad("break-glass fields outside a break-glass event")
 	}
@@ -76,6 +85,9 @@ func (e *Event) StaticValidate() error {
 	}
 	if e.Kind != KindRevoke && len(e.Routes) > 0 {
 		return bad("ended routes outside a revocation")
+	}
+	if e.Kind != KindRevoke && (len(e.Reviews) > 0 || len(e.Workers) > 0) {
+		return bad("revoked workers or cancelled reviews outside a revocation")
 	}
 	if e.RouteStale && e.Kind != KindEffect {
 		return bad("a stale route generation outside an effect")
@@ -144,6 +156,18 @@ func (e *Event) StaticValidate() error {
 		if e.Kind == KindRouteTaken && e.PrevGen >= e.RouteGen {
 			return bad("a take-over at generation %d replaces generation %d", e.RouteGen, e.PrevGen)
 		}
+	case KindSpawn:
+		if e.Worker == "" || e.Parent == "" || e.Lane == "" || e.Incarnation == 0 || e.ExpiresAt <= e.IssuedAt {
+			return bad("a spawn names no child, parent, lane or incarnation, or ends before it starts")
+		}
+	case KindIncarnation:
+		if e.Worker == "" || e.Incarnation == 0 || len(e.Counters) != 1 {
+			return bad("an incarnation names no worker or incarnation, or binds no incarnation counter")
+		}
+	case KindLift:
+		if e.Worker == "" || e.Actor == "" {
+			return bad("a lift names no worker or operator")
+		}
 	case KindBreakGlass:
 		if e.CaseID == "" || e.GlassScope == "" || e.Worker == "" || e.Actor == "" || e.Detail == "" || e.ExpiresAt <= e.IssuedAt {
 			return bad("a break-glass case names no case, scope, worker, operator or reason, or ends before it starts")
@@ -188,4 +212,7 @@ var kindDecisions = map[Kind]map[string]bool{
 	KindRouteTaken:       {"permit": true},
 	KindRouteForgotten:   {"permit": true},
 	KindBreakGlass:       {"permit": true},
+	KindSpawn:            {"permit": true},
+	KindIncarnation:      {"permit": true},
+	KindLift:             {"permit": true},
 }

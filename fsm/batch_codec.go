@@ -75,13 +75,18 @@ const (
 	ctSender       = 42
 	ctText         = 43
 	ctReplyAt      = 44
-	// Tags 45-49 and 52-59 are unassigned. Added with route ownership
+	// Tags 45-49 are unassigned. Added with route ownership
 	// leases.
 	ctRoute    = 50
 	ctRouteGen = 51
 	// Added with break-glass cases (60-64 reserved for them).
 	ctCaseID     = 60
 	ctGlassScope = 61
+	// Added with fleets (52-59 and 62-69 reserved for them).
+	ctScopeTool   = 52 // one per tool pattern
+	ctScopeClass  = 53 // one per consequence class
+	ctScopeTarget = 54 // one per target pattern
+	ctParentLane  = 55
 )
 
 // Field trace tags inside ctTrace, and match tags inside a trace's
@@ -189,6 +194,10 @@ func (c *Command) appendEncode(buf []byte, sc *encodeScratch) []byte {
 	w.Int(ctReplyAt, c.ReplyAt)
 	w.String(ctRoute, c.Route)
 	w.Uint(ctRouteGen, c.RouteGen)
+	w.Strings(ctScopeTool, c.ScopeTools)
+	w.Strings(ctScopeClass, c.ScopeClasses)
+	w.Strings(ctScopeTarget, c.ScopeTargets)
+	w.String(ctParentLane, c.ParentLane)
 	w.String(ctCaseID, c.CaseID)
 	w.String(ctGlassScope, c.GlassScope)
 	return w.Bytes()
@@ -417,6 +426,25 @@ func decodeCommand(b []byte, c *Command, strs *strCache) error {
 			if ok = r.Expect(&f, events.WireVarint); ok {
 				c.RouteGen = f.Uint
 			}
+		case ctScopeTool, ctScopeClass, ctScopeTarget:
+			dst := &c.ScopeTools
+			switch f.Tag {
+			case ctScopeClass:
+				dst = &c.ScopeClasses
+			case ctScopeTarget:
+				dst = &c.ScopeTargets
+			}
+			if len(*dst) >= MaxSpawnScope {
+				r.Failf("more than %d spawn scope entries", MaxSpawnScope)
+				ok = false
+				break
+			}
+			var s string
+			if ok = str(r, &f, &s); ok {
+				*dst = append(*dst, s)
+			}
+		case ctParentLane:
+			ok = str(r, &f, &c.ParentLane)
 		case ctCaseID:
 			ok = str(r, &f, &c.CaseID)
 		case ctGlassScope:

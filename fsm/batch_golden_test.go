@@ -41,6 +41,9 @@ var batchGoldenV5 = filepath.Join("testdata", "batch", "v5.hex")
 // like v1.
 var batchGoldenV6 = filepath.Join("testdata", "batch", "v6.hex")
 
+// batchGoldenV8 is the committed encoding of goldenBatchV8, the commands
+// added with fleets (receipt format level 8): kept forever like v1.
+var batchGoldenV8 = filepath.Join("testdata", "batch", "v8.hex")
 // batchGoldenV10 is the committed encoding of goldenBatchV10, the trace
 // match fields added with result fields (receipt format level 10): kept
 // forever like v1.
@@ -144,6 +147,19 @@ func goldenBatchV6() fsm.Batch {
 	}}
 }
 
+// goldenBatchV8 is one log entry with the fleet commands. Never edit it:
+// add a new golden batch.
+func goldenBatchV8() fsm.Batch {
+	return fsm.Batch{Time: 1767484900000000000, Node: "issuer-a", Commands: []fsm.Command{
+		{Op: fsm.OpSpawn, Caller: "w-coord-1", Key: "w-coord-1-research", Lane: "isolated", ParentLane: "specialist",
+			ScopeTools: []string{"Read", "WebFetch"}, ScopeClasses: []string{"local_read", "remote_query"},
+			ScopeTargets: []string{"path:/srv/repo/*"}, TTL: 3_600_000_000_000},
+		{Op: fsm.OpRestore, Caller: "w-coord-1-research"},
+		{Op: fsm.OpRespawn, Caller: "operator:alice", Key: "w-coord-1-research", Lane: "isolated", Note: "inc-2026-0117"},
+		{Op: fsm.OpLift, Caller: "operator:alice", Key: "w-coord-1-research", Note: "incident closed"},
+	}}
+}
+
 // goldenBatchV10 holds a grant request whose traces name result fields
 // (receipt format level 10). Never edit it: add a new golden batch.
 func goldenBatchV10() fsm.Batch {
@@ -167,6 +183,7 @@ var batchGoldens = []struct {
 	{batchGoldenV4, goldenBatchV4},
 	{batchGoldenV5, goldenBatchV5},
 	{batchGoldenV6, goldenBatchV6},
+	{batchGoldenV8, goldenBatchV8},
 	{batchGoldenV10, goldenBatchV10},
 }
 
@@ -233,6 +250,7 @@ func TestBatchGoldenCoversEveryField(t *testing.T) {
 	all = append(all, goldenBatchV4().Commands...)
 	all = append(all, goldenBatchV5().Commands...)
 	all = append(all, goldenBatchV6().Commands...)
+	all = append(all, goldenBatchV8().Commands...)
 	all = append(all, goldenBatchV10().Commands...)
 	for _, c := range all {
 		mark("Command.", reflect.ValueOf(c))

@@ -73,6 +73,19 @@ const (
 	// receipt format level 6 (ReceiptFormatBreakGlass). Evidence only: it
 	// changes no authority.
 	OpBreakGlass Op = 25
+	// Fleets (fleet.go), from receipt format level 8 (ReceiptFormatFleet).
+	// OpSpawn: the caller spawns a child worker Key in Lane with the
+	// scope ScopeTools, ScopeClasses, ScopeTargets and lifetime TTL;
+	// ParentLane is the lane a root caller runs in.
+	OpSpawn Op = 30
+	// OpRestore: the caller restored a checkpoint and starts a new
+	// incarnation; the old one's grants are cancelled.
+	OpRestore Op = 31
+	// OpRespawn: an operator brings worker Key back in Lane under a new
+	// incarnation, approval-blocked (Note: why).
+	OpRespawn Op = 32
+	// OpLift: an operator lifts worker Key's respawn block (Note: why).
+	OpLift Op = 33
 )
 
 var opNames = map[Op]string{
@@ -84,6 +97,7 @@ var opNames = map[Op]string{
 	OpRouteAcquire: "route_acquire", OpRouteRenew: "route_renew", OpRouteRelease: "route_release",
 	OpRouteLapse: "route_lapse", OpRouteForget: "route_forget",
 	OpBreakGlass: "break_glass",
+	OpSpawn:      "spawn", OpRestore: "restore", OpRespawn: "respawn", OpLift: "lift",
 }
 
 func (o Op) String() string {
@@ -180,6 +194,12 @@ type Command struct {
 	// and a worker id); TTL is its lifetime and Note its reason.
 	CaseID     string
 	GlassScope string
+	// Fleets: a spawn's scope (tool patterns, consequence classes, target
+	// patterns) and the lane a root parent spawns from.
+	ScopeTools   []string
+	ScopeClasses []string
+	ScopeTargets []string
+	ParentLane   string
 }
 
 // Trace is one argument field's provenance as the worker traced it: Field

@@ -42,7 +42,12 @@ func Decide(s *State, now int64, node string, c Command) Outcome {
 func decide(s *State, now int64, node string, c *Command) verdict {
 	switch c.Op {
 	case OpRequest:
-		return decideRequest(s, now, node, c)
+		v := decideRequest(s, now, node, c)
+		if v.reply == nil && v.event.Kind == events.KindPermit && s.WritesFleet() {
+			// A spawned worker's grant never outlives the worker.
+			s.capExpiry(c.Caller, &v.event)
+		}
+		return v
 	case OpSpend:
 		return decideSpend(s, now, node, c)
 	case OpEffect:
@@ -83,6 +88,14 @@ func decide(s *State, now int64, node string, c *Command) verdict {
 		return decideRouteForget(s, now, node, c)
 	case OpBreakGlass:
 		return decideBreakGlass(s, now, node, c)
+	case OpSpawn:
+		return decideSpawn(s, now, node, c)
+	case OpRestore:
+		return decideRestore(s, now, node, c)
+	case OpRespawn:
+		return decideRespawn(s, now, node, c)
+	case OpLift:
+		return decideLift(s, now, node, c)
 	}
 	return reply(grants.Refuse(grants.ReasonInvalidRequest, "op", "unknown command "+c.Op.String()))
 }

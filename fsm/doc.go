@@ -113,10 +113,20 @@
 // case from the stream and open that worker's payload views until it
 // expires.
 //
+// Fleets (fleet.go), from receipt format level 8: OpSpawn records a child
+// worker whose scope (tools, consequence classes, targets, lifetime) is a
+// subset of its parent's, never a coordinator, judged under every
+// ancestor's lane, its grants binding every ancestor's worker counter;
+// every grant binds its worker's incarnation counter, which OpRestore (a
+// checkpoint restore) and OpRespawn move, cancelling the old incarnation's
+// grants; a worker revocation revokes the whole spawn subtree in one
+// entry, listing every cancelled handle; OpRespawn brings a worker back
+// in one lane approval-blocked until an operator's OpLift.
+//
 // Layout: each feature's file holds both halves, the decide function and
 // the evolve function for the events it emits (grant.go, spend.go,
 // effect.go, revoke.go, epoch.go, source.go, review.go, record.go, format.go, summary.go,
-// route.go, breakglass.go); state.go holds
+// route.go, breakglass.go, fleet.go); state.go holds
 // the state, its queries and its mutators; usage.go and expiry.go the
 // bookkeeping permits and the clock drive; batch_codec.go and
 // snapshot_codec*.go the log-entry and snapshot encodings.

@@ -32,6 +32,8 @@ const (
 	refCtFormat                                             = 34
 	refCtSince, refCtUntil                                  = 35, 36
 	refCtRoute, refCtRouteGen                               = 50, 51
+	refCtScopeTool, refCtScopeClass, refCtScopeTarget       = 52, 53, 54
+	refCtParentLane                                         = 55
 )
 
 // referenceEncode is Batch.Encode written plainly, as it was before the
@@ -109,6 +111,10 @@ func referenceCommand(c *fsm.Command) []byte {
 	w.Int(refCtUntil, c.Until)
 	w.String(refCtRoute, c.Route)
 	w.Uint(refCtRouteGen, c.RouteGen)
+	w.Strings(refCtScopeTool, c.ScopeTools)
+	w.Strings(refCtScopeClass, c.ScopeClasses)
+	w.Strings(refCtScopeTarget, c.ScopeTargets)
+	w.String(refCtParentLane, c.ParentLane)
 	return w.Bytes()
 }
 

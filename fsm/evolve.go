@@ -57,6 +57,10 @@ func evolve(s *State, e *events.Event) error {
 			return fmt.Errorf("%w: %v", ErrReplay, err)
 		}
 		lvl = l
+	case events.KindSpawn, events.KindIncarnation:
+		if err := checkFleetEvent(e); err != nil {
+			return fmt.Errorf("%w: %v", ErrReplay, err)
+		}
 	}
 	s.chain.Seq, s.chain.Head = e.Seq, e.Hash // Chain.Advance, without its copy of e
 	s.advance(e.Time)
@@ -92,6 +96,12 @@ func evolve(s *State, e *events.Event) error {
 	case events.KindRouteAcquired, events.KindRouteTaken, events.KindRouteRenewed,
 		events.KindRouteReleased, events.KindRouteLapsed, events.KindRouteForgotten:
 		s.evolveRoute(e)
+	case events.KindSpawn:
+		s.evolveSpawn(e)
+	case events.KindIncarnation:
+		s.evolveIncarnation(e)
+	case events.KindLift:
+		s.evolveLift(e)
 	case events.KindSpendRefused, events.KindEffectRefused, events.KindRefusalSummary, events.KindBreakGlass:
 		// Durable evidence only; no state beyond the clock and the chain.
 	}

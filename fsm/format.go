@@ -42,6 +42,12 @@ import (
 //     generation high-water mark those forgettings leave (route.go).
 //     Below this level the op is refused, no record is ever forgotten and
 //     the mark stays 0, so every acquisition decides as before.
+//   - ReceiptFormatFleet (8, fleet.go): spawned workers, incarnations
+//     (every grant binds its worker's incarnation counter and, for a
+//     spawned worker, its ancestors' worker counters), worker
+//     revocations that revoke the whole subtree in one entry, respawns
+//     and lifts. Below it the fleet ops are refused and revocations
+//     revoke the worker alone.
 //   - ReceiptFormatTypedTraces (9): field traces may name typed matches
 //     (number, number:<CODE>, ident), which count as the whole value as a
 //     raw match does, and chains of nested decodings (hex+base64, json,

@@ -118,7 +118,7 @@ func seedState() *fsm.State {
 // re-encode to the same bytes, those referenceEncode writes). The batch
 // never aliases its input: overwriting the input leaves it as it was.
 func FuzzDecodeBatch(f *testing.F) {
-	for _, b := range append(append(seedBatches(), seedBatchesV2()...), seedBatchesRoutes()...) {
+	for _, b := range append(append(append(seedBatches(), seedBatchesV2()...), seedBatchesRoutes()...), seedBatchesFleet()...) {
 		f.Add(b.Encode())
 	}
 	f.Add((&fsm.Batch{Time: -1, Commands: []fsm.Command{{}}}).Encode())
@@ -174,6 +174,11 @@ func FuzzRestore(f *testing.F) {
 	for i, b := range seedBatchesRoutes() {
 		fsm.Apply(routes, uint64(i+1), b)
 		f.Add(routes.Snapshot())
+	}
+	fleet := fsm.New()
+	for i, b := range seedBatchesFleet() {
+		fsm.Apply(fleet, uint64(i+1), b)
+		f.Add(fleet.Snapshot())
 	}
 	f.Add([]byte{1})
 	f.Add([]byte{2})
@@ -238,6 +243,10 @@ func FuzzApply(f *testing.F) {
 		f.Add(b.Encode())
 	}
 	for _, b := range seedBatchesV2()[1:] {
+		b.Node = "v2"
+		f.Add(b.Encode())
+	}
+	for _, b := range seedBatchesFleet()[1:] {
 		b.Node = "v2"
 		f.Add(b.Encode())
 	}
@@ -420,6 +429,37 @@ func seedBatchesRoutes() []fsm.Batch {
 			{Op: fsm.OpRouteForget, Caller: "issuer:n1", Route: "job-a"},
 			{Op: fsm.OpRouteForget, Caller: "issuer:n1", Route: "job-b"},
 			{Op: fsm.OpRouteAcquire, Caller: "w2", Lane: "coordinator", Route: "job-b"},
+		}},
+	}
+}
+
+// seedBatchesFleet are fleet entries at receipt format level 8 under the
+// engine scripts' policy: spawns (one widening), a child's request, a
+// restore, a subtree revocation, a respawn and a lift.
+func seedBatchesFleet() []fsm.Batch {
+	t0 := int64(1000 * time.Second)
+	read := `{"file_path":"/work/w1-a/a"}`
+	req := fsm.Command{Op: fsm.OpRequest, Caller: "w1-a", Lane: "specialist", Tool: "Read", GrantID: "gf1"}
+	req.Digest, _ = grants.DigestArgs("Read", []byte(read))
+	req.Args, _ = policy.FlattenArgs([]byte(read))
+	return []fsm.Batch{
+		{Time: t0, Node: "n1", Commands: []fsm.Command{
+			{Op: fsm.OpSetPolicy, Caller: "operator:root", Policy: scriptPolicy("v2.yaml")},
+			{Op: fsm.OpRaiseFormat, Caller: "issuer:n1", Format: fsm.ReceiptFormatFleet},
+		}},
+		{Time: t0, Node: "n1", Commands: []fsm.Command{
+			{Op: fsm.OpSpawn, Caller: "w1", Key: "w1-a", Lane: "specialist", ParentLane: "specialist",
+				ScopeTools: []string{"Read", "Bash"}, ScopeClasses: []string{"local_read"}, ScopeTargets: []string{"path:/work/*"}, TTL: int64(time.Hour)},
+			{Op: fsm.OpSpawn, Caller: "w1-a", Key: "w1-a-x", Lane: "isolated", ScopeTools: []string{"Write"}},
+			{Op: fsm.OpSpawn, Caller: "w1-a", Key: "w1-a-y", Lane: "isolated", ScopeTools: []string{"Read"}},
+			req,
+		}},
+		{Time: t0 + int64(time.Second), Node: "n1", Commands: []fsm.Command{
+			{Op: fsm.OpRestore, Caller: "w1-a"},
+			{Op: fsm.OpSpend, Caller: "w1-a", GrantID: "gf1", Digest: req.Digest},
+			{Op: fsm.OpRevoke, Caller: "operator:root", Key: "worker/w1"},
+			{Op: fsm.OpRespawn, Caller: "operator:root", Key: "w1", Lane: "specialist", Note: "inc-1"},
+			{Op: fsm.OpLift, Caller: "operator:root", Key: "w1"},
 		}},
 	}
 }

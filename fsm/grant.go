@@ -48,6 +48,13 @@ func decideRequest(s *State, now int64, node string, c *Command) verdict {
 	case s.policy == nil:
 		return record(deny(e, grants.ReasonDeniedByPolicy, "policy applied", "no policy has been applied yet"))
 	}
+	fleet := s.WritesFleet()
+	if fleet {
+		// A spawned or respawned worker: its spawn record first.
+		if v, ok := s.fleetCheck(e, c, now); !ok {
+			return v
+		}
+	}
 	// Work under a route: only the live owner, at the generation it
 	// names, and the permit binds that generation (route.go).
 	var rg *policy.RouteGrant
@@ -76,6 +83,9 @@ func decideRequest(s *State, now int64, node string, c *Command) verdict {
 	for _, src := range c.Sources {
 		keys = append(keys, s.intern.counterKey(revocation.ScopeSource, src))
 	}
+	if fleet {
+		keys = s.fleetKeys(c.Caller, keys)
+	}
 	bound := s.bindCounters(keys, prov.counters)
 	if len(bound) > MaxGrantCounters {
 		return record(deny(e, grants.ReasonInvalidRequest, "provenance", fmt.Sprintf(
@@ -91,6 +101,11 @@ func decideRequest(s *State, now int64, node string, c *Command) verdict {
 	e.Rules = []string{v.Rule}
 	if !v.Allowed {
 		return record(deny(e, grants.Reason(v.Reason), v.Missing, ""))
+	}
+	if fleet {
+		if fv, ok := s.fleetLegacy(e, c); !ok {
+			return fv
+		}
 	}
 	ttl := int64(v.TTL)
 	if c.TTL > 0 && c.TTL < ttl {
@@ -167,6 +182,12 @@ func decideJudged(s *State, now int64, node string, e events.Event, c *Command, 
 		Provenance: origins,
 	}
 	j := s.policy.Judge(&req, s, now)
+	if s.WritesFleet() {
+		if v, ok := s.fleetJudge(e, c, &j, &req, now); !ok {
+			e.Rules = j.Rules
+			return v
+		}
+	}
 	e.Rules = j.Rules
 	e.Grounds = slices.Clone(j.Grounds)
 	e.Surface, e.Operation, e.Consequence = j.Surface, j.Operation, j.Consequence

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -361,7 +362,74 @@ func (h *harness) drawBatch() fsm.Batch {
 	for n := rapid.IntRange(0, 2).Draw(h.t, "reviewOps"); n > 0; n-- {
 		b.Commands = append(b.Commands, h.drawReviewOp())
 	}
+	if rare(h.t, "fleetOps", 2) {
+		for n := rapid.IntRange(1, 3).Draw(h.t, "fleetOps"); n > 0; n-- {
+			b.Commands = append(b.Commands, h.drawFleetOp())
+		}
+	}
 	return b
+}
+
+// propChildren are the ids spawns draw from (few, so that reuse is
+// refused and trees grow a few levels deep).
+var propChildren = []string{"w1-c1", "w1-c2", "w2-c3", "w1-c1-c4"}
+
+// drawFleetOp draws a command of fleets (refused below receipt format
+// level 8): a spawn from a root or a child with a scope drawn from a small
+// universe, a checkpoint restore, a respawn, a lift, or a request by a
+// spawned child.
+func (h *harness) drawFleetOp() fsm.Command {
+	t := h.t
+	all := append(append([]string(nil), workers...), propChildren...)
+	childOf := func(parent string) string { // a child id of parent, or another worker's
+		for _, c := range propChildren {
+			if strings.HasPrefix(c, parent+"-") && rapid.Bool().Draw(t, "ownChild") {
+				return c
+			}
+		}
+		return rapid.SampledFrom(propChildren).Draw(t, "otherChild")
+	}
+	sub := func(label string, from []string) []string {
+		var out []string
+		for _, v := range from {
+			if rapid.IntRange(0, 2).Draw(t, label) == 0 {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+	switch rapid.IntRange(0, 9).Draw(t, "fleetOp") {
+	case 0, 1, 2:
+		parent := rapid.SampledFrom(all).Draw(t, "spawnParent")
+		return fsm.Command{Op: fsm.OpSpawn, Caller: parent,
+			Key:          weighted(t, "spawnChild", []string{childOf(parent)}, "bad.id", 19),
+			Lane:         weighted(t, "spawnLane", []string{"specialist", "isolated", "coordinator"}, "", 19),
+			ParentLane:   rapid.SampledFrom([]string{"", "specialist", "coordinator"}).Draw(t, "parentLane"),
+			ScopeTools:   sub("spawnTools", []string{"Bash", "Read", "Re*", "mcp__x"}),
+			ScopeClasses: sub("spawnClasses", []string{"local_read", "arbitrary_execution", "remote_query"}),
+			ScopeTargets: sub("spawnTargets", []string{"path:/work/*", "path:/work/w1/*", "shell:*"}),
+			TTL:          int64(rapid.SampledFrom([]time.Duration{0, 0, time.Second, time.Minute, 2 * time.Hour, 48 * time.Hour}).Draw(t, "spawnTTL"))}
+	case 3:
+		return fsm.Command{Op: fsm.OpRestore, Caller: weighted(t, "restorer", all, "operator:root", 19)}
+	case 4:
+		return fsm.Command{Op: fsm.OpRespawn, Caller: weighted(t, "respawner", []string{"operator:root"}, "w1", 9),
+			Key: rapid.SampledFrom(all).Draw(t, "respawned"), Lane: rapid.SampledFrom([]string{"specialist", "isolated", "coordinator"}).Draw(t, "respawnLane")}
+	case 5:
+		return fsm.Command{Op: fsm.OpLift, Caller: weighted(t, "lifter", []string{"operator:root"}, "c1", 9),
+			Key: rapid.SampledFrom(all).Draw(t, "lifted")}
+	case 6:
+		return fsm.Command{Op: fsm.OpRevoke, Caller: "operator:root", Key: "worker/" + rapid.SampledFrom(all).Draw(t, "revokedChild")}
+	}
+	h.nextID++
+	tool := rapid.SampledFrom([]string{"Bash", "Read"}).Draw(t, "childTool")
+	raw := rapid.SampledFrom(propCalls[tool]).Draw(t, "childCall")
+	c := fsm.Command{Op: fsm.OpRequest, Caller: rapid.SampledFrom(propChildren).Draw(t, "childCaller"),
+		Lane: rapid.SampledFrom([]string{"specialist", "isolated"}).Draw(t, "childLane"), Tool: tool,
+		GrantID: "gc" + strconv.Itoa(h.nextID), Cwd: "/work/w1"}
+	c.Digest, _ = grants.DigestArgs(tool, []byte(raw))
+	c.Args, _ = policy.FlattenArgs([]byte(raw))
+	h.ids = append(h.ids, genGrant{c.GrantID, c.Caller, c.Digest, c.Args})
+	return c
 }
 
 // drawReviewOp draws a command of reviews as decision records (refused
@@ -612,7 +680,8 @@ func checkSpendInvariants(t *rapid.T, all []events.Event) {
 		switch e.Kind {
 		case events.KindEpoch:
 			epoch = e.Epoch
-		case events.KindRevoke:
+		case events.KindRevoke, events.KindSpawn, events.KindIncarnation:
+			// Revocations, spawns and incarnations move counters.
 			for _, c := range e.Counters {
 				counters[c.Key] = c.Value
 			}

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"fmt"
 	"sort"
 
 	"github.com/writ-dev/writ/events"
@@ -14,6 +15,11 @@ import (
 
 func decideRevoke(s *State, now int64, node string, c *Command) verdict {
 	scope, id, err := revocation.ParseKey(c.Key)
+	if err == nil && scope == revocation.ScopeIncarnation {
+		// Only the state machine moves an incarnation (restore, respawn):
+		// refused as it was before the scope existed.
+		err = fmt.Errorf("%w: unknown scope %q in %q", revocation.ErrBadKey, scope, c.Key)
+	}
 	if err != nil {
 		return reply(grants.Refuse(grants.ReasonInvalidRequest, "key", err.Error()))
 	}
@@ -25,6 +31,10 @@ func decideRevoke(s *State, now int64, node string, c *Command) verdict {
 		e.Cancelled = s.outstanding(id, now)
 		if s.WritesRoutes() {
 			e.Routes = s.endLeasesOf(id, now)
+		}
+		if s.WritesFleet() {
+			// The worker's whole subtree, in this one entry.
+			s.revokeSubtree(&e, now)
 		}
 	}
 	return record(e)

@@ -89,6 +89,15 @@ package fsm_test
 //	show records                   print every retained review record
 //	show source <id>               print a registered source, or "absent"
 //	show routes                    print every route's lease at the clock
+//	show fleet                     print every spawned or respawned worker
+//	spawn <parent> <child> lane=L [tools=a,b] [classes=a,b] [targets=a,b]
+//	        [ttl=D] [parent_lane=L]
+//	                               OpSpawn
+//	restore <worker>               OpRestore (a checkpoint restore)
+//	respawn <worker> lane=L [by=<caller>] [note=N]
+//	                               OpRespawn (caller defaults to operator:root)
+//	lift <worker> [by=<caller>] [note=N]
+//	                               OpLift (caller defaults to operator:root)
 //
 // # Transcript
 //
@@ -443,6 +452,32 @@ func (r *scriptRunner) command(text string, toks []string) fsm.Command {
 			c.Roles = strings.Split(v, ",")
 		}
 		return c
+	case "spawn":
+		known("lane", "tools", "classes", "targets", "ttl", "parent_lane")
+		c := fsm.Command{Op: fsm.OpSpawn, Caller: arg(0), Key: arg(1), Lane: kv["lane"], ParentLane: kv["parent_lane"]}
+		split := func(k string) []string {
+			if v, ok := kv[k]; ok {
+				return strings.Split(v, ",")
+			}
+			return nil
+		}
+		c.ScopeTools, c.ScopeClasses, c.ScopeTargets = split("tools"), split("classes"), split("targets")
+		if d, ok := kv["ttl"]; ok {
+			v, err := time.ParseDuration(d)
+			if err != nil {
+				r.fatalf("ttl: %v", err)
+			}
+			c.TTL = int64(v)
+		}
+		return c
+	case "restore":
+		return fsm.Command{Op: fsm.OpRestore, Caller: arg(0)}
+	case "respawn":
+		known("lane", "by", "note")
+		return fsm.Command{Op: fsm.OpRespawn, Caller: orDefault(kv["by"], "operator:root"), Key: arg(0), Lane: kv["lane"], Note: kv["note"]}
+	case "lift":
+		known("by", "note")
+		return fsm.Command{Op: fsm.OpLift, Caller: orDefault(kv["by"], "operator:root"), Key: arg(0), Note: kv["note"]}
 	case "published":
 		n, err := strconv.ParseUint(arg(0), 10, 64)
 		if err != nil {
@@ -707,6 +742,31 @@ func (r *scriptRunner) show(toks []string) {
 		if fr := r.real.ForgettableRoutes(r.real.Clock()); len(fr) > 0 {
 			fmt.Fprintf(&r.out, "forgettable %s\n", strings.Join(fr, ","))
 		}
+	case "fleet":
+		for _, m := range r.real.Fleet() {
+			line := []string{"worker " + m.Worker, "lane=" + m.Lane, "incarnation=" + strconv.FormatUint(m.Incarnation, 10)}
+			if m.Parent != "" {
+				line = append(line, "parent="+m.Parent)
+			}
+			if m.ExpiresAt != 0 {
+				line = append(line, "expires="+fmtTime(m.ExpiresAt))
+			}
+			for _, l := range []struct {
+				k string
+				v []string
+			}{{"tools", m.Tools}, {"classes", m.Classes}, {"targets", m.Targets}} {
+				if l.v != nil {
+					line = append(line, l.k+"="+strings.Join(l.v, ","))
+				}
+			}
+			if m.Blocked {
+				line = append(line, "blocked")
+			}
+			if m.Revoked {
+				line = append(line, "revoked")
+			}
+			r.out.WriteString(strings.Join(line, " ") + "\n")
+		}
 	case "reviews":
 		st := r.real.Stats()
 		fmt.Fprintf(&r.out, "reviews open=%d approvals=%d\n", st.Reviews, st.Approvals)
@@ -893,6 +953,20 @@ func formatEvent(e events.Event) string {
 	}
 	if e.RouteStale {
 		f = append(f, "route_stale")
+	}
+	f = appendKV(f, "parent", e.Parent)
+	f = appendKV(f, "parent_lane", e.ParentLane)
+	f = appendUint(f, "incarnation", e.Incarnation)
+	for _, l := range []struct {
+		k string
+		v []string
+	}{{"scope_tools", e.ScopeTools}, {"scope_classes", e.ScopeClasses}, {"scope_targets", e.ScopeTargets}, {"workers", e.Workers}, {"reviews", e.Reviews}} {
+		if l.v != nil {
+			f = append(f, l.k+"="+strings.Join(l.v, ","))
+		}
+	}
+	if e.Blocked {
+		f = append(f, "blocked")
 	}
 	f = appendKV(f, "detail", e.Detail)
 	out := strings.Join(f, " ")

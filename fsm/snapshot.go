@@ -18,7 +18,7 @@ import (
 // on the live state race-free:
 //
 //   - copied: every map (grants, idempotency records, bars, counters,
-//     usage, sources, reviews, approvals, routes), the outbox slice (whose array
+//     usage, sources, reviews, approvals, routes, fleet members), the outbox slice (whose array
 //     confirmPublished rewrites in place), the grants themselves (Evolve
 //     sets Status and the attempt, effect and revocation fields of a live
 //     grant) and the usage records (charge adds to them in place);
@@ -57,6 +57,7 @@ func (s *State) Freeze() Frozen {
 	f.preauth = copyRecords(s.preauth)
 	f.quota = copyRecords(s.quota)
 	f.routes = copyRecords(s.routes) // evolveRoute changes a record in place
+	f.fleet = copyRecords(s.fleet)   // a respawn and a lift change a member in place
 	return Frozen{s: f}
 }
 

@@ -306,8 +306,9 @@ func (s *State) Snapshot() []byte {
 		w.Uint(stFormat, s.format)
 	}
 	s.writeReplies(w, scratch)
-	s.writeRoutes(w, scratch)
+	scratch = s.writeRoutes(w, scratch)
 	s.writeRouteFloor(w)
+	s.writeFleet(w, scratch)
 	return w.Bytes()
 }
 
@@ -315,7 +316,7 @@ func (s *State) Snapshot() []byte {
 // policy, counters, bars, grants, idempotency records, chain head, effect
 // ledger, preauthorization consumption, quota windows, source registry,
 // open reviews and approvals, plain-text replies already decoded, route
-// leases). It
+// leases, fleet records). It
 // excludes the outbox, so an issuer and an auditor that rebuilt state from
 // the receipt stream agree on it.
 func (s *State) Digest() events.Hash {
@@ -324,6 +325,7 @@ func (s *State) Digest() events.Hash {
 	s.writeReplies(w, nil)
 	s.writeRoutes(w, nil)
 	s.writeRouteFloor(w)
+	s.writeFleet(w, nil)
 	return events.Sum(w.Bytes())
 }
 
@@ -353,7 +355,7 @@ func restore(data []byte) (*State, error) {
 	r := events.NewReader(data)
 	var f events.Field
 	var err error
-	var lastCounter, lastReview, lastRoute string
+	var lastCounter, lastReview, lastRoute, lastMember string
 	var lastApproval *approvalKey
 	var lastReply events.Hash
 	lastUsage := map[uint32]string{}
@@ -492,6 +494,10 @@ func restore(data []byte) (*State, error) {
 					err = fmt.Errorf("route generation high-water mark 0 (only a raised mark is written)")
 				}
 				s.routeFloor = f.Uint
+			}
+		case stFleet:
+			if err = want(&f, events.WireBytes); err == nil {
+				err = s.restoreMember(f.Data, &lastMember)
 			}
 		case stPublished:
 			if err = want(&f, events.WireVarint); err == nil {

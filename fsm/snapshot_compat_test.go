@@ -15,13 +15,21 @@ import (
 // expiry items were shared per grant and maps shrank) by a run of the
 // property harness: grants in every status, idempotency records of
 // permits and refusals, counters, barred workers, ledger, preauthorization
-// and quota records, sources and an outbox.
+// and quota records, sources and an outbox. testdata/snapshots/levels/
+// holds snapshots written at raised receipt format levels: v8-fleet.bin
+// holds fleet records (snapshot section 30): spawned children with and
+// without scopes, a revoked and respawned child, a respawned root whose
+// block was lifted, and incarnation counters.
 func TestRestoresEarlierSnapshots(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "snapshots", "*.bin"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no snapshots (%v)", err)
 	}
-	for _, f := range files {
+	raised, err := filepath.Glob(filepath.Join("testdata", "snapshots", "levels", "*.bin"))
+	if err != nil || len(raised) == 0 {
+		t.Fatalf("no snapshots at raised levels (%v)", err)
+	}
+	for _, f := range append(files, raised...) {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -39,6 +39,9 @@ func decideSpend(s *State, now int64, node string, c *Command) verdict {
 			e.ExpiresAt = g.ExpiresAt
 		}
 		detail := ""
+		if r == grants.ReasonGrantRevoked {
+			detail = s.incarnationDetail(g)
+		}
 		if r == grants.ReasonTargetDrift {
 			e.Target, e.Cwd, e.Resolved = in.Drift, orString(c.Cwd, g.Cwd), orString(c.Resolved, g.Resolved)
 			detail = "the grant bound " + g.Target

@@ -108,6 +108,7 @@ type State struct {
 	// of any forgotten route record; a route with no record is acquired
 	// above it (0 until a record is forgotten).
 	routeFloor uint64
+	fleet      map[string]*member // spawned and respawned workers, by id: kept for good
 	expiry     expiryHeap // with expiryRun, what prune will forget when
 	expiryRun  expiryRun
 	chain      events.Chain
@@ -148,6 +149,7 @@ func New() *State {
 		approvals:  map[approvalKey]*approval{},
 		replies:    map[events.Hash]*replySeen{},
 		routes:     map[string]*route{},
+		fleet:      map[string]*member{},
 	}
 }
 

@@ -85,6 +85,9 @@ const (
 	ReasonNotOwner        Reason = "not_owner"
 	ReasonUndeclaredRoute Reason = "undeclared_route"
 	ReasonRouteLimit      Reason = "route_limit"
+	// ReasonScopeWidens refuses a spawn (or a spawned worker's call)
+	// that would reach past its parent's scope; Missing names the field.
+	ReasonScopeWidens Reason = "scope_widens"
 )
 
 // The facts an approval_unbindable refusal names as missing: what did not
@@ -152,6 +155,7 @@ var Reasons = []ReasonInfo{
 	{ReasonNotOwner, RecoverReacquireOwnership, "the caller holds no live lease on the route (never acquired, released, or at another generation)"},
 	{ReasonUndeclaredRoute, RecoverNone, "the policy declares no such route, or does not let this worker or lane own it"},
 	{ReasonRouteLimit, RecoverRetryLater, "the route's policy entry already holds its max_records route records (live leases and ended ones not yet forgotten); a free record is forgotten a day after its lease ended, or an operator raises the cap"},
+	{ReasonScopeWidens, RecoverFixRequest, "a spawn asks for more than its parent may (tools, consequence classes, targets, lifetime, a coordinator lane), or a spawned worker's call falls outside its spawn scope; missing names the field that would widen"},
 }
 
 // RecoveryFor returns the recovery class of a reason (RecoverNone for

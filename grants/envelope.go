@@ -56,6 +56,20 @@ type Envelope struct {
 	Owner     string `json:"owner,omitempty"`
 	PrevOwner string `json:"prev_owner,omitempty"`
 	PrevGen   uint64 `json:"prev_gen,omitempty"`
+	// Fleets (from receipt format level 8): the worker a spawn, restore
+	// or respawn answer is about, its parent, lane and incarnation (what
+	// a credential for a spawned child is minted from, with ExpiresAt);
+	// on a worker revocation, every worker it revoked and every handle it
+	// cancelled: grants (Cancelled), reviews and approvals (Reviews) and
+	// route leases (Routes).
+	Worker      string   `json:"worker,omitempty"`
+	Parent      string   `json:"parent,omitempty"`
+	Lane        string   `json:"lane,omitempty"`
+	Incarnation uint64   `json:"incarnation,omitempty"`
+	Workers     []string `json:"workers,omitempty"`
+	Cancelled   []string `json:"cancelled,omitempty"`
+	Reviews     []string `json:"reviews,omitempty"`
+	Routes      []string `json:"routes,omitempty"`
 }
 
 // Refuse builds a deny envelope with the reason's recovery class.
@@ -101,6 +115,16 @@ func FromEvent(e events.Event) Envelope {
 	}
 	if e.Kind >= events.KindRouteAcquired && e.Kind <= events.KindRouteTaken {
 		env.Owner = e.Worker
+	}
+	switch e.Kind {
+	case events.KindSpawn, events.KindIncarnation, events.KindLift:
+		env.Worker, env.Parent, env.Lane, env.Incarnation = e.Worker, e.Parent, e.Lane, e.Incarnation
+	case events.KindRevoke:
+		// Only a fleet-level revocation lists its workers; the handles
+		// it cancelled are listed with them.
+		if len(e.Workers) > 0 {
+			env.Workers, env.Cancelled, env.Reviews, env.Routes = e.Workers, e.Cancelled, e.Reviews, e.Routes
+		}
 	}
 	if e.SourceID != "" {
 		// A source registration answers as it always has: the path as a

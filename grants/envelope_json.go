@@ -94,6 +94,14 @@ func (e *Envelope) AppendJSON(dst []byte) []byte {
 	dst = jsonwire.AppendStringField(dst, `,"owner":`, e.Owner)
 	dst = jsonwire.AppendStringField(dst, `,"prev_owner":`, e.PrevOwner)
 	dst = jsonwire.AppendUintField(dst, `,"prev_gen":`, e.PrevGen)
+	dst = jsonwire.AppendStringField(dst, `,"worker":`, e.Worker)
+	dst = jsonwire.AppendStringField(dst, `,"parent":`, e.Parent)
+	dst = jsonwire.AppendStringField(dst, `,"lane":`, e.Lane)
+	dst = jsonwire.AppendUintField(dst, `,"incarnation":`, e.Incarnation)
+	dst = jsonwire.AppendStringsField(dst, `,"workers":`, e.Workers)
+	dst = jsonwire.AppendStringsField(dst, `,"cancelled":`, e.Cancelled)
+	dst = jsonwire.AppendStringsField(dst, `,"reviews":`, e.Reviews)
+	dst = jsonwire.AppendStringsField(dst, `,"routes":`, e.Routes)
 	return append(dst, '}')
 }
 
@@ -279,6 +287,31 @@ func (d *envelopeDecoder) field(e *Envelope, key string) (bit uint64, known bool
 	case "prev_gen":
 		e.PrevGen, ok = d.Uint()
 		bit = 1 << 33
+	// Fleets: bits 40-47.
+	case "worker":
+		e.Worker, ok = d.str()
+		bit = 1 << 40
+	case "parent":
+		e.Parent, ok = d.str()
+		bit = 1 << 41
+	case "lane":
+		e.Lane, ok = d.str()
+		bit = 1 << 42
+	case "incarnation":
+		e.Incarnation, ok = d.Uint()
+		bit = 1 << 43
+	case "workers":
+		ok = d.strs(&e.Workers)
+		bit = 1 << 44
+	case "cancelled":
+		ok = d.strs(&e.Cancelled)
+		bit = 1 << 45
+	case "reviews":
+		ok = d.strs(&e.Reviews)
+		bit = 1 << 46
+	case "routes":
+		ok = d.strs(&e.Routes)
+		bit = 1 << 47
 	default:
 		return 0, false
 	}

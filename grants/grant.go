@@ -146,6 +146,10 @@ func CheckSpend(g *Grant, in SpendInput) (Reason, string) {
 			return ReasonWorkerRevoked, c.Key
 		case revocation.ScopeLane:
 			return ReasonLaneRevoked, c.Key
+		case revocation.ScopeIncarnation:
+			// The worker was restored or respawned since: the grant
+			// belongs to an incarnation that no longer exists.
+			return ReasonGrantRevoked, c.Key
 		default:
 			return ReasonDestRevoked, c.Key
 		}

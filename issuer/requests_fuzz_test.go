@@ -504,6 +504,62 @@ func FuzzBreakGlassCommand(f *testing.F) {
 	})
 }
 
+// FuzzSpawnCommand: a spawn request becomes an OpSpawn with the caller
+// as parent, a valid child and lane, a lifetime in range and scope lists
+// within bounds, or a refusal.
+func FuzzSpawnCommand(f *testing.F) {
+	addSeeds(f, "w1",
+		`{"v":1,"child":"w1-a","lane":"isolated","tools":["Read"],"classes":["local_read"],"targets":["path:/work/*"],"ttl_ms":60000}`,
+		`{"v":1,"child":"w1-a","lane":"isolated","parent_lane":"specialist"}`,
+		`{"v":1,"child":"w1.a","lane":"isolated"}`,
+		`{"v":1,"child":"w1-a","lane":"isolated","ttl_ms":86400001}`,
+		`{"v":1,"child":"w1-a","lane":"isolated","tools":[""]}`,
+		`{"v":1,"child":"w1-a"}`,
+	)
+	f.Fuzz(func(t *testing.T, worker string, body []byte) {
+		c, e := spawnCommand(worker, body)
+		if e != nil {
+			checkRefusal(t, body, e)
+			return
+		}
+		if c.Op != fsm.OpSpawn || c.Caller != worker || !api.IsValidID(c.Key) || !api.IsValidID(c.Lane) ||
+			(c.ParentLane != "" && !api.IsValidID(c.ParentLane)) || c.TTL < 0 || c.TTL > int64(api.MaxSpawnTTLMillis)*int64(time.Millisecond) {
+			t.Fatalf("body %q: %+v", body, c)
+		}
+		for _, l := range [][]string{c.ScopeTools, c.ScopeClasses, c.ScopeTargets} {
+			if len(l) > api.MaxSpawnScope {
+				t.Fatalf("body %q: %d scope entries", body, len(l))
+			}
+			for _, v := range l {
+				if v == "" || len(v) > api.MaxScopeEntryLen {
+					t.Fatalf("body %q: scope entry %q", body, v)
+				}
+			}
+		}
+	})
+}
+
+// FuzzRespawnCommand: a respawn becomes an OpRespawn by the operator with
+// a valid worker and lane, or a refusal.
+func FuzzRespawnCommand(f *testing.F) {
+	addSeeds(f, "operator",
+		`{"v":1,"worker":"w1","lane":"isolated","note":"inc-7"}`,
+		`{"v":1,"worker":"w1"}`,
+		`{"v":1,"worker":"w 1","lane":"isolated"}`,
+		"{\"v\":1,\"worker\":\"w1\",\"lane\":\"isolated\",\"note\":\"\xc3\"}",
+	)
+	f.Fuzz(func(t *testing.T, operator string, body []byte) {
+		c, e := respawnCommand(operator, body)
+		if e != nil {
+			checkRefusal(t, body, e)
+			return
+		}
+		if c.Op != fsm.OpRespawn || c.Caller != operator || !api.IsValidID(c.Key) || !api.IsValidID(c.Lane) || !utf8.ValidString(c.Note) {
+			t.Fatalf("body %q: %+v", body, c)
+		}
+	})
+}
+
 // FuzzDecodeStrict checks the single-pass decode against the two-pass
 // reference (version probe, then strict decode): for every body and every
 // request type, the same refusal with the same message, or the same
@@ -540,6 +596,8 @@ func FuzzDecodeStrict(f *testing.F) {
 		func() any { return new(api.RevokeRequest) }, func() any { return new(api.ReinstateRequest) },
 		func() any { return new(api.PolicyRequest) }, func() any { return new(api.PolicyShowRequest) },
 		func() any { return new(api.ApproveRequest) },
+		func() any { return new(api.SpawnRequest) }, func() any { return new(api.RespawnRequest) },
+		func() any { return new(api.LiftRequest) },
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, mk := range types {
@@ -568,6 +626,9 @@ func TestDecodersRefuseOversizeBodies(t *testing.T) {
 		"policy":    func(b []byte) *requestError { _, e := policyCommand("operator:o", b); return e },
 		"source":    func(b []byte) *requestError { _, e := sourceCommand("w1", b); return e },
 		"approve":   func(b []byte) *requestError { _, e := approveCommand("operator:o", b); return e },
+		"spawn":     func(b []byte) *requestError { _, e := spawnCommand("w1", b); return e },
+		"respawn":   func(b []byte) *requestError { _, e := respawnCommand("operator:o", b); return e },
+		"lift":      func(b []byte) *requestError { _, e := liftCommand("operator:o", b); return e },
 	}
 	for name, dec := range decoders {
 		e := dec(body)

@@ -200,6 +200,9 @@ func (s *Service) lead(ctx context.Context) error {
 		api.SubjectReviewReply:             s.handleOperator,
 		api.ReviewerWildcard:               s.handleReviewer,
 		api.SubjectBreakGlass:              s.handleOperator,
+		api.SubjectRespawn:                 s.handleOperator,
+		api.SubjectLift:                    s.handleOperator,
+		api.SubjectFleet:                   s.handleFleet,
 		api.SubjectStatus:                  s.handleStatus,
 		api.OperatorPrefix + "policy.show": s.handlePolicyShow,
 		api.SubjectReviews:                 s.handleReviews,
@@ -290,6 +293,7 @@ const (
 	policyTestHandler                // policyTest
 	reviewerHandler                  // reviewer
 	routesHandler                    // routes
+	fleetHandler                     // fleet
 )
 
 // spawn runs the handler h for m in its own goroutine, bounded by
@@ -332,6 +336,8 @@ func (s *Service) serve(m *nats.Msg, h handler) {
 		s.reviewer(m)
 	case routesHandler:
 		s.routes(m)
+	case fleetHandler:
+		s.fleet(m)
 	}
 }
 
@@ -391,6 +397,10 @@ func (s *Service) worker(m *nats.Msg) {
 		cmd, rerr = sourceCommand(worker, m.Data)
 	case api.OpReview:
 		cmd, rerr = reviewOpenCommand(worker, m.Data)
+	case api.OpSpawn:
+		cmd, rerr = spawnCommand(worker, m.Data)
+	case api.OpRestore:
+		cmd, rerr = restoreCommand(worker, m.Data)
 	case api.OpRoute:
 		var status bool
 		cmd, status, rerr = routeCommand(worker, m.Data)
@@ -461,6 +471,10 @@ func (s *Service) operator(m *nats.Msg) {
 		cmd, rerr = reviewReplyCommand(who, nil, m.Data)
 	case api.SubjectBreakGlass:
 		cmd, rerr = breakGlassCommand(who, m.Data)
+	case api.SubjectRespawn:
+		cmd, rerr = respawnCommand(who, m.Data)
+	case api.SubjectLift:
+		cmd, rerr = liftCommand(who, m.Data)
 	default:
 		rerr = invalid("subject", "unknown operator subject %q", m.Subject)
 	}
@@ -489,6 +503,10 @@ func operatorOp(subject string) string {
 		return telemetry.OpApprove
 	case api.SubjectBreakGlass:
 		return telemetry.OpBreakGlass
+	case api.SubjectRespawn:
+		return telemetry.OpRespawn
+	case api.SubjectLift:
+		return telemetry.OpLift
 	}
 	return ""
 }

@@ -24,6 +24,11 @@ const (
 	// ScopeReviewer names a reviewer identity: revoking it unbinds every
 	// approval the reviewer gave that is not used yet.
 	ScopeReviewer = "reviewer"
+	// ScopeIncarnation names a worker's incarnation: it moves when the
+	// worker is restored from a checkpoint or respawned, and every grant
+	// binds it, so no grant of an earlier incarnation can be spent. Only
+	// the state machine moves it: it is not a scope an operator revokes.
+	ScopeIncarnation = "incarnation"
 )
 
 // ErrBadKey is returned for keys that do not have the form scope/id with a
@@ -40,7 +45,7 @@ func ParseKey(key string) (scope, id string, err error) {
 		return "", "", fmt.Errorf("%w: %q (want scope/id)", ErrBadKey, key)
 	}
 	switch scope {
-	case ScopeWorker, ScopeSource, ScopeLane, ScopeDest, ScopeReviewer:
+	case ScopeWorker, ScopeSource, ScopeLane, ScopeDest, ScopeReviewer, ScopeIncarnation:
 		return scope, id, nil
 	}
 	return "", "", fmt.Errorf("%w: unknown scope %q in %q", ErrBadKey, scope, key)

@@ -19,6 +19,7 @@ func TestParseKey(t *testing.T) {
 		{key: "worker/w1", scope: ScopeWorker, id: "w1"},
 		{key: "source/doc-17", scope: ScopeSource, id: "doc-17"},
 		{key: "lane/isolated", scope: ScopeLane, id: "isolated"},
+		{key: "incarnation/w1", scope: ScopeIncarnation, id: "w1"},
 		{key: "dest/api.example.com/v1/pay", scope: ScopeDest, id: "api.example.com/v1/pay"},
 		{key: "worker//", scope: ScopeWorker, id: "/"},
 		{key: "", err: "want scope/id"},

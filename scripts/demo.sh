@@ -7,8 +7,11 @@
 # the operator applies that policy with a refund instrument added
 # (scripts/demo/preauth.yaml; the epoch moves and an older grant goes stale), a Claude Code session with an Explore subagent is
 # replayed from fixtures (scripts/demo/claude-code/) through
-# `worker-agent hook claude-code`, and the auditor verifies again. Last, a
+# `worker-agent hook claude-code`, and the auditor verifies again. Then a
 # cron worker paused past its route lease is fenced out by the next owner.
+# Last, incident response: a spawned child refused when it widens, its
+# parent revoked with the whole subtree in one entry, and a narrower,
+# approval-blocked respawn.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin}
@@ -202,7 +205,7 @@ echo
 echo "(the operator checks cus_4471QZ with the customer and approves the review the answer names: the"
 echo " approval binds that exact call -- the same worker, tool and arguments -- once, within --ttl)"
 run "$BIN/issuer" approve "$RV" --ttl 5m --note "payee confirmed with the customer by phone"
-expect "issuer approve:" "$(printf '%s' "$LAST" | tr -d ' \n' | field kind)" approval
+expect "issuer approve:" "$(printf '%s' "$LAST" | tr -d ' \n' | field kind)" review_approved
 hook 18_pre_refund_ticket_again.json permit "the model retries the refund (a new tool call, the same arguments): the approval covers it, once"
 
 step "10. The receipts of the Claude Code session, and the auditor's verdict"
@@ -277,6 +280,34 @@ set +e; wait "$CRONPID"; code=$?; set -e
 sed 's/^/  (stderr) /' "$CRON/cron.err"
 printf '  -> worker-agent cron exit %d\n' "$code"
 expect "worker-agent cron exit:" "$code" 12
+sleep 0.3
+run "$BIN/auditor" verify
+expect "auditor verify exit:" "$code" 0
+
+step "12. Incident response: a spawned child, its whole subtree revoked in one entry, a narrower respawn"
+echo "(lead spawns a read-only child for ten minutes. The child's shell call is outside its spawn scope,"
+echo " and so is a spawn of its own that asks for more: both refused scope_widens, naming the field."
+echo " Revoking lead revokes the child in the same log entry, whose answer lists both workers and the"
+echo " child's unspent grant; that grant is then refused at spend. The operator respawns lead in the"
+echo " isolated lane under a new incarnation, approval-blocked until the block is lifted.)"
+run "$BIN/worker-agent" spawn --worker lead --lane isolated --parent-lane coordinator --child lead-scout --tools Read,Grep --ttl 10m
+expect "spawn:" "$(printf '%s' "$LAST" | field decision)" permit
+SCOUT_ARGS='{"file_path":"/work/shop/inbox/today.md"}'
+run "$BIN/worker-agent" request --worker lead-scout --lane isolated --tool Read --args "$SCOUT_ARGS"
+GS=$(printf '%s' "$LAST" | field grant_id)
+run "$BIN/worker-agent" request --worker lead-scout --lane isolated --tool Bash --args '{"command":"ls"}'
+expect "the child's shell call:" "$(printf '%s' "$LAST" | field reason)" scope_widens
+run "$BIN/worker-agent" spawn --worker lead-scout --lane isolated --tools Bash
+expect "a widening spawn names:" "$(printf '%s' "$LAST" | field missing)" tools
+run "$BIN/issuer" revoke --worker lead
+run "$BIN/worker-agent" spend "$GS" --worker lead-scout --args "$SCOUT_ARGS"
+expect "the child's grant after the revocation:" "$(printf '%s' "$LAST" | field reason)" grant_revoked
+run "$BIN/issuer" respawn lead --lane isolated --note "demo incident"
+expect "issuer respawn exit:" "$code" 0
+run "$BIN/worker-agent" request --worker lead --lane coordinator --tool Read --args "$SCOUT_ARGS"
+expect "the replacement outside its lane:" "$(printf '%s' "$LAST" | field reason)" lane_mismatch
+run "$BIN/issuer" fleet
+run "$BIN/issuer" lift lead --note "demo incident closed"
 sleep 0.3
 run "$BIN/auditor" verify
 expect "auditor verify exit:" "$code" 0

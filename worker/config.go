@@ -23,7 +23,17 @@ const (
 	EnvConfig = "WRIT_WORKER_CONFIG"
 	// EnvStateDir supplies --state-dir.
 	EnvStateDir = "WRIT_STATE_DIR"
+	// EnvSpawned and EnvSpawnedLane are set by 'worker-agent spawn' for
+	// the command it runs: the child's id and lane. They beat the config
+	// file (which names the parent), so that nothing inside a spawned
+	// child acts as its parent; a --worker naming anyone else is refused.
+	EnvSpawned     = "WRIT_SPAWNED_WORKER"
+	EnvSpawnedLane = "WRIT_SPAWNED_LANE"
 )
+
+// StateDir is the state directory used when --state-dir is not given:
+// $WRIT_STATE_DIR, $XDG_STATE_HOME/writ or ~/.local/state/writ.
+func StateDir() string { return defaultStateDir() }
 
 // ProjectConfig is where a worker config is looked for in the current
 // directory before the state directory.
@@ -62,6 +72,11 @@ type workerConfig struct {
 	// WRIT_ROUTE does not name one (worker-agent cron sets it for its
 	// command); the grants bind the owner's current lease generation.
 	Route string `json:"route,omitempty"`
+	// SubagentsAsWorkers false keeps a subagent's calls in this worker's
+	// name (in the subagent's lane), as before fleets. By default (absent
+	// or true) each subagent is a spawned child worker of its own (see
+	// subagentChild), so that revoking this worker stops its subagents.
+	SubagentsAsWorkers *bool `json:"subagents_as_workers,omitempty"`
 
 	path    string // the file it was read from; "" when there was none
 	project bool   // it is the project's own .writ/worker.json
@@ -138,7 +153,7 @@ func checkExactKeys(raw []byte) error {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return err
 	}
-	if err := onlyKeys(m, "", "worker", "lane", "subagents", "replace_prompt", "nats_url", "nats_user", "nats_password_file", "nats_ca", "nats_creds", "socket", "provenance", "route"); err != nil {
+	if err := onlyKeys(m, "", "worker", "lane", "subagents", "replace_prompt", "nats_url", "nats_user", "nats_password_file", "nats_ca", "nats_creds", "socket", "provenance", "route", "subagents_as_workers"); err != nil {
 		return err
 	}
 	if raw, ok := m["provenance"]; ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
@@ -309,6 +324,22 @@ func (a *AdapterFlags) resolve(flags *pflag.FlagSet, g *Agent) (*workerConfig, e
 	changed := flags.Changed
 	if !changed("worker") && cfg.Worker != "" {
 		g.Worker = cfg.Worker
+	}
+	if child := os.Getenv(EnvSpawned); child != "" {
+		// Inside a spawned child: its identity and lane, whatever the
+		// config (the parent's) says.
+		if changed("worker") && g.Worker != child {
+			return nil, fmt.Errorf("--worker %q inside spawned worker %q (%s): a child never acts as another worker", g.Worker, child, EnvSpawned)
+		}
+		g.Worker = child
+		cfg.Subagents = nil
+		if l := os.Getenv(EnvSpawnedLane); l != "" {
+			if a.lane == "" {
+				a.lane = l
+			}
+			// A child's own subagents run in its lane.
+			cfg.Subagents = map[string]string{"*": l}
+		}
 	}
 	for _, o := range []struct {
 		flag string

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -133,7 +134,46 @@ func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, 
 	if dl, ok := ctx.Deadline(); ok {
 		g.Conn.Timeout = time.Until(dl)
 	}
-	auth := g.openAuthority(af.socket)
+	socket := af.socket
+	if call.AgentID != "" && cfg.subagentsAsWorkers() {
+		// A subagent is a child worker of its own (subagent.go). The
+		// sidecar serves this worker only: the child's calls go direct.
+		mainLane, err := cfg.laneFor("")
+		if err != nil {
+			return fail(err)
+		}
+		if pre {
+			child, refusal, err := g.subagentChild(ctx, af.stateDir, in.SessionID, call, mainLane, lane)
+			switch {
+			case errors.Is(err, errNoSpawns):
+				// As before fleets: the subagent acts in this worker's name.
+			case err != nil:
+				return fail(unreachable(err))
+			case refusal != nil:
+				return harness.PreToolUse(name, call.Tool, *refusal, harness.Options{ReplacePrompt: cfg.replacePrompt()})
+			default:
+				g.Worker, socket = child, ""
+			}
+		} else if child := SubagentChildID(g.Worker, in.SessionID, call.AgentID); fileExists(filepath.Join(af.stateDir, "fleet", child)) {
+			// The call was asked for as the child: its outcome is the
+			// child's to report.
+			g.Worker, socket = child, ""
+		} else {
+			// No marker (another state directory): the spawn is
+			// idempotent, so asking again says whether the subagent is a
+			// child. A refused spawn is still the child's call: its
+			// request replays the child's refusal.
+			_, _, err := g.subagentChild(ctx, af.stateDir, in.SessionID, call, mainLane, lane)
+			switch {
+			case errors.Is(err, errNoSpawns):
+			case err != nil:
+				return fail(unreachable(err))
+			default:
+				g.Worker, socket = child, ""
+			}
+		}
+	}
+	auth := g.openAuthority(socket)
 	defer auth.Close()
 	store := newSessionStore(af.stateDir, in.SessionID, cfg.Provenance.maxBytes())
 

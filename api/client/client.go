@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -169,6 +170,58 @@ func (c *Client) ReplyReview(ctx context.Context, reviewer string, r api.ReviewR
 func (c *Client) BreakGlass(ctx context.Context, r api.BreakGlassRequest) (grants.Envelope, error) {
 	r.V = api.Version
 	return c.envelope(ctx, api.SubjectBreakGlass, r)
+}
+
+// Spawn asks for a child of the client's worker. An empty Child is
+// filled in (<worker>-<random>), once, so that retries name the same
+// child.
+func (c *Client) Spawn(ctx context.Context, r api.SpawnRequest) (grants.Envelope, error) {
+	r.V = api.Version
+	if r.Child == "" {
+		r.Child = ChildID(c.Worker)
+	}
+	return c.envelope(ctx, c.workerSubject(api.OpSpawn), r)
+}
+
+// ChildID returns a fresh child id for parent: the parent's id, a dash
+// and eight hex digits (a child's id starts with its parent's; a parent id
+// over 55 characters leaves no room, and the issuer refuses the spawn).
+func ChildID(parent string) string {
+	return parent + "-" + strings.ReplaceAll(uuid.NewString(), "-", "")[:8]
+}
+
+// Restore starts the client's worker's next incarnation, after a
+// checkpoint restore: nothing the old incarnation held stays spendable.
+func (c *Client) Restore(ctx context.Context) (grants.Envelope, error) {
+	return c.envelope(ctx, c.workerSubject(api.OpRestore), api.RestoreRequest{V: api.Version})
+}
+
+// Respawn brings a worker back, approval-blocked (operator).
+func (c *Client) Respawn(ctx context.Context, r api.RespawnRequest) (grants.Envelope, error) {
+	r.V = api.Version
+	return c.envelope(ctx, api.SubjectRespawn, r)
+}
+
+// Lift lifts a respawned worker's approval block (operator).
+func (c *Client) Lift(ctx context.Context, r api.LiftRequest) (grants.Envelope, error) {
+	r.V = api.Version
+	return c.envelope(ctx, api.SubjectLift, r)
+}
+
+// Fleet lists the spawned and respawned workers (operator).
+func (c *Client) Fleet(ctx context.Context) (api.Fleet, error) {
+	var f api.Fleet
+	data, err := c.call(ctx, api.SubjectFleet, api.FleetRequest{V: api.Version})
+	if err != nil {
+		return f, err
+	}
+	if err := json.Unmarshal(data, &f); err != nil {
+		return f, fmt.Errorf("client: decoding fleet: %w", err)
+	}
+	if f.Error != "" {
+		return f, fmt.Errorf("client: fleet: %s", f.Error)
+	}
+	return f, nil
 }
 
 // Revoke bumps a revocation counter.

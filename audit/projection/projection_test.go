@@ -168,7 +168,7 @@ func TestEveryKindIndexed(t *testing.T) {
 		t.Errorf("review_expired in the coordinator lane (the review's): %d", len(tl))
 	}
 	ws, _ := d.Workers()
-	if len(ws) != 9 {
+	if len(ws) != 11 { // w1-w8, the fleet's child w8-c, cron1 and cron2
 		t.Errorf("workers: %+v", ws)
 	}
 	cs, _ := d.Cases()

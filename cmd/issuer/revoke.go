@@ -20,8 +20,13 @@ func revokeCmd(stdout io.Writer) *cobra.Command {
 		Long: `Revoke a worker, a source or a lane in one log entry.
 
 --worker  bars the worker (new requests are refused with worker_revoked
-          until 'issuer reinstate') and cancels its unspent grants; the
-          receipt lists every cancelled grant.
+          until 'issuer reinstate' or 'issuer respawn') and cancels its
+          unspent grants; the receipt lists every cancelled grant. From
+          receipt format level 8 the worker's whole spawn subtree goes in
+          the same entry: every descendant is barred, and the receipt (and
+          the answer's workers, cancelled, reviews and routes) lists every
+          revoked worker, cancelled grant, cancelled review or approval and
+          ended route lease.
 --source  every grant bound to that source (named in the request, or with a
           field traced to it or to content derived from it) is refused at
           spend with source_revoked; new requests tracing to it and new

@@ -61,6 +61,9 @@ func TestClaudeCodeHooksAgainstIssuer(t *testing.T) {
 	replace := workerConfigFor(env.URL)
 	replace["replace_prompt"] = true
 	cfgReplace := writeJSON(t, dir, "replace.json", replace)
+	inName := workerConfigFor(env.URL)
+	inName["subagents_as_workers"] = false
+	cfgInName := writeJSON(t, dir, "in-name.json", inName)
 
 	type want struct {
 		decision grants.Decision
@@ -80,9 +83,13 @@ func TestClaudeCodeHooksAgainstIssuer(t *testing.T) {
 		{"WebFetch as specialist", "pre_webfetch.json", []string{"--lane", "specialist"}, want{grants.Deny, grants.ReasonDeniedByPolicy, "specialist", "lanes.specialist.tools"}},
 		{"MCP tool as coordinator", "pre_mcp.json", nil, want{grants.Permit, "", "coordinator", "lanes.coordinator.tools:*"}},
 		{"MCP tool as specialist", "pre_mcp.json", []string{"--lane", "specialist"}, want{grants.Deny, grants.ReasonDeniedByPolicy, "specialist", "lanes.specialist.deny:mcp__*"}},
+		// A subagent is a child worker of w1 in its own lane (and judged
+		// under w1's too: fsm and tests/injection cover that).
 		{"Explore subagent runs Bash", "pre_subagent_explore_bash.json", nil, want{grants.Deny, grants.ReasonDeniedByPolicy, "isolated", "lanes.isolated.tools"}},
-		// --lane moves only the main session: a subagent keeps its own.
-		{"general-purpose subagent edits", "pre_subagent_general_edit.json", []string{"--lane", "isolated"}, want{grants.Permit, "", "specialist", "lanes.specialist.tools:Edit"}},
+		{"general-purpose subagent edits", "pre_subagent_general_edit.json", nil, want{grants.Permit, "", "specialist", "lanes.specialist.tools:Edit"}},
+		// Kept in w1's name (subagents_as_workers false), --lane moves
+		// only the main session: a subagent keeps its own.
+		{"general-purpose subagent edits in w1's name", "pre_subagent_general_edit.json", []string{"--config", "IN-NAME", "--lane", "isolated"}, want{grants.Permit, "", "specialist", "lanes.specialist.tools:Edit"}},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,7 +101,11 @@ func TestClaudeCodeHooksAgainstIssuer(t *testing.T) {
 			_ = json.Unmarshal(in, &hin)
 			key := harness.IdempotencyKey(harness.ClaudeCode, session, hin.ToolUseID)
 
-			r := binRun{stdin: in}.run(t, append([]string{"hook", "claude-code", "--config", cfg}, tc.args...)...)
+			conf, extra := cfg, tc.args
+			if len(extra) >= 2 && extra[0] == "--config" && extra[1] == "IN-NAME" {
+				conf, extra = cfgInName, extra[2:]
+			}
+			r := binRun{stdin: in}.run(t, append([]string{"hook", "claude-code", "--config", conf}, extra...)...)
 			if r.code != 0 {
 				t.Fatalf("exit %d; stderr %q", r.code, r.stderr)
 			}
@@ -132,7 +143,11 @@ func TestClaudeCodeHooksAgainstIssuer(t *testing.T) {
 			if hin.AgentID != "" {
 				wantSession += "/" + hin.AgentID // which subagent made the call
 			}
-			if e.Worker != "w1" || e.Lane != tc.want.lane || e.Session != wantSession || e.Tool != hin.ToolName || e.Digest != wantDigest ||
+			wantWorker := "w1"
+			if hin.AgentID != "" && conf == cfg {
+				wantWorker = worker.SubagentChildID("w1", session, hin.AgentID)
+			}
+			if e.Worker != wantWorker || e.Lane != tc.want.lane || e.Session != wantSession || e.Tool != hin.ToolName || e.Digest != wantDigest ||
 				!reflect.DeepEqual(e.Rules, []string{tc.want.rule}) {
 				t.Errorf("receipt binds worker %q lane %q session %q tool %q rules %v digest %s",
 					e.Worker, e.Lane, e.Session, e.Tool, e.Rules, e.Digest)
@@ -158,7 +173,13 @@ func TestClaudeCodeHooksAgainstIssuer(t *testing.T) {
 				t.Fatalf("second deny differs:\n%s\n%s", first, r.stdout)
 			}
 		}
-		if got := len(receipts(t, env)) - before; got != 3 { // permit, attempt, deny
+		got := 0
+		for _, e := range receipts(t, env)[before:] {
+			if e.Kind != events.KindSpawn { // the subagent's child worker, once
+				got++
+			}
+		}
+		if got != 3 { // permit, attempt, deny
 			t.Fatalf("%d new receipts, want 3: repeats must not record anything", got)
 		}
 	})
@@ -212,14 +233,21 @@ func TestClaudeCodeHooksAgainstIssuer(t *testing.T) {
 	t.Run("post hooks for a refused call", func(t *testing.T) {
 		in := patch(t, fixture(t, "claude-code/pre_subagent_explore_bash.json"), map[string]any{"session_id": "post-refused"})
 		binRun{stdin: in}.run(t, "hook", "claude-code", "--config", cfg)
-		before := len(receipts(t, env))
+		var hin harness.HookInput
+		_ = json.Unmarshal(in, &hin)
+		var before int
+		testenv.WaitFor(t, 10*time.Second, "the refusal in the stream", func() bool {
+			all := receipts(t, env)
+			before = len(all)
+			return len(byKey(all, harness.IdempotencyKey(harness.ClaudeCode, "post-refused", hin.ToolUseID))) > 0
+		})
 		// It failed because writ refused it: nothing to record.
 		failed := patch(t, in, map[string]any{"hook_event_name": "PostToolUseFailure", "error": "blocked by hook"})
 		if r := (binRun{stdin: failed}).run(t, "hook", "claude-code", "--config", cfg); r.code != 0 || r.stdout != "" || r.stderr != "" {
 			t.Fatalf("failure of a refused call: %+v", r)
 		}
-		if n := len(receipts(t, env)); n != before {
-			t.Fatalf("recorded %d receipts", n-before)
+		if all := receipts(t, env); len(all) != before {
+			t.Fatalf("recorded %d receipts: %+v", len(all)-before, all[before:])
 		}
 		// It ran although writ refused it: say so.
 		ran := patch(t, in, map[string]any{"hook_event_name": "PostToolUse", "tool_response": map[string]any{"stdout": ""}})

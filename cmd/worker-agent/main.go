@@ -17,6 +17,8 @@
 //	                                        # NATS, issuer and installed hooks
 //	worker-agent mcp --lane L -- SERVER...  # stdio MCP proxy gating tools/call
 //	worker-agent run                        # warm sidecar on a unix socket
+//	worker-agent spawn --lane L -- CMD...   # a narrower child worker runs CMD
+//	worker-agent checkpoint save|restore    # context across a restart, never authority
 //
 // The hook commands have their own exit contract, the one the harnesses
 // honour: 0 with the answer on stdout, or 2 with one line on stderr when
@@ -131,7 +133,9 @@ which the pre-call hook traces the call's arguments to), install/uninstall
 (their settings), doctor (checks the config, credentials, NATS, the issuer
 and the installed hook command), mcp (a stdio MCP proxy) and run (a warm
 sidecar the hooks use). Hooks answer with exit 0, or exit 2 and one line on stderr; see
-'worker-agent hook --help'.
+'worker-agent hook --help'. spawn starts a child worker with a narrower
+scope (and runs a command as it); checkpoint save|restore carries a
+session's context across a restart, never its authority.
 
 ` + version.CompletionText("worker-agent") + `
 
@@ -141,7 +145,7 @@ sidecar the hooks use). Hooks answer with exit 0, or exit 2 and one line on stde
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cmd.SetOut(g.Stderr)
 			_ = cmd.Usage()
-			return usageErr("a subcommand is required (request, spend, effect, hook, install, uninstall, doctor, mcp or run)")
+			return usageErr("a subcommand is required (request, spend, effect, hook, install, uninstall, doctor, mcp, run, spawn or checkpoint)")
 		},
 	}
 	root.SetArgs(args)
@@ -156,7 +160,7 @@ sidecar the hooks use). Hooks answer with exit 0, or exit 2 and one line on stde
 
 	root.AddCommand(newRequestCmd(g), newSpendCmd(g), newEffectCmd(g),
 		newHookCmd(g), newInstallCmd(g, true), newInstallCmd(g, false), newMCPCmd(g), newRunCmd(g),
-		newDoctorCmd(g), newReviewCmd(g), newRouteCmd(g), newCronCmd(g))
+		newDoctorCmd(g), newReviewCmd(g), newRouteCmd(g), newCronCmd(g), newSpawnCmd(g), newCheckpointCmd(g))
 	version.Setup(root)
 
 	cmd, err := root.ExecuteContextC(ctx)

@@ -62,6 +62,12 @@ func TestSidecarWarmPathAndFallback(t *testing.T) {
 	good := writeJSON(t, dir, "good.json", workerConfigFor(env.URL))
 	// The hook's own NATS URL leads nowhere: only the sidecar can answer.
 	blind := writeJSON(t, dir, "blind.json", workerConfigFor("nats://127.0.0.1:1"))
+	// A subagent that is a child worker of its own goes to NATS directly
+	// (the sidecar serves w1 alone); one kept in w1's name uses the
+	// sidecar like the main session.
+	blindSub := workerConfigFor("nats://127.0.0.1:1")
+	blindSub["subagents_as_workers"] = false
+	blindInName := writeJSON(t, dir, "blind-in-name.json", blindSub)
 	otherCfg := workerConfigFor(env.URL)
 	otherCfg["worker"] = "w2"
 	other := writeJSON(t, dir, "other.json", otherCfg)
@@ -83,8 +89,11 @@ func TestSidecarWarmPathAndFallback(t *testing.T) {
 	if r := hook(blind, "warm-1", "post_bash.json"); r.code != 0 {
 		t.Fatalf("post via the sidecar: %+v", r)
 	}
-	if r := hook(blind, "warm-2", "pre_subagent_explore_bash.json"); r.code != 0 || !strings.Contains(r.stdout, `"deny"`) {
+	if r := hook(blindInName, "warm-2", "pre_subagent_explore_bash.json"); r.code != 0 || !strings.Contains(r.stdout, `"deny"`) {
 		t.Fatalf("deny via the sidecar: %+v", r)
+	}
+	if r := hook(blind, "warm-5", "pre_subagent_explore_bash.json"); r.code != 2 || !strings.Contains(r.stderr, "cannot reach") {
+		t.Fatalf("a subagent as a child worker without a way to NATS is blocked: %+v", r)
 	}
 	// Another worker's hook does not borrow the sidecar's identity: it
 	// falls back to its own connection.

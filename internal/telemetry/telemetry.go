@@ -37,11 +37,14 @@ const (
 	OpPolicy     = "policy"
 	OpApprove    = "approve"
 	OpBreakGlass = "breakglass"
+	OpRespawn    = "respawn"
+	OpLift       = "lift"
 )
 
 // Ops are the request operations: the worker API's and the operator's.
 var Ops = []string{api.OpGrant, api.OpSpend, api.OpEffect, api.OpSource, api.OpReview, api.OpRoute,
-	OpRevoke, OpReinstate, OpPolicy, OpApprove, OpBreakGlass}
+	api.OpSpawn, api.OpRestore,
+	OpRevoke, OpReinstate, OpPolicy, OpApprove, OpBreakGlass, OpRespawn, OpLift}
 
 // Decisions.
 var Decisions = []string{string(grants.Permit), string(grants.Deny), string(grants.ApprovalRequired)}

@@ -3,7 +3,9 @@
 // password from a fetched page, mail forwarded out of an inbox, channel
 // history posted to a URL, a passport number mailed out, a checksum hidden
 // in DNS labels, a forged standing approval in a memory file), each with a
-// benign twin, through the real `worker-agent hook claude-code` binary
+// benign twin, and the checkpoint resurrection attacks (an old grant id
+// replayed after a restore, a staged message resent after its destination
+// was revoked, a consumed review's caption replayed), through the real `worker-agent hook claude-code` binary
 // against a real single-node issuer, and checks the decision every call
 // receives and the provenance grounds recorded in its receipt.
 //

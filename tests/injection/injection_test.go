@@ -34,6 +34,35 @@ package injection
 //	                              registered on CHANNEL (by TOOL, when given: an
 //	                              MCP proxy also registers the results of the
 //	                              calls it forwards) (issuer revoke --source)
+//
+// Checkpoints (a restored session must hold nothing spendable):
+//
+//	hold TOOL ARGS                ask for a grant for the call through the API and
+//	                              keep it unspent (it must be permitted)
+//	stage TOOL DESTINATION        remember an outbound message prepared for later
+//	approve-last                  the operator approves the session's latest review
+//	checkpoint save               worker-agent checkpoint save: the held grant (as
+//	                              history), the latest review caption, the staged
+//	                              message and the session's provenance descriptors
+//	checkpoint restore            worker-agent checkpoint restore: a new incarnation
+//	revoke-dest TARGET            the operator revokes a destination: a policy with
+//	                              a deny rule for the canonical TARGET
+//	replay-held => DECISION [REASON] [text~TEXT]
+//	                              spend the grant id read back from the bundle
+//	resend-staged BODY => DECISION [REASON]
+//	                              PreToolUse for the bundle's staged message
+//	                              ({"to":DESTINATION,"subject":"staged","body":BODY})
+//
+// Fleets (a subagent is a spawned child worker of the session's worker):
+//
+//	expect-spawn AGENT_ID LANE    a spawn receipt names the subagent's child worker,
+//	                              its parent (the session's worker) and LANE
+//	revoke-worker                 the operator revokes the session's worker
+//	                              (issuer revoke --worker), subtree included
+//
+//	claim-review => DECISION [REASON]
+//	                              relay the keep token of the bundle's review caption
+//	                              as a person's chat reply
 
 import (
 	"bufio"
@@ -132,7 +161,42 @@ func parseScenario(path string) ([]step, error) {
 				return nil, bad(verb + " needs an argument")
 			}
 			s.a = rest
-		case "start", "save-registry", "restore-registry", "quiet":
+		case "start", "save-registry", "restore-registry", "quiet", "approve-last", "revoke-worker":
+		case "expect-spawn":
+			s.a, s.b, _ = strings.Cut(rest, " ")
+			if s.a == "" || s.b == "" {
+				return nil, bad("want: expect-spawn AGENT_ID LANE")
+			}
+		case "checkpoint", "revoke-dest":
+			if rest == "" {
+				return nil, bad(verb + " needs an argument")
+			}
+			s.a = rest
+		case "stage":
+			s.a, s.b, _ = strings.Cut(rest, " ")
+			if s.a == "" || s.b == "" {
+				return nil, bad("want: stage TOOL DESTINATION")
+			}
+		case "hold":
+			s.a, s.b, _ = strings.Cut(rest, " ")
+		case "replay-held", "resend-staged", "claim-review":
+			call, want, ok := strings.Cut(rest, "=> ")
+			if !ok {
+				return nil, bad("want: " + verb + " ... => DECISION [REASON]")
+			}
+			call = strings.TrimSpace(call)
+			s.b = call
+			if w, text, ok := strings.Cut(want, "text~"); ok {
+				want, s.text = w, text
+			}
+			words := strings.Fields(want)
+			if len(words) == 0 || len(words) > 2 {
+				return nil, bad("want: DECISION [REASON]")
+			}
+			s.decision = grants.Decision(words[0])
+			if len(words) == 2 {
+				s.reason = grants.Reason(words[1])
+			}
 		case "agent":
 			s.a, s.b, _ = strings.Cut(rest, " ")
 			if s.a == "" || (s.a != "-" && s.b == "") {
@@ -178,7 +242,7 @@ func parseScenario(path string) ([]step, error) {
 		default:
 			return nil, bad("unknown step " + verb)
 		}
-		if s.verb == "run" || s.verb == "call" {
+		if s.verb == "run" || s.verb == "call" || s.verb == "hold" {
 			if !json.Valid([]byte(s.b)) {
 				return nil, bad("tool arguments are not JSON")
 			}
@@ -257,9 +321,15 @@ type runner struct {
 	nextSeq uint64 // first stream seq not yet read
 	seen    []events.Event
 	saved   string
+	policy  json.RawMessage // the policy in force (JSON)
+	// Checkpoints: the held grant, the staged message, the bundle file.
+	held    string
+	staged  [2]string
+	bundle  string
+	replies int
 }
 
-func newRunner(t *testing.T, bin string, doc []byte, name string) *runner {
+func newRunner(t *testing.T, bin string, doc []byte, name string) (r *runner) {
 	t.Helper()
 	root := t.TempDir()
 	home := filepath.Join(root, "home")
@@ -287,6 +357,7 @@ func newRunner(t *testing.T, bin string, doc []byte, name string) *runner {
 		if err != nil || env2.Decision != grants.Permit {
 			t.Fatalf("applying the policy document: %v %+v", err, env2)
 		}
+		defer func(p json.RawMessage) { r.policy = p }(pol)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -296,7 +367,7 @@ func newRunner(t *testing.T, bin string, doc []byte, name string) *runner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &runner{bin: bin, name: name, env: env, nc: nc, stream: st, home: home, nextSeq: 1, harness: harness.ClaudeCode}
+	r = &runner{bin: bin, name: name, env: env, nc: nc, stream: st, home: home, nextSeq: 1, harness: harness.ClaudeCode}
 	r.state = filepath.Join(r.home, "state", "writ")
 	if err := os.MkdirAll(r.state, 0o700); err != nil {
 		t.Fatal(err)
@@ -422,6 +493,8 @@ func (r *runner) do(t *testing.T, s step) {
 		}
 	case "revoke-source":
 		r.revokeSource(t, s)
+	default:
+		r.checkpointStep(t, s)
 	}
 }
 

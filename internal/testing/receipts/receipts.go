@@ -102,7 +102,7 @@ func (m *Sim) Raw() [][]byte {
 // approval and a rejection by plain-text replies (worker w7), an approval
 // that lapses unused (w7, grants x1 and x2), a held call approved by
 // command and the permit that consumes it (w5, grants g6 to g8), a
-// break-glass case, and route leases (see routes).
+// break-glass case, route leases (see routes) and a fleet (see fleet).
 func EveryKind(t testing.TB) (*Sim, map[string]uint64) {
 	m := NewSimAt(t, fsm.ReceiptFormatSummaries)
 	at := map[string]uint64{}
@@ -199,7 +199,32 @@ func EveryKind(t testing.TB) (*Sim, map[string]uint64) {
 		TTL: int64(30 * time.Minute), Note: "which vault entry did w5 read?"})
 	at["glass"] = m.S.Chain().Seq
 	routes(t, m, at)
+	fleet(t, m, at)
 	return m, at
+}
+
+// fleet is the fleet section of EveryKind: w8 spawns w8-c, the child
+// restores a checkpoint (a new incarnation), revoking w8 revokes both in
+// one entry, an operator respawns w8 approval-blocked and lifts the block.
+func fleet(t testing.TB, m *Sim, at map[string]uint64) {
+	t.Helper()
+	cmds := []fsm.Command{
+		{Op: fsm.OpSpawn, Caller: "w8", Key: "w8-c", Lane: "isolated", ParentLane: "specialist"},
+		{Op: fsm.OpRestore, Caller: "w8-c"},
+		{Op: fsm.OpRevoke, Caller: "operator:alice", Key: "worker/w8"},
+		{Op: fsm.OpRespawn, Caller: "operator:alice", Key: "w8", Lane: "specialist", Note: "inc-2"},
+		{Op: fsm.OpLift, Caller: "operator:alice", Key: "w8", Note: "inc-2 closed"},
+	}
+	// One log entry, on the clock of the section before, so that the
+	// scenario's times (and the windows tests read them through) stay.
+	m.Now -= Sec
+	before := m.S.Chain().Seq
+	for i, env := range m.Apply(cmds...) {
+		if env.Decision != grants.Permit {
+			t.Fatalf("%s by %s: %+v", cmds[i].Op, cmds[i].Caller, env)
+		}
+	}
+	at["spawn"], at["fleetrevoke"] = before+1, before+3
 }
 
 // Route is the route of the scenario's route section.

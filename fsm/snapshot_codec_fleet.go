@@ -1,0 +1,144 @@
+package fsm
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/writ-dev/writ/events"
+)
+
+// Fleet records in a snapshot: one nested record per spawned or
+// respawned worker (tag stFleet), in id order, after the route records.
+// A state that never saw a spawn or a respawn writes none, so its
+// snapshot and digest are what earlier builds wrote. Incarnations are
+// revocation counters and travel with them.
+
+// stFleet is the snapshot tag of fleet records (snapshot sections 30-33
+// are the fleet's).
+const stFleet = 30
+
+// Fleet record tags (append only).
+const (
+	flID = iota + 1
+	flParent
+	flParentLane
+	flLane
+	flTool    // one per tool pattern
+	flClass   // one per consequence class
+	flTarget  // one per target pattern
+	flIssued  // issued at
+	flExpires // expires at (absent: no end)
+	flBlocked // 1 when approval-blocked
+	flSeq
+	flScoped // bit 0: tools restricted, bit 1: classes, bit 2: targets
+)
+
+// writeFleet appends the fleet records to w.
+func (s *State) writeFleet(w *events.Writer, scratch []byte) []byte {
+	if len(s.fleet) == 0 {
+		return scratch
+	}
+	ids := make([]string, 0, len(s.fleet))
+	for id := range s.fleet {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		m := s.fleet[id]
+		rw := events.NewWriter(scratch[:0])
+		rw.String(flID, m.ID)
+		rw.String(flParent, m.Parent)
+		rw.String(flParentLane, m.ParentLane)
+		rw.String(flLane, m.Lane)
+		rw.Strings(flTool, m.Tools)
+		rw.Strings(flClass, m.Classes)
+		rw.Strings(flTarget, m.Targets)
+		rw.Int(flIssued, m.IssuedAt)
+		rw.Int(flExpires, m.ExpiresAt)
+		rw.Bool(flBlocked, m.Blocked)
+		rw.Uint(flSeq, m.Seq)
+		var scoped uint64
+		for i, l := range [][]string{m.Tools, m.Classes, m.Targets} {
+			if l != nil {
+				scoped |= 1 << i
+			}
+		}
+		rw.Uint(flScoped, scoped)
+		scratch = rw.Bytes()
+		writeRecord(w, stFleet, scratch)
+	}
+	return scratch
+}
+
+// restoreMember decodes one fleet record, strictly (known tags, an id, a
+// lane, ids ascending).
+func (s *State) restoreMember(b []byte, last *string) error {
+	m := &member{}
+	rd := events.NewReader(b)
+	d := fieldDecoder{}
+	f := &d.f
+	var scoped uint64
+	add := func(dst *[]string) {
+		var v string
+		d.str(&v)
+		*dst = append(*dst, v)
+	}
+	for d.err == nil && rd.Next(f) {
+		switch f.Tag {
+		case flID:
+			d.str(&m.ID)
+		case flParent:
+			d.shared(&m.Parent, &s.intern)
+		case flParentLane:
+			d.shared(&m.ParentLane, &s.intern)
+		case flLane:
+			d.shared(&m.Lane, &s.intern)
+		case flTool:
+			add(&m.Tools)
+		case flClass:
+			add(&m.Classes)
+		case flTarget:
+			add(&m.Targets)
+		case flIssued:
+			d.int(&m.IssuedAt)
+		case flExpires:
+			d.int(&m.ExpiresAt)
+		case flBlocked:
+			var v uint64
+			d.uint(&v)
+			if d.err == nil && v != 1 {
+				d.err = fmt.Errorf("fleet flag value %d", v)
+			}
+			m.Blocked = v == 1
+		case flSeq:
+			d.uint(&m.Seq)
+		case flScoped:
+			d.uint(&scoped)
+		default:
+			d.err = fmt.Errorf("unknown fleet record tag %d", f.Tag)
+		}
+	}
+	err := d.done(rd)
+	// A restricted list that is empty restricts to nothing; keep it
+	// non-nil so that it still restricts.
+	for i, l := range []*[]string{&m.Tools, &m.Classes, &m.Targets} {
+		if scoped&(1<<i) != 0 && *l == nil {
+			*l = []string{}
+		} else if scoped&(1<<i) == 0 && *l != nil && err == nil {
+			err = fmt.Errorf("fleet record %q lists a scope it marks unrestricted", m.ID)
+		}
+	}
+	switch {
+	case err != nil:
+		return err
+	case scoped > 7:
+		return fmt.Errorf("fleet record %q: scope bits %d", m.ID, scoped)
+	case m.ID == "" || m.Lane == "" || m.Seq == 0:
+		return fmt.Errorf("fleet record %q without an id, a lane or a sequence", m.ID)
+	case *last != "" && m.ID <= *last:
+		return fmt.Errorf("fleet record %q is out of order or repeated", m.ID)
+	}
+	*last = m.ID
+	s.fleet[m.ID] = m
+	return nil
+}
