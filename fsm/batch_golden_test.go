@@ -44,6 +44,7 @@ var batchGoldenV6 = filepath.Join("testdata", "batch", "v6.hex")
 // batchGoldenV8 is the committed encoding of goldenBatchV8, the commands
 // added with fleets (receipt format level 8): kept forever like v1.
 var batchGoldenV8 = filepath.Join("testdata", "batch", "v8.hex")
+
 // batchGoldenV10 is the committed encoding of goldenBatchV10, the trace
 // match fields added with result fields (receipt format level 10): kept
 // forever like v1.

@@ -109,7 +109,7 @@ type State struct {
 	// above it (0 until a record is forgotten).
 	routeFloor uint64
 	fleet      map[string]*member // spawned and respawned workers, by id: kept for good
-	expiry     expiryHeap // with expiryRun, what prune will forget when
+	expiry     expiryHeap         // with expiryRun, what prune will forget when
 	expiryRun  expiryRun
 	chain      events.Chain
 
