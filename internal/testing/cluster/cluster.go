@@ -990,8 +990,13 @@ func readOrdered(ctx context.Context, s jetstream.Stream, first, last uint64) (o
 	// and the one-at-a-time reads after it need the rest of ctx.
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	// MaxResetAttempts: an ordered consumer whose stream changes leader
+	// recreates itself inside Fetch, which takes no context, and by
+	// default retries for ever; two attempts (about 3s) and the reads
+	// below take over.
 	cons, err := s.OrderedConsumer(cctx, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: first,
+		MaxResetAttempts: 2,
 	})
 	if err != nil {
 		return nil, nil, next
