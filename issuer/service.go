@@ -399,6 +399,13 @@ func (s *Service) worker(m *nats.Msg) {
 		cmd, rerr = reviewOpenCommand(worker, m.Data)
 	case api.OpSpawn:
 		cmd, rerr = spawnCommand(worker, m.Data)
+		if rerr == nil {
+			if env, widens := s.spawnLaneWidens(&cmd); widens {
+				s.respond(m, env)
+				s.observe(op, &env, cmd.Lane, 0)
+				return
+			}
+		}
 	case api.OpRestore:
 		cmd, rerr = restoreCommand(worker, m.Data)
 	case api.OpRoute:
