@@ -296,6 +296,9 @@ const (
 	fleetHandler                     // fleet
 )
 
+// inFlightLimit is the detail of a request refused at the in-flight limit.
+const inFlightLimit = "issuer is at its in-flight limit: " + grants.KeptUndecided + "; " + grants.KeptRetrySame
+
 // spawn runs the handler h for m in its own goroutine, bounded by
 // MaxInFlight, so that concurrent requests can share one raft entry. When
 // the bound is reached the request is answered issuer_unavailable at once
@@ -314,7 +317,7 @@ func (s *Service) spawn(m *nats.Msg, h handler) {
 	case s.sem <- struct{}{}:
 		go s.serve(m, h)
 	default:
-		s.respond(m, grants.Refuse(grants.ReasonIssuerUnavail, "capacity", "issuer is at its in-flight limit; retry with the same idempotency key"))
+		s.respond(m, grants.Refuse(grants.ReasonIssuerUnavail, "capacity", inFlightLimit))
 	}
 }
 

@@ -98,7 +98,7 @@ func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, 
 		// The deadline bounds every step below; this catches whatever does
 		// not honour it.
 		t := time.AfterFunc(deadline+500*time.Millisecond, func() {
-			fmt.Fprintf(os.Stderr, "writ: the hook overran its %v deadline — the call is blocked\n", deadline)
+			fmt.Fprintf(os.Stderr, "writ: the hook overran its %v deadline; %s — the call is blocked\n", deadline, grants.KeptBlocked)
 			g.HardExit(harness.ExitBlock)
 		})
 		defer t.Stop()
@@ -141,7 +141,7 @@ func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, 
 		refusal, err := g.taskSpawn(ctx, cfg, af.stateDir, in.SessionID, call)
 		switch {
 		case err != nil && isTransport(err):
-			return fail(unreachable(err))
+			return fail(blocked(err))
 		case err != nil:
 			return fail(err)
 		case refusal != nil:
@@ -165,7 +165,7 @@ func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, 
 			case errors.Is(err, errNoSpawns):
 				// As before fleets: the subagent acts in this worker's name.
 			case err != nil:
-				return fail(unreachable(err))
+				return fail(blocked(err))
 			case refusal != nil:
 				return harness.PreToolUse(name, call.Tool, *refusal, harness.Options{ReplacePrompt: cfg.replacePrompt()})
 			default:
@@ -224,7 +224,7 @@ func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, 
 		gc.Provenance = traceArgs(reg, call.Args)
 		env, err := authorize(ctx, auth, call, lane, gc)
 		if err != nil {
-			return fail(unreachable(err))
+			return fail(blocked(err))
 		}
 		a := harness.PreToolUse(name, call.Tool, env, harness.Options{ReplacePrompt: cfg.replacePrompt(), Sources: sourceChannels(reg)})
 		if a.Exit == harness.ExitOK && env.Decision == grants.Permit {
