@@ -199,3 +199,37 @@ func TestTaskCallSpawnsTheSubagent(t *testing.T) {
 		refused(t, r, e, grants.ReasonWorkerRevoked, "")
 	})
 }
+
+// A worker config whose subagent declaration would widen is refused by
+// install and reported by doctor, naming the field; the hook refuses it
+// too.
+func TestInstallAndDoctorRefuseAWideningSubagent(t *testing.T) {
+	isolateInstall(t)
+	bin := copyBinary(t)
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		decl  any
+		field string
+	}{
+		{map[string]any{"lane": "isolated", "ttl": "12h"}, "subagents.Explore.ttl"},
+		{map[string]any{"lane": "isolated", "tools": []string{"*"}}, "subagents.Explore.tools[0]"},
+		{"coordinator", "subagents.Explore"},
+	} {
+		c := workerConfigFor("nats://127.0.0.1:1")
+		c["subagents"] = map[string]any{"Explore": tc.decl}
+		path := writeJSON(t, dir, "wide.json", c)
+		project := t.TempDir()
+		if r := runCLI(t, "", "install", "claude-code", "--project", project, "--binary", bin, "--config", path); r.code == 0 ||
+			!strings.Contains(r.stderr, tc.field) || !strings.Contains(r.stderr, "would widen") {
+			t.Fatalf("install with %v: %+v", tc.decl, r)
+		}
+		rep, _ := doctorJSON(t, "claude-code", "--project", project, "--config", path)
+		if st := rep.status()["config"]; rep.OK || st.Status == "ok" || !strings.Contains(st.Detail, tc.field) {
+			t.Fatalf("doctor with %v: %+v", tc.decl, rep)
+		}
+		r := binRun{stdin: fixture(t, "claude-code/pre_bash.json")}.run(t, "hook", "claude-code", "--config", path)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.field) {
+			t.Fatalf("hook with %v: %+v", tc.decl, r)
+		}
+	}
+}
