@@ -135,7 +135,7 @@ func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, 
 		g.Conn.Timeout = time.Until(dl)
 	}
 	socket := af.socket
-	if pre && IsSubagentCall(call) {
+	if pre && name == harness.ClaudeCode && IsSubagentCall(call) {
 		// The Task call is judged as the spawn of the subagent it
 		// would start, before the subagent exists (subagent.go).
 		refusal, err := g.taskSpawn(ctx, cfg, af.stateDir, in.SessionID, call)

@@ -67,6 +67,11 @@ func (s *subagentSpec) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*s = subagentSpec(p)
+	for _, l := range []*[]string{&s.Tools, &s.Classes, &s.Targets} {
+		if len(*l) == 0 {
+			*l = nil // an empty list declares nothing, as one left out
+		}
+	}
 	return nil
 }
 

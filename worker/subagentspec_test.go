@@ -1,8 +1,10 @@
 package worker
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -119,4 +121,27 @@ func TestSubagentsClaimTaskChildrenOnce(t *testing.T) {
 	if c, ok := claimPending(dir, "s1", "Plan", "agent_p"); ok {
 		t.Fatalf("claimed ended child %s", c)
 	}
+}
+
+// FuzzSubagentSpec: a declaration never panics the decoder, and one that
+// decodes and validates reads back the same after encoding.
+func FuzzSubagentSpec(f *testing.F) {
+	for _, s := range []string{`"isolated"`, `{"lane":"specialist","tools":["Read"],"classes":["local_read"],"targets":["path:/a/*"],"ttl":"1h"}`,
+		`{"lane":"x","Lane":"y"}`, `{"lane":"x"} `, `null`, `[]`, `{"lane":1}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		var sp subagentSpec
+		if json.Unmarshal([]byte(raw), &sp) != nil || sp.validate("subagents.T") != nil {
+			return
+		}
+		b, err := json.Marshal(sp)
+		if err != nil {
+			t.Fatalf("%+v: %v", sp, err)
+		}
+		var back subagentSpec
+		if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, sp) || back.validate("subagents.T") != nil {
+			t.Fatalf("%s -> %s -> %+v (%v)", raw, b, back, err)
+		}
+	})
 }
