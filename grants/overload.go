@@ -15,6 +15,10 @@ const (
 	// same idempotency key gets the decision once there is capacity, and
 	// never a second grant.
 	KeptRetrySame = "retry with the same idempotency key"
+	// KeptUnconfirmed is said of a request whose entry was proposed but
+	// not confirmed committed in time: it may still commit, and a retry
+	// with the same idempotency key then gets its decision.
+	KeptUnconfirmed = "this answer permits nothing: the entry may still commit, and a retry with the same idempotency key gets its decision, never a second grant (single-spend, revocation and policy checks kept)"
 	// KeptBlocked is said of a call a hook or gateway blocked because the
 	// issuer did not answer in time.
 	KeptBlocked = "the call was blocked, not run unchecked: no grant was spent and no check was skipped"

@@ -528,9 +528,9 @@ func operatorOp(subject string) string {
 func (s *Service) propose(m *nats.Msg, cmd fsm.Command) grants.Envelope {
 	env, err := s.node.ProposeWithin(s.cfg.CommitTimeout, cmd)
 	if err != nil {
-		detail := "the entry was not confirmed committed; retry with the same idempotency key"
+		detail := "the entry was not confirmed committed: " + grants.KeptUnconfirmed
 		if errors.Is(err, raftnode.ErrNotLeader) {
-			detail = "this node is no longer the leader; retry with the same idempotency key"
+			detail = "this node is no longer the leader: " + grants.KeptUnconfirmed
 		}
 		env = grants.Refuse(grants.ReasonIssuerUnavail, "commit", detail)
 	}
