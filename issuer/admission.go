@@ -162,7 +162,7 @@ func (a *admission) drain(now time.Time) []summary {
 // throttled is the answer to a request admission control did not propose.
 func throttled() grants.Envelope {
 	return grants.Refuse(grants.ReasonRateLimited, "admission",
-		"this worker's requests were refused faster than its admission rate allows; the request was not decided and is counted in a refusal summary; retry later")
+		"this worker's requests were refused faster than its admission rate allows: "+grants.KeptUndecided+"; the request is counted in a refusal summary; retry later")
 }
 
 // summaryLoop runs while this node leads and admission control is

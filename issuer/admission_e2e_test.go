@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -66,7 +67,7 @@ func TestAdmissionBoundsARefusalFlood(t *testing.T) {
 				case env.Decision == grants.Deny && env.Reason == grants.ReasonUnknownGrant && env.Seq != 0:
 					decided.Add(1)
 				case env.Decision == grants.Deny && env.Reason == grants.ReasonRateLimited &&
-					env.Recovery == grants.RecoverRetryLater && env.Seq == 0:
+					env.Recovery == grants.RecoverRetryLater && env.Seq == 0 && strings.Contains(env.Detail, grants.KeptUndecided):
 					throttled.Add(1)
 				default:
 					errs <- fmt.Errorf("flood answered %+v", env)

@@ -44,7 +44,7 @@ func TestCommitTimeoutAnswersUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := grants.Refuse(grants.ReasonIssuerUnavail, "commit", "the entry was not confirmed committed; retry with the same idempotency key")
+	want := grants.Refuse(grants.ReasonIssuerUnavail, "commit", "the entry was not confirmed committed: "+grants.KeptUnconfirmed)
 	if got.Decision != want.Decision || got.Reason != want.Reason || got.Missing != want.Missing ||
 		got.Recovery != want.Recovery || got.Detail != want.Detail || got.Seq != 0 {
 		t.Fatalf("answer while apply is held:\n got %+v\nwant %+v", got, want)

@@ -1,6 +1,7 @@
 package issuer
 
 import (
+	"fmt"
 	"time"
 	"unicode/utf8"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/fsm"
+	"github.com/writ-dev/writ/grants"
 )
 
 // Fleets: spawns and restores from workers, respawns and lifts from
@@ -104,6 +106,32 @@ func liftCommand(operator string, data []byte) (fsm.Command, *requestError) {
 		return fsm.Command{}, e
 	}
 	return fsm.Command{Op: fsm.OpLift, Caller: operator, Key: r.Worker, Note: r.Note}, nil
+}
+
+// spawnLaneWidens refuses, before anything is proposed, a spawn whose
+// lane is wider than its parent's under the applied policy: the recorded
+// parent's lane, or the lane a root parent says it runs in. It only ever
+// refuses, so a policy changing between this view and the entry's apply
+// cannot widen anything: the state machine still judges the spawn, and
+// every call of the child under each ancestor's lane.
+func (s *Service) spawnLaneWidens(cmd *fsm.Command) (grants.Envelope, bool) {
+	var field, detail, parentLane string
+	s.node.View(func(st *fsm.State, _ uint64) {
+		parentLane = cmd.ParentLane
+		if m, ok := st.Member(cmd.Caller); ok {
+			parentLane = m.Lane
+		}
+		if parentLane == "" {
+			return
+		}
+		pol, _ := st.Policy()
+		field, detail = pol.LaneWidens(cmd.Lane, parentLane)
+	})
+	if field == "" {
+		return grants.Envelope{}, false
+	}
+	return grants.Refuse(grants.ReasonScopeWidens, field,
+		fmt.Sprintf("child %s's lane %s is wider than its parent %s's lane %s: %s", cmd.Key, cmd.Lane, cmd.Caller, parentLane, detail)), true
 }
 
 func (s *Service) handleFleet(m *nats.Msg) { s.spawn(m, fleetHandler) }

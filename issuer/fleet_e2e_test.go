@@ -31,7 +31,7 @@ func TestFleetThroughTheIssuer(t *testing.T) {
 	op := client.New(nc, "operator")
 	parent := client.New(nc, "coder-1")
 
-	spawn, err := parent.Spawn(ctx, api.SpawnRequest{Child: "coder-1-explore", Lane: "isolated", ParentLane: "specialist",
+	spawn, err := parent.Spawn(ctx, api.SpawnRequest{Child: "coder-1-explore", Lane: "isolated", ParentLane: "coordinator",
 		Tools: []string{"Read", "Grep", "Glob"}, TTLMillis: 10 * 60_000})
 	if err != nil || spawn.Decision != grants.Permit || spawn.Worker != "coder-1-explore" || spawn.Parent != "coder-1" ||
 		spawn.Lane != "isolated" || spawn.Incarnation != 1 || spawn.ExpiresAt-spawn.IssuedAt != int64(10*time.Minute) {

@@ -296,6 +296,9 @@ const (
 	fleetHandler                     // fleet
 )
 
+// inFlightLimit is the detail of a request refused at the in-flight limit.
+const inFlightLimit = "issuer is at its in-flight limit: " + grants.KeptUndecided + "; " + grants.KeptRetrySame
+
 // spawn runs the handler h for m in its own goroutine, bounded by
 // MaxInFlight, so that concurrent requests can share one raft entry. When
 // the bound is reached the request is answered issuer_unavailable at once
@@ -314,7 +317,7 @@ func (s *Service) spawn(m *nats.Msg, h handler) {
 	case s.sem <- struct{}{}:
 		go s.serve(m, h)
 	default:
-		s.respond(m, grants.Refuse(grants.ReasonIssuerUnavail, "capacity", "issuer is at its in-flight limit; retry with the same idempotency key"))
+		s.respond(m, grants.Refuse(grants.ReasonIssuerUnavail, "capacity", inFlightLimit))
 	}
 }
 
@@ -399,6 +402,13 @@ func (s *Service) worker(m *nats.Msg) {
 		cmd, rerr = reviewOpenCommand(worker, m.Data)
 	case api.OpSpawn:
 		cmd, rerr = spawnCommand(worker, m.Data)
+		if rerr == nil {
+			if env, widens := s.spawnLaneWidens(&cmd); widens {
+				s.respond(m, env)
+				s.observe(op, &env, cmd.Lane, 0)
+				return
+			}
+		}
 	case api.OpRestore:
 		cmd, rerr = restoreCommand(worker, m.Data)
 	case api.OpRoute:
@@ -518,9 +528,9 @@ func operatorOp(subject string) string {
 func (s *Service) propose(m *nats.Msg, cmd fsm.Command) grants.Envelope {
 	env, err := s.node.ProposeWithin(s.cfg.CommitTimeout, cmd)
 	if err != nil {
-		detail := "the entry was not confirmed committed; retry with the same idempotency key"
+		detail := "the entry was not confirmed committed: " + grants.KeptUnconfirmed
 		if errors.Is(err, raftnode.ErrNotLeader) {
-			detail = "this node is no longer the leader; retry with the same idempotency key"
+			detail = "this node is no longer the leader: " + grants.KeptUnconfirmed
 		}
 		env = grants.Refuse(grants.ReasonIssuerUnavail, "commit", detail)
 	}

@@ -93,14 +93,14 @@ func (s *Service) handleSnapshot(m *nats.Msg) {
 	select {
 	case s.snapSlot <- struct{}{}:
 	default:
-		refuse(grants.ReasonIssuerUnavail, errors.New("a snapshot is already being sent by this node; retry later"))
+		refuse(grants.ReasonIssuerUnavail, errors.New("a snapshot is already being sent by this node: none was taken and nothing was decided or changed; retry later"))
 		return
 	}
 	select {
 	case s.sem <- struct{}{}:
 	default:
 		<-s.snapSlot
-		refuse(grants.ReasonIssuerUnavail, errors.New("node is at its in-flight limit; retry later"))
+		refuse(grants.ReasonIssuerUnavail, errors.New("node is at its in-flight limit: no snapshot was taken and nothing was decided or changed; retry later"))
 		return
 	}
 	go func() {

@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/writ-dev/writ/authority"
 )
@@ -320,5 +321,25 @@ func TestTypedNumberProperty(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestTraceTimeBudgetFailsClosed: when the matcher's time budget runs out
+// (a loaded machine) with a decoding left to do, the value counts as
+// model-made whatever a trusted source holds: overload makes the trace
+// stricter, never laxer, and never skips the judgement.
+func TestTraceTimeBudgetFailsClosed(t *testing.T) {
+	r := NewRegistry(Options{})
+	v := base64.StdEncoding.EncodeToString([]byte(secret))
+	mustRegister(t, r, "prompt", authority.ChannelUserPrompt, Instruction, "send this blob: "+v)
+	if tr := r.Trace("/body", v); tr.DecodeLimit || tr.Truncated || tr.Authority != Instruction {
+		t.Fatalf("within the budget: %+v", tr)
+	}
+	saved := decodeTimeBudget
+	decodeTimeBudget = -time.Second // spent before the first decoding
+	defer func() { decodeTimeBudget = saved }()
+	tr := r.Trace("/body", v)
+	if !tr.DecodeLimit || !tr.Truncated || tr.Complete || tr.Authority != Evidence {
+		t.Fatalf("budget spent: %+v", tr)
 	}
 }

@@ -47,22 +47,25 @@ const maxConfigBytes = 64 << 10
 // of each subagent type, and how to reach NATS. For example:
 //
 //	{"worker": "w1", "lane": "coordinator",
-//	 "subagents": {"Explore": "isolated", "general-purpose": "specialist"},
+//	 "subagents": {"Explore": "isolated", "general-purpose": "specialist",
+//	   "reviewer": {"lane": "specialist", "tools": ["Read", "Grep"], "ttl": "30m"}},
 //	 "replace_prompt": false, "nats_url": "nats://127.0.0.1:4222",
 //	 "provenance": {"max_bytes": 10485760}, "route": "inbox-triage@acme"}
 //
 // A subagent type that is not listed runs in the lane of the "*" entry; if
-// there is none, its calls are blocked. Fields are matched exactly and
+// there is none, its calls are blocked. An entry is a lane, or an object
+// with the lane and a narrower spawn scope for the type's child worker
+// (see subagentSpec). Fields are matched exactly and
 // unknown fields are refused: a typo must not silently change a lane.
 type workerConfig struct {
-	Worker           string            `json:"worker"`
-	Lane             string            `json:"lane"`
-	Subagents        map[string]string `json:"subagents,omitempty"`
-	ReplacePrompt    bool              `json:"replace_prompt,omitempty"`
-	NATSURL          string            `json:"nats_url,omitempty"`
-	NATSUser         string            `json:"nats_user,omitempty"`
-	NATSPasswordFile string            `json:"nats_password_file,omitempty"`
-	NATSCA           string            `json:"nats_ca,omitempty"`
+	Worker           string                  `json:"worker"`
+	Lane             string                  `json:"lane"`
+	Subagents        map[string]subagentSpec `json:"subagents,omitempty"`
+	ReplacePrompt    bool                    `json:"replace_prompt,omitempty"`
+	NATSURL          string                  `json:"nats_url,omitempty"`
+	NATSUser         string                  `json:"nats_user,omitempty"`
+	NATSPasswordFile string                  `json:"nats_password_file,omitempty"`
+	NATSCA           string                  `json:"nats_ca,omitempty"`
 	// NATSCreds is a .creds file (issuer auth mint --worker), for an
 	// issuer in NATS operator mode; it replaces nats_user.
 	NATSCreds  string           `json:"nats_creds,omitempty"`
@@ -201,8 +204,8 @@ func (c *workerConfig) validate() error {
 		if typ == "" {
 			return errors.New("subagents: an agent type is empty")
 		}
-		if err := api.ValidID(c.Subagents[typ]); err != nil {
-			return fmt.Errorf("subagents.%s: %v", typ, err)
+		if err := c.Subagents[typ].validate("subagents." + typ); err != nil {
+			return err
 		}
 	}
 	if mb := c.Provenance.MaxBytes; mb != 0 && (mb < minRegistryBytes || mb > maxRegistryBytes) {
@@ -235,13 +238,21 @@ func (c *workerConfig) laneFor(agentType string) (string, error) {
 		}
 		return c.Lane, nil
 	}
-	if l, ok := c.Subagents[agentType]; ok {
-		return l, nil
+	sp, err := c.subagent(agentType)
+	return sp.Lane, err
+}
+
+// subagent returns the declaration of a subagent type: its own entry,
+// else the "*" entry. A type with neither has no lane: its subagent's
+// calls, and the Task call that would start it, are refused.
+func (c *workerConfig) subagent(agentType string) (subagentSpec, error) {
+	if sp, ok := c.Subagents[agentType]; ok {
+		return sp, nil
 	}
-	if l, ok := c.Subagents["*"]; ok {
-		return l, nil
+	if sp, ok := c.Subagents["*"]; ok {
+		return sp, nil
 	}
-	return "", fmt.Errorf("no lane for subagent type %q: add it (or \"*\") to \"subagents\" in %s", agentType, c.where())
+	return subagentSpec{}, fmt.Errorf("no lane for subagent type %q: add it (or \"*\") to \"subagents\" in %s", agentType, c.where())
 }
 
 func (c *workerConfig) where() string {
@@ -338,7 +349,7 @@ func (a *AdapterFlags) resolve(flags *pflag.FlagSet, g *Agent) (*workerConfig, e
 				a.lane = l
 			}
 			// A child's own subagents run in its lane.
-			cfg.Subagents = map[string]string{"*": l}
+			cfg.Subagents = map[string]subagentSpec{"*": {Lane: l}}
 		}
 	}
 	for _, o := range []struct {

@@ -135,3 +135,12 @@ func unreachable(err error) error {
 	}
 	return err
 }
+
+// blocked is unreachable for a call not yet run: it also says which
+// boundary held, so that nobody reads a shed request as a skipped check.
+func blocked(err error) error {
+	if !isTransport(err) {
+		return err
+	}
+	return fmt.Errorf("%v; %s; retry the call later", unreachable(err), grants.KeptBlocked)
+}

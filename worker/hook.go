@@ -98,7 +98,7 @@ func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, 
 		// The deadline bounds every step below; this catches whatever does
 		// not honour it.
 		t := time.AfterFunc(deadline+500*time.Millisecond, func() {
-			fmt.Fprintf(os.Stderr, "writ: the hook overran its %v deadline — the call is blocked\n", deadline)
+			fmt.Fprintf(os.Stderr, "writ: the hook overran its %v deadline; %s — the call is blocked\n", deadline, grants.KeptBlocked)
 			g.HardExit(harness.ExitBlock)
 		})
 		defer t.Stop()
@@ -135,6 +135,19 @@ func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, 
 		g.Conn.Timeout = time.Until(dl)
 	}
 	socket := af.socket
+	if pre && name == harness.ClaudeCode && IsSubagentCall(call) {
+		// The Task call is judged as the spawn of the subagent it
+		// would start, before the subagent exists (subagent.go).
+		refusal, err := g.taskSpawn(ctx, cfg, af.stateDir, in.SessionID, call)
+		switch {
+		case err != nil && isTransport(err):
+			return fail(blocked(err))
+		case err != nil:
+			return fail(err)
+		case refusal != nil:
+			return harness.PreToolUse(name, call.Tool, *refusal, harness.Options{ReplacePrompt: cfg.replacePrompt()})
+		}
+	}
 	if call.AgentID != "" && cfg.subagentsAsWorkers() {
 		// A subagent is a child worker of its own (subagent.go). The
 		// sidecar serves this worker only: the child's calls go direct.
@@ -142,28 +155,34 @@ func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, 
 		if err != nil {
 			return fail(err)
 		}
+		sp, err := cfg.subagent(call.AgentType)
+		if err != nil {
+			return fail(err)
+		}
 		if pre {
-			child, refusal, err := g.subagentChild(ctx, af.stateDir, in.SessionID, call, mainLane, lane)
+			child, refusal, err := g.subagentChild(ctx, af.stateDir, in.SessionID, call, mainLane, sp)
 			switch {
 			case errors.Is(err, errNoSpawns):
 				// As before fleets: the subagent acts in this worker's name.
 			case err != nil:
-				return fail(unreachable(err))
+				return fail(blocked(err))
 			case refusal != nil:
 				return harness.PreToolUse(name, call.Tool, *refusal, harness.Options{ReplacePrompt: cfg.replacePrompt()})
 			default:
 				g.Worker, socket = child, ""
 			}
+		} else if child, ok := claimedChild(af.stateDir, in.SessionID, call.AgentID); ok {
+			// The call was asked for as the child its subagent claimed:
+			// its outcome is the child's to report.
+			g.Worker, socket = child, ""
 		} else if child := SubagentChildID(g.Worker, in.SessionID, call.AgentID); fileExists(filepath.Join(af.stateDir, "fleet", child)) {
-			// The call was asked for as the child: its outcome is the
-			// child's to report.
 			g.Worker, socket = child, ""
 		} else {
 			// No marker (another state directory): the spawn is
 			// idempotent, so asking again says whether the subagent is a
 			// child. A refused spawn is still the child's call: its
 			// request replays the child's refusal.
-			_, _, err := g.subagentChild(ctx, af.stateDir, in.SessionID, call, mainLane, lane)
+			_, _, err := g.spawnChild(ctx, af.stateDir, child, mainLane, sp)
 			switch {
 			case errors.Is(err, errNoSpawns):
 			case err != nil:
@@ -205,7 +224,7 @@ func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, 
 		gc.Provenance = traceArgs(reg, call.Args)
 		env, err := authorize(ctx, auth, call, lane, gc)
 		if err != nil {
-			return fail(unreachable(err))
+			return fail(blocked(err))
 		}
 		a := harness.PreToolUse(name, call.Tool, env, harness.Options{ReplacePrompt: cfg.replacePrompt(), Sources: sourceChannels(reg)})
 		if a.Exit == harness.ExitOK && env.Decision == grants.Permit {

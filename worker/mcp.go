@@ -222,7 +222,7 @@ func (m *mcpGate) Check(ctx context.Context, tc harness.ToolCall) harness.Verdic
 	defer cancel()
 	a, err := m.authority(ctx)
 	if err != nil {
-		return refuse(unreachable(err))
+		return refuse(blocked(err))
 	}
 	gc := grantContext{Route: m.route}
 	// Trace the arguments as the PreToolUse hook does. Waiting for a
@@ -237,7 +237,7 @@ func (m *mcpGate) Check(ctx context.Context, tc harness.ToolCall) harness.Verdic
 	gc.Provenance = traceArgs(reg, call.Args)
 	env, err := authorize(ctx, a, call, m.lane, gc)
 	if err != nil {
-		return refuse(unreachable(err))
+		return refuse(blocked(err))
 	}
 	if env.Decision != grants.Permit {
 		// The refusal goes to the model; the operator command that

@@ -318,7 +318,7 @@ func (c *Client) send(ctx context.Context, subj string, payload []byte, env *gra
 			if !retry {
 				return msg.Data, derr
 			}
-			last = errors.New("issuer answered issuer_unavailable")
+			last = fmt.Errorf("issuer answered issuer_unavailable: %s", unavailableDetail(msg.Data))
 		} else {
 			last = err
 			if !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
@@ -358,6 +358,23 @@ func unavailable(data []byte, env *grants.Envelope) (bool, error) {
 		return false, fmt.Errorf("client: decoding answer: %w", err)
 	}
 	return false, nil
+}
+
+// unavailableDetail is what an issuer_unavailable answer says ("capacity:
+// issuer is at its in-flight limit: ...").
+func unavailableDetail(data []byte) string {
+	var probe struct {
+		Missing string `json:"missing"`
+		Detail  string `json:"detail"`
+	}
+	_ = json.Unmarshal(data, &probe)
+	switch {
+	case probe.Missing != "" && probe.Detail != "":
+		return probe.Missing + ": " + probe.Detail
+	case probe.Detail != "":
+		return probe.Detail
+	}
+	return probe.Missing
 }
 
 // probeUnavailable reads only the reason of an answer that is not a whole

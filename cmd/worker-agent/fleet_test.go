@@ -29,7 +29,7 @@ func TestSpawnAndCheckpointCLI(t *testing.T) {
 	})
 	conn := []string{"--nats-url", env.URL, "--timeout", "10s"}
 
-	r := runCLI(t, "", append(conn, "spawn", "--worker", "lead-1", "--lane", "isolated", "--parent-lane", "specialist",
+	r := runCLI(t, "", append(conn, "spawn", "--worker", "lead-1", "--lane", "isolated", "--parent-lane", "coordinator",
 		"--child", "lead-1-scout", "--tools", "Read,Grep", "--", "sh", "-c", `echo "$WRIT_WORKER $WRIT_SPAWNED_LANE $WRIT_PARENT_WORKER $WRIT_INCARNATION"`)...)
 	if r.code != 0 || strings.TrimSpace(r.stdout) != "lead-1-scout isolated lead-1 1" || !strings.Contains(r.stderr, "spawned lead-1-scout") {
 		t.Fatalf("spawn with a command: %+v", r)

@@ -432,6 +432,11 @@ func TestHookFailsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	userMismatch := cfg("user.json", map[string]any{"worker": "w1", "lane": "coordinator", "nats_user": "w2"})
+	downSub := cfg("downsub.json", map[string]any{"worker": "w1", "lane": "coordinator", "nats_url": closed,
+		"subagents": map[string]any{"Explore": "isolated"}})
+	taskCall := func(typ string) []byte {
+		return patch(t, good, map[string]any{"tool_name": "Task", "tool_input": map[string]any{"prompt": "look", "subagent_type": typ}})
+	}
 
 	tests := []struct {
 		name  string
@@ -452,6 +457,9 @@ func TestHookFailsClosed(t *testing.T) {
 		{"no lane", good, []string{"--config", noLane}, "no lane for the main session", 3 * time.Second},
 		{"unmapped subagent", patch(t, good, map[string]any{"agent_type": "Plan", "agent_id": "a1"}), []string{"--config", down}, `subagent type "Plan"`, 3 * time.Second},
 		{"config typo", good, []string{"--config", typo}, `unknown field "subagent"`, 3 * time.Second},
+		{"Task call with the issuer down", taskCall("Explore"), []string{"--config", downSub}, "cannot reach the writ issuer", 3 * time.Second},
+		{"Task call for an unmapped type", taskCall("Plan"), []string{"--config", downSub}, `Task call for subagent type "Plan" refused: no lane`, 3 * time.Second},
+		{"Agent call without a type", patch(t, taskCall("x"), map[string]any{"tool_name": "Agent", "tool_input": map[string]any{"prompt": "look"}}), []string{"--config", downSub}, `subagent type "general-purpose"`, 3 * time.Second},
 		{"config key in another case", good, []string{"--config", caseTrick}, `unknown field "Lane"`, 3 * time.Second},
 		{"NATS user is not the worker", good, []string{"--config", userMismatch}, "is not the worker", 3 * time.Second},
 		{"missing config file", good, []string{"--config", filepath.Join(dir, "nope.json")}, "no such file", 3 * time.Second},
@@ -475,6 +483,13 @@ func TestHookFailsClosed(t *testing.T) {
 			}
 			if !strings.Contains(r.stderr, tc.want) || strings.Count(r.stderr, "\n") != 1 {
 				t.Fatalf("stderr %q: want one line mentioning %q", r.stderr, tc.want)
+			}
+			// A call not yet run that the issuer could not be asked about
+			// says it was blocked rather than run unchecked; a call that
+			// already ran never says so.
+			transport := strings.Contains(tc.want, "cannot reach") || strings.Contains(tc.want, "did not answer")
+			if post := strings.HasPrefix(tc.name, "post "); transport && strings.Contains(r.stderr, grants.KeptBlocked) == post {
+				t.Fatalf("stderr %q: post hook %v, says it blocked the call %v", r.stderr, post, !post)
 			}
 			if r.took > tc.max {
 				t.Fatalf("took %v", r.took)

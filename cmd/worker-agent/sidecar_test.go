@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/writ-dev/writ/events"
+	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/testenv"
 	"github.com/writ-dev/writ/policy"
 )
@@ -152,7 +153,7 @@ func TestSidecarWarmPathAndFallback(t *testing.T) {
 	env.Stop()
 	in := patch(t, fixture(t, "claude-code/pre_bash.json"), map[string]any{"session_id": "down-1"})
 	r = binRun{stdin: in}.run(t, "hook", "claude-code", "--config", blind, "--socket", socket, "--deadline", "1s")
-	if r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, "did not answer in time") {
+	if r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, "did not answer in time") || !strings.Contains(r.stderr, grants.KeptBlocked) {
 		t.Fatalf("issuer down behind the sidecar: %+v", r)
 	}
 	if r.took > 3*time.Second {
