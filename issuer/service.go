@@ -391,6 +391,26 @@ func (s *Service) worker(m *nats.Msg) {
 			})
 			bindSpend(&cmd, canon, tool, target)
 		}
+	case api.OpGrantSpend:
+		// A grant request spent at once (receipt format 11): decoded and
+		// checked as a grant request.
+		cmd, rerr = grantCommand(worker, m.Data)
+		if rerr == nil {
+			level := s.receiptLevel()
+			if len(cmd.Traces) > 0 {
+				if level < fsm.ReceiptFormatResultFields {
+					stripResultFields(cmd.Traces)
+				}
+				fsm.DowngradeTraces(cmd.Traces, level)
+			}
+			cmd.Op = fsm.OpGrantSpend
+			rerr = belowGrantSpend(op, level)
+		}
+	case api.OpEffectSource:
+		cmd, rerr = effectSourceCommand(worker, m.Data)
+		if rerr == nil {
+			rerr = belowGrantSpend(op, s.receiptLevel())
+		}
 	case api.OpEffect:
 		cmd, rerr = effectCommand(worker, m.Data)
 	case api.OpSource:
@@ -428,6 +448,26 @@ func (s *Service) worker(m *nats.Msg) {
 	if a != nil && env.Decision == grants.Deny && env.Seq != 0 {
 		a.refused(worker, time.Now())
 	}
+}
+
+// receiptLevel is the receipt format level this node has applied.
+func (s *Service) receiptLevel() uint64 {
+	var level uint64
+	s.node.View(func(st *fsm.State, _ uint64) { level = st.ReceiptFormat() })
+	return level
+}
+
+// belowGrantSpend refuses a combined request (api.OpGrantSpend,
+// api.OpEffectSource) before anything is proposed while the cluster is
+// below receipt format 11: the caller sends the separate requests. (The
+// state machine refuses it too, should the level be read before a raise
+// that has not reached this node.)
+func belowGrantSpend(op string, level uint64) *requestError {
+	if level >= fsm.ReceiptFormatGrantSpend {
+		return nil
+	}
+	return &requestError{reason: grants.ReasonUnknownVersion, missing: fmt.Sprintf("receipt format %d", fsm.ReceiptFormatGrantSpend),
+		detail: fmt.Sprintf("%s needs receipt format %d and the cluster writes %d; send the separate requests", op, fsm.ReceiptFormatGrantSpend, level)}
 }
 
 // bindSpend completes a spend that carried its arguments with the tool and

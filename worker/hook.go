@@ -222,22 +222,41 @@ func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, 
 		return a
 	}
 	outcome, _ := harness.PostOutcome(in.HookEventName)
-	_, target, recErr := recordTarget(ctx, auth, call, lane, in.WorkDir(), outcome, harness.Verifier(name))
 	var (
-		notes  []string
-		regErr error
+		notes          []string
+		recErr, regErr error
 	)
-	if in.HookEventName == harness.EventPostToolUse {
-		if ctx.Err() != nil || isTransport(recErr) {
-			// The registration would wait for the same issuer.
-			if _, _, ok := resultSource(ctx, nil, in, call); ok && recErr != nil {
-				return fail(fmt.Errorf("%v; its result was not registered as a source either", unreachable(recErr)))
+	if sc, ok := readSpentCall(af.stateDir, call); ok {
+		// The grant the PreToolUse spent, as the call's record names it:
+		// the outcome and the result's registration go in one request,
+		// without asking for the grant again.
+		var src *pendingSource
+		if in.HookEventName == harness.EventPostToolUse {
+			if s, n, ok := resultSource(ctx, store, in, call); ok {
+				s = withResource(s, sc.target, in.SessionID, call.CallID)
+				src, notes = &s, n
 			}
-		} else if src, n, ok := resultSource(ctx, store, in, call); ok {
-			src = withResource(src, target, in.SessionID, call.CallID)
-			notes = n
-			more, err := registerSources(ctx, auth, store, []pendingSource{src})
-			notes, regErr = append(notes, more...), err
+		}
+		var more []string
+		more, recErr, regErr = reportSpent(ctx, auth, store, call, sc, outcome, harness.Verifier(name), src)
+		notes = append(notes, more...)
+	} else {
+		// No record (a refused call, another state directory, a record
+		// of an earlier build): the grant is found by asking for it again.
+		var target string
+		_, target, recErr = recordTarget(ctx, auth, call, lane, in.WorkDir(), outcome, harness.Verifier(name))
+		if in.HookEventName == harness.EventPostToolUse {
+			if ctx.Err() != nil || isTransport(recErr) {
+				// The registration would wait for the same issuer.
+				if _, _, ok := resultSource(ctx, nil, in, call); ok && recErr != nil {
+					return fail(fmt.Errorf("%v; its result was not registered as a source either", unreachable(recErr)))
+				}
+			} else if src, n, ok := resultSource(ctx, store, in, call); ok {
+				src = withResource(src, target, in.SessionID, call.CallID)
+				notes = n
+				more, err := registerSources(ctx, auth, store, []pendingSource{src})
+				notes, regErr = append(notes, more...), err
+			}
 		}
 	}
 	switch {

@@ -218,6 +218,16 @@ func (s *sidecar) handle(ctx context.Context, line []byte) sidecarResponse {
 		if err = json.Unmarshal(req.Body, &r); err == nil {
 			env, err = c.RegisterSource(ctx, r)
 		}
+	case api.OpGrantSpend:
+		var r api.GrantRequest
+		if err = json.Unmarshal(req.Body, &r); err == nil {
+			env, err = c.GrantSpend(ctx, r)
+		}
+	case api.OpEffectSource:
+		var r api.EffectSourceRequest
+		if err = json.Unmarshal(req.Body, &r); err == nil {
+			env, err = c.EffectSource(ctx, r)
+		}
 	case OpPluginBefore, OpPluginAfter, OpPluginResolve, OpPluginMessage:
 		a, perr := s.plugin(ctx, &c, req.Op, req.Body)
 		switch {
