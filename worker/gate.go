@@ -145,26 +145,28 @@ func errInputDiffers(call harness.Call) error {
 }
 
 // reportSpent reports a finished call's outcome against the grant its
-// PreToolUse spent, as the call's record names it (readSpentCall), and
+// PreToolUse spent, as the call's record names it (readSpentCall; a zero
+// digest: a caller that kept the grant itself, unchecked), and
 // registers the call's result src (nil: none) as a source: both in one
 // request (api.OpEffectSource, one log entry) when there is a result,
 // else the effect alone. An issuer that does not take the combined
-// request gets the effect and then the registration. recErr is the
+// request gets the effect and then the registration. eff is the effect's
+// answer; recErr is the
 // effect's failure, regErr the registration's (as registerSources
 // reports it); a request that could not be sent or answered is recErr
 // alone, which then says the result was not registered either.
-func reportSpent(ctx context.Context, a authority, store *sessionStore, call harness.Call, sc spentCall, outcome, verifier string, src *pendingSource) (notes []string, recErr, regErr error) {
-	if d, err := grants.DigestArgs(call.Tool, call.Args); err == nil && d != sc.digest {
-		return nil, errInputDiffers(call), nil
+func reportSpent(ctx context.Context, a authority, store *sessionStore, call harness.Call, sc spentCall, outcome, verifier string, src *pendingSource) (eff grants.Envelope, notes []string, recErr, regErr error) {
+	if d, err := grants.DigestArgs(call.Tool, call.Args); err == nil && !sc.digest.IsZero() && d != sc.digest {
+		return eff, nil, errInputDiffers(call), nil
 	}
 	if src != nil {
 		env, err := a.EffectSource(ctx, api.EffectSourceRequest{GrantID: sc.grant, Outcome: outcome, Verifier: verifier, Source: src.req})
 		if err != nil {
-			return nil, fmt.Errorf("%w; its result was not registered as a source either", err), nil
+			return env, nil, fmt.Errorf("%w; its result was not registered as a source either", err), nil
 		}
 		if !client.GrantSpendUnsupported(env) && env.Source != nil {
 			notes, regErr = registerAnswered(ctx, a, store, []pendingSource{*src}, []grants.Envelope{*env.Source})
-			return notes, effectRefusal(call, sc.grant, env), regErr
+			return env, notes, effectRefusal(call, sc.grant, env), regErr
 		}
 	}
 	eff, err := a.Effect(ctx, api.EffectRequest{GrantID: sc.grant, Outcome: outcome, Verifier: verifier})
@@ -172,13 +174,13 @@ func reportSpent(ctx context.Context, a authority, store *sessionStore, call har
 		if src != nil {
 			err = fmt.Errorf("%w; its result was not registered as a source either", err)
 		}
-		return nil, err, nil
+		return eff, nil, err, nil
 	}
 	recErr = effectRefusal(call, sc.grant, eff)
 	if src != nil {
 		notes, regErr = registerSources(ctx, a, store, []pendingSource{*src})
 	}
-	return notes, recErr, regErr
+	return eff, notes, recErr, regErr
 }
 
 func refusalCode(env grants.Envelope) string {

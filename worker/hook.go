@@ -238,7 +238,7 @@ func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, 
 			}
 		}
 		var more []string
-		more, recErr, regErr = reportSpent(ctx, auth, store, call, sc, outcome, harness.Verifier(name), src)
+		_, more, recErr, regErr = reportSpent(ctx, auth, store, call, sc, outcome, harness.Verifier(name), src)
 		notes = append(notes, more...)
 	} else {
 		// No record (a refused call, another state directory, a record

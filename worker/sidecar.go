@@ -112,6 +112,7 @@ type sidecar struct {
 	stateDir string // plugin sessions' provenance registries ("" keeps none)
 	maxBytes int64
 	held     heldReviews
+	spent    spentGrants // OpenClaw calls' grants, for their after op
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
