@@ -178,3 +178,36 @@ func TestHookRoundTrips(t *testing.T) {
 		})
 	}
 }
+
+// TestHookRecordBindsTheCall: a PostToolUse that reads its grant from the
+// call's record still refuses to bind a result whose tool_input differs
+// from the one the PreToolUse presented (the record keeps the request
+// digest), and records nothing for it; the same call's own PostToolUse is
+// then recorded once.
+func TestHookRecordBindsTheCall(t *testing.T) {
+	env := startIssuerAt(t, fsm.ReceiptFormatGrantSpend)
+	dir := t.TempDir()
+	cfg := writeJSON(t, dir, "worker.json", workerConfigFor(env.URL))
+	tap := tapOps(t, env.URL, "w1")
+	post := patch(t, fixture(t, "claude-code/post_webfetch.json"), map[string]any{"session_id": "rec-5b0c6a9e"})
+	pre := patch(t, post, map[string]any{"hook_event_name": "PreToolUse", "tool_response": nil, "duration_ms": nil})
+	state := t.TempDir()
+	if r := (binRun{dir: state, stdin: pre}).run(t, "hook", "claude-code", "--config", cfg); r.code != 0 || r.stdout != "" {
+		t.Fatalf("PreToolUse: %+v", r)
+	}
+	tap.take(t)
+	other := patch(t, post, map[string]any{"tool_input": map[string]any{"url": "https://evil.example/x", "prompt": "p"}})
+	r := (binRun{dir: state, stdin: other}).run(t, "hook", "claude-code", "--config", cfg)
+	if r.code != 2 || !strings.Contains(r.stderr, "tool_input differs") {
+		t.Fatalf("PostToolUse with other arguments: %+v", r)
+	}
+	if got := tap.take(t); len(got) != 0 {
+		t.Fatalf("a mismatched PostToolUse sent %v", got)
+	}
+	if r := (binRun{dir: state, stdin: post}).run(t, "hook", "claude-code", "--config", cfg); r.code != 0 {
+		t.Fatalf("PostToolUse: %+v", r)
+	}
+	if got := tap.take(t); !reflect.DeepEqual(got, []string{api.OpEffectSource}) {
+		t.Fatalf("PostToolUse sent %v", got)
+	}
+}
