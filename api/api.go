@@ -44,9 +44,10 @@ const (
 	// entry, for a call about to run (a GrantRequest body; the spend binds
 	// the request's arguments, idempotency key and resolution context).
 	// The answer is the spend's (an attempt or a spend refusal) or the
-	// request's refusal. An issuer below receipt format 11 answers
-	// unsupported_version, an issuer of an earlier build invalid_request
-	// naming the subject: the caller then sends OpGrant and OpSpend.
+	// request's refusal. Below receipt format 11 the issuer proposes the
+	// request and then the spend as two entries, with the same answer; an
+	// issuer of an earlier build answers invalid_request naming the
+	// subject, and the caller then sends OpGrant and OpSpend.
 	OpGrantSpend = "grant_spend"
 	// OpEffectSource reports a spent grant's outcome and registers the
 	// call's result as a content source in one log entry

@@ -34,6 +34,12 @@ func decideFirstStep(s *State, now int64, node string, c *Command) verdict {
 	return decide(s, now, node, &first)
 }
 
+// SplitCombined returns the two commands a combined op (OpGrantSpend,
+// OpEffectSource) stands for: the request and the spend, whose grant id is
+// the one the request's answer names; the effect and the source. An issuer
+// below receipt format 11 proposes them in turn.
+func SplitCombined(c Command) (first, second Command) { return splitPair(&c) }
+
 // splitPair returns the two commands a combined op stands for.
 func splitPair(c *Command) (first, second Command) {
 	switch c.Op {

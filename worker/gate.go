@@ -17,10 +17,10 @@ import (
 // refusal of the request or of the spend; an error means nothing is known
 // and the call must not run.
 //
-// It asks for both in one request (api.OpGrantSpend: one log entry, one
-// round trip); an issuer that does not take it (below receipt format 11,
-// or of an earlier build) refuses it before proposing anything, and the
-// request and the spend are then sent apart. Either way the request and
+// It asks for both in one request (api.OpGrantSpend: one round trip, one
+// log entry from receipt format 11); an issuer of an earlier build refuses
+// it before proposing anything, and the request and the spend are then
+// sent apart. Either way the request and
 // the spend carry the call's idempotency key, so a repeated hook for the
 // same call gets the same grant and the same attempt receipt back instead
 // of a second grant or an already_spent refusal.

@@ -96,10 +96,8 @@ func (c *Client) Grant(ctx context.Context, r api.GrantRequest) (grants.Envelope
 
 // GrantSpend asks for a grant and spends it at once (api.OpGrantSpend):
 // the answer is the attempt, the spend's refusal or the request's. An
-// empty IdempotencyKey is filled in. An issuer that does not take the
-// combined request answers unsupported_version (below receipt format 11)
-// or invalid_request naming the subject (an earlier build): see
-// GrantSpendUnsupported.
+// empty IdempotencyKey is filled in. An issuer of an earlier build
+// answers invalid_request naming the subject: see GrantSpendUnsupported.
 func (c *Client) GrantSpend(ctx context.Context, r api.GrantRequest) (grants.Envelope, error) {
 	r.V = api.Version
 	if r.IdempotencyKey == "" {
@@ -128,9 +126,10 @@ func (c *Client) EffectSource(ctx context.Context, r api.EffectSourceRequest) (g
 
 // GrantSpendUnsupported recognizes the answer of an issuer that does not
 // take the combined requests (api.OpGrantSpend, api.OpEffectSource): one
-// below receipt format 11 (unsupported_version, before anything is
-// proposed) or of an earlier build (invalid_request naming the subject).
-// The caller sends the separate requests instead.
+// of an earlier build (invalid_request naming the subject), or a state
+// machine below receipt format 11 (unsupported_version, nothing
+// recorded), which an issuer of this build never lets a combined request
+// reach. The caller sends the separate requests instead.
 func GrantSpendUnsupported(env grants.Envelope) bool {
 	return env.Decision == grants.Deny && env.Seq == 0 &&
 		(env.Reason == grants.ReasonUnknownVersion || env.Reason == grants.ReasonInvalidRequest && env.Missing == "subject")
