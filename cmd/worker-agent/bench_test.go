@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -138,6 +139,8 @@ func reportPercentiles(b *testing.B, times []time.Duration) {
 // before the combined ones (grant, spend, the grant asked for again at
 // PostToolUse, effect, source), "issuer-combined" the two. Besides ns/op
 // it reports the p50 and p99 of each cycle's wall time in milliseconds.
+// WRIT_BENCH_OTHER_WORKER names another worker-agent binary to run the
+// hooks with instead (its results are named format*-other).
 //
 //	go test -run '^$' -bench ClaudeCodeHookCycle -benchtime 100x ./cmd/worker-agent/
 func BenchmarkClaudeCodeHookCycle(b *testing.B) {
@@ -148,7 +151,13 @@ func BenchmarkClaudeCodeHookCycle(b *testing.B) {
 		env := startIssuerAt(b, level)
 		dir := b.TempDir()
 		cfg := writeJSON(b, dir, "w.json", workerConfigFor(env.URL))
-		b.Run(fmt.Sprintf("format%d", level), func(b *testing.B) {
+		name := fmt.Sprintf("format%d", level)
+		if other := os.Getenv("WRIT_BENCH_OTHER_WORKER"); other != "" {
+			// Another build's worker-agent (an earlier one, to compare
+			// against), run against this issuer.
+			bin, name = other, name+"-other"
+		}
+		b.Run(name, func(b *testing.B) {
 			run := time.Now().UnixNano()
 			times := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
