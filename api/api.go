@@ -40,6 +40,21 @@ const (
 	// OpRoute acquires, renews, releases or reports a route lease
 	// (RouteRequest).
 	OpRoute = "route"
+	// OpGrantSpend asks for a grant and spends it at once, in one log
+	// entry, for a call about to run (a GrantRequest body; the spend binds
+	// the request's arguments, idempotency key and resolution context).
+	// The answer is the spend's (an attempt or a spend refusal) or the
+	// request's refusal. Below receipt format 11 the issuer proposes the
+	// request and then the spend as two entries, with the same answer; an
+	// issuer of an earlier build answers invalid_request naming the
+	// subject, and the caller then sends OpGrant and OpSpend.
+	OpGrantSpend = "grant_spend"
+	// OpEffectSource reports a spent grant's outcome and registers the
+	// call's result as a content source in one log entry
+	// (EffectSourceRequest). The answer is the effect's, with the
+	// source's in its Source field; the fallbacks are those of
+	// OpGrantSpend (OpEffect, then OpSource).
+	OpEffectSource = "effect_source"
 )
 
 // Operator subjects.
@@ -88,7 +103,7 @@ func ParseWorkerSubject(subj string) (worker, op string, err error) {
 		return "", "", fmt.Errorf("%w: worker: %v", ErrBadSubject, err)
 	}
 	switch op {
-	case OpGrant, OpSpend, OpEffect, OpSource, OpReview, OpRoute, OpSpawn, OpRestore:
+	case OpGrant, OpSpend, OpEffect, OpSource, OpReview, OpRoute, OpSpawn, OpRestore, OpGrantSpend, OpEffectSource:
 		return worker, op, nil
 	}
 	return "", "", fmt.Errorf("%w: unknown operation %q", ErrBadSubject, op)
@@ -312,6 +327,17 @@ type EffectRequest struct {
 	GrantID  string `json:"grant_id"`
 	Outcome  string `json:"outcome"`
 	Verifier string `json:"verifier"`
+}
+
+// EffectSourceRequest reports a spent grant's outcome (the fields of
+// EffectRequest) and registers the call's result (Source, a
+// SourceRequest whose v may be left out) in one log entry.
+type EffectSourceRequest struct {
+	V        int           `json:"v"`
+	GrantID  string        `json:"grant_id"`
+	Outcome  string        `json:"outcome"`
+	Verifier string        `json:"verifier"`
+	Source   SourceRequest `json:"source"`
 }
 
 // RevokeRequest names exactly one of Worker, Source or Lane.

@@ -26,38 +26,49 @@ func Apply(s *State, raftIndex uint64, b Batch) []grants.Envelope {
 			// part of Digest.
 			s.confirmPublished(c.Seq)
 		}
+		if (c.Op == OpGrantSpend || c.Op == OpEffectSource) && s.GrantSpends() {
+			// Two steps in one entry: the second is decided against the
+			// state the first one's receipt left (grantspend.go).
+			out[i] = s.applyPair(raftIndex, now, b.Node, c)
+			s.explainWorkspace(&out[i], c)
+			continue
+		}
 		v := decide(s, now, b.Node, c)
 		if c.Op == OpRaiseFormat && v.reply != nil && v.reply.Decision == grants.Permit {
 			// Receipt bookkeeping, not authority: no event, and not part
 			// of Digest (see ReceiptFormat).
 			s.raiseFormat(c.Format)
 		}
-		if v.reply != nil {
-			out[i] = *v.reply
-			s.explainWorkspace(&out[i], c)
-			continue
-		}
-		if err := s.commit(raftIndex, &v.event); err != nil {
-			// Unreachable: Decide only emits events Evolve accepts.
-			// Refuse loudly rather than fork state.
-			out[i] = grants.Refuse(grants.ReasonInvalidRequest, "", "internal: "+err.Error())
-			continue
-		}
-		for k := range v.more {
-			// Further receipts of the same command (a reply decided
-			// several reviews, a permit used an approval, ...): each
-			// chained and folded in turn; the answer is the first's.
-			if err := s.commit(raftIndex, &v.more[k]); err != nil {
-				break // unreachable, as above
-			}
-		}
-		out[i] = grants.FromEvent(v.event)
-		if v.event.Caption != "" && v.event.ArtifactVersion > 0 {
-			out[i].Caption = Caption(v.event.Caption, v.event.ArtifactVersion)
-		}
+		out[i], _ = s.commitVerdict(raftIndex, &v)
 		s.explainWorkspace(&out[i], c)
 	}
 	return out
+}
+
+// commitVerdict records what decide concluded for one command and returns
+// its answer; recorded reports whether it recorded a receipt.
+func (s *State) commitVerdict(raftIndex uint64, v *verdict) (env grants.Envelope, recorded bool) {
+	if v.reply != nil {
+		return *v.reply, false
+	}
+	if err := s.commit(raftIndex, &v.event); err != nil {
+		// Unreachable: Decide only emits events Evolve accepts.
+		// Refuse loudly rather than fork state.
+		return grants.Refuse(grants.ReasonInvalidRequest, "", "internal: "+err.Error()), false
+	}
+	for k := range v.more {
+		// Further receipts of the same command (a reply decided
+		// several reviews, a permit used an approval, ...): each
+		// chained and folded in turn; the answer is the first's.
+		if err := s.commit(raftIndex, &v.more[k]); err != nil {
+			break // unreachable, as above
+		}
+	}
+	env = grants.FromEvent(v.event)
+	if v.event.Caption != "" && v.event.ArtifactVersion > 0 {
+		env.Caption = Caption(v.event.Caption, v.event.ArtifactVersion)
+	}
+	return env, true
 }
 
 // commit seals, chains and folds one event Decide wrote, and queues it in

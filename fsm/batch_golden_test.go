@@ -173,6 +173,32 @@ func goldenBatchV10() fsm.Batch {
 	}}
 }
 
+// batchGoldenV11 is the committed encoding of goldenBatchV11, the combined
+// ops added with receipt format level 11: kept forever like v1.
+var batchGoldenV11 = filepath.Join("testdata", "batch", "v11.hex")
+
+// goldenBatchV11 holds a grant-and-spend with the fields of a hook's grant
+// request and an effect-and-source with the fields of a hook's report of a
+// tool result (receipt format level 11). Never edit it: add a new golden
+// batch.
+func goldenBatchV11() fsm.Batch {
+	reqDigest := events.Sum([]byte("writ.request.v1 Read {\"file_path\":\"/work/w-coder-2/notes.md\"}"))
+	return fsm.Batch{Time: 1767657600000000000, Node: "issuer-c", Commands: []fsm.Command{
+		{Op: fsm.OpGrantSpend, Caller: "w-coder-2", GrantID: "g-11", Lane: "coordinator", Session: "s-7f3a",
+			Tool: "Read", Digest: reqDigest, IdemKey: "cc:s-7f3a:toolu_01", Sources: []string{"doc-17"},
+			Args: policy.Args{Carried: true, Leaves: []policy.Arg{
+				{Path: "/file_path", Kind: policy.ArgString, Value: "/work/w-coder-2/notes.md", Len: 24},
+			}},
+			Cwd: "/work/w-coder-2", Route: "repo/writ", RouteGen: 3,
+			Traces: []fsm.Trace{{Field: "/file_path", Covered: true, Matches: []fsm.TraceMatch{
+				{Source: "u1", Transform: "raw", Whole: true},
+			}}}},
+		{Op: fsm.OpEffectSource, Caller: "w-coder-2", GrantID: "g-11", Outcome: "confirmed", Verifier: "claude-code",
+			SourceID: "src-cc-toolu_01", Session: "s-7f3a", Tool: "Read", Channel: "tool_result", Scope: "session",
+			ContentDigest: events.Sum([]byte("# notes")), Path: "/work/w-coder-2/notes.md", Origins: []string{"u1"}, ModelMade: true},
+	}}
+}
+
 // batchGoldens pairs each committed golden file with its batch.
 var batchGoldens = []struct {
 	path  string
@@ -186,6 +212,7 @@ var batchGoldens = []struct {
 	{batchGoldenV6, goldenBatchV6},
 	{batchGoldenV8, goldenBatchV8},
 	{batchGoldenV10, goldenBatchV10},
+	{batchGoldenV11, goldenBatchV11},
 }
 
 func TestBatchGoldenRewrite(t *testing.T) {
@@ -253,6 +280,7 @@ func TestBatchGoldenCoversEveryField(t *testing.T) {
 	all = append(all, goldenBatchV6().Commands...)
 	all = append(all, goldenBatchV8().Commands...)
 	all = append(all, goldenBatchV10().Commands...)
+	all = append(all, goldenBatchV11().Commands...)
 	for _, c := range all {
 		mark("Command.", reflect.ValueOf(c))
 		for _, tr := range c.Traces {

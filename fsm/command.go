@@ -86,6 +86,23 @@ const (
 	OpRespawn Op = 32
 	// OpLift: an operator lifts worker Key's respawn block (Note: why).
 	OpLift Op = 33
+	// OpGrantSpend asks for a grant for one exact request and spends it
+	// at once, in one log entry, for a caller about to run the call: the
+	// request is decided exactly as an OpRequest (its fields are those of
+	// OpRequest) and, if permitted, the grant is spent as an OpSpend with
+	// the request's caller, digest, idempotency key, arguments and
+	// resolution context. It writes the permit and the attempt as the two
+	// receipts a request and then a spend would; a refusal at either step
+	// is the answer. From receipt format level 11
+	// (ReceiptFormatGrantSpend); below it the op is refused.
+	OpGrantSpend Op = 34
+	// OpEffectSource reports the outcome of a spent grant (GrantID,
+	// Outcome, Verifier, as OpEffect) and registers the call's result as a
+	// content source (SourceID, Session, Tool, Channel, Scope,
+	// ContentDigest, Path, Origins, ModelMade, as OpSource) in one log
+	// entry: the effect receipt, then the source receipt, each decided as
+	// its own op would decide it. From receipt format level 11.
+	OpEffectSource Op = 35
 )
 
 var opNames = map[Op]string{
@@ -98,6 +115,7 @@ var opNames = map[Op]string{
 	OpRouteLapse: "route_lapse", OpRouteForget: "route_forget",
 	OpBreakGlass: "break_glass",
 	OpSpawn:      "spawn", OpRestore: "restore", OpRespawn: "respawn", OpLift: "lift",
+	OpGrantSpend: "grant_spend", OpEffectSource: "effect_source",
 }
 
 func (o Op) String() string {

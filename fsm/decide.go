@@ -96,6 +96,8 @@ func decide(s *State, now int64, node string, c *Command) verdict {
 		return decideRespawn(s, now, node, c)
 	case OpLift:
 		return decideLift(s, now, node, c)
+	case OpGrantSpend, OpEffectSource:
+		return decideFirstStep(s, now, node, c)
 	}
 	return reply(grants.Refuse(grants.ReasonInvalidRequest, "op", "unknown command "+c.Op.String()))
 }

@@ -16,7 +16,10 @@
 //
 // Apply runs Decide and then Evolve for each command of a batch, links the
 // events into the hash chain and keeps them in an outbox until the leader
-// confirms they are in the receipt stream. Folding the receipt stream with
+// confirms they are in the receipt stream. A combined command
+// (OpGrantSpend, OpEffectSource; receipt format level 11, grantspend.go)
+// is two commands Apply decides in turn, the second against the state the
+// first one's event left. Folding the receipt stream with
 // Evolve alone rebuilds the authority state, which is how an auditor checks
 // the digest an issuer reports.
 //

@@ -59,6 +59,13 @@ import (
 //     an attested field takes its level. Below this level traced fields
 //     are not read (a policy may declare result schemas, which then judge
 //     nothing), so a log written before it replays to the same decisions.
+//   - ReceiptFormatGrantSpend (11): a caller about to run a call asks
+//     for its grant and spends it in one log entry (OpGrantSpend), and
+//     reports a call's outcome and registers its result in one entry
+//     (OpEffectSource). Both write exactly the receipts the separate ops
+//     write, each its own kind and stream message, so the stream reads
+//     as it would; below this level both ops are refused and a caller
+//     uses the separate ones.
 //
 // The level only goes up. Evolve reads every form whatever the level.
 //
@@ -101,9 +108,12 @@ const (
 	// against the policy's result schemas (provenance.go); below it they
 	// are not read.
 	ReceiptFormatResultFields uint64 = 10
+	// ReceiptFormatGrantSpend (11) accepts OpGrantSpend and
+	// OpEffectSource; below it both are refused (unsupported_version).
+	ReceiptFormatGrantSpend uint64 = 11
 	// MaxReceiptFormat is the highest level this build writes: what its
 	// status reports as receipt_format.
-	MaxReceiptFormat = ReceiptFormatResultFields
+	MaxReceiptFormat = ReceiptFormatGrantSpend
 )
 
 // ReceiptFormat is the receipt format level in force (at least
@@ -125,6 +135,10 @@ func (s *State) TypedTraces() bool { return s.ReceiptFormat() >= ReceiptFormatTy
 // JudgesResultFields reports whether the level in force reads the result
 // fields of traces.
 func (s *State) JudgesResultFields() bool { return s.ReceiptFormat() >= ReceiptFormatResultFields }
+
+// GrantSpends reports whether the level in force accepts the combined
+// ops OpGrantSpend and OpEffectSource.
+func (s *State) GrantSpends() bool { return s.ReceiptFormat() >= ReceiptFormatGrantSpend }
 
 // WritesSummaries reports whether Decide writes refusal summaries
 // (OpRefusalSummary) at the level in force.

@@ -122,6 +122,8 @@ func FuzzDecodeBatch(f *testing.F) {
 		f.Add(b.Encode())
 	}
 	f.Add((&fsm.Batch{Time: -1, Commands: []fsm.Command{{}}}).Encode())
+	v11 := goldenBatchV11()
+	f.Add(v11.Encode())
 	f.Add([]byte{1})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -231,6 +233,14 @@ func FuzzApply(f *testing.F) {
 		{Time: math.MaxInt64, Commands: []fsm.Command{
 			{Op: fsm.OpRequest, Caller: "w3", Lane: "coordinator", Tool: "Bash", Digest: d1, GrantID: "g11"},
 			{Op: fsm.OpSpend, Caller: "w3", GrantID: "g11", Digest: d1},
+		}},
+		{Time: t1, Commands: []fsm.Command{
+			// The combined ops of receipt format 11, after the raise.
+			{Op: fsm.OpRaiseFormat, Caller: "issuer:n1", Format: fsm.ReceiptFormatGrantSpend},
+			{Op: fsm.OpGrantSpend, Caller: "w1", Lane: "coordinator", Tool: "Bash", Digest: d1, IdemKey: "k7", GrantID: "g12"},
+			{Op: fsm.OpGrantSpend, Caller: "w1", Lane: "coordinator", Tool: "Bash", Digest: d1, IdemKey: "k7", GrantID: "g13"},
+			{Op: fsm.OpEffectSource, Caller: "w1", GrantID: "g12", Outcome: "confirmed", Verifier: "v",
+				SourceID: "s-12", Channel: "tool_result", Scope: "task", ContentDigest: d1, Tool: "Bash"},
 		}},
 		{Time: math.MinInt64, Commands: []fsm.Command{
 			{Op: fsm.OpReinstate, Key: "w2"}, {Op: fsm.OpPublished, Seq: math.MaxUint64},

@@ -47,6 +47,9 @@ package fsm_test
 //	                               OpSpend; tool defaults to the tool of the
 //	                               script's request that named this grant id
 //	effect <worker> <grant> <outcome> [verifier=V]
+//	grantspend ...                 OpGrantSpend, with the options of request
+//	effectsource <worker> <grant> <outcome> [verifier=V] id=S channel=C
+//	        [options of source]    OpEffectSource
 //	revoke <scope/id> [by=<caller>]        OpRevoke (caller defaults to operator:root)
 //	reinstate <worker> [by=<caller>]       OpReinstate
 //	approve <review> [ttl=D] [note=N] [by=<caller>]
@@ -296,9 +299,13 @@ func (r *scriptRunner) command(text string, toks []string) fsm.Command {
 			doc = r.policyFile(toks[1][1:])
 		}
 		return fsm.Command{Op: fsm.OpSetPolicy, Caller: "operator:root", Policy: doc}
-	case "request":
+	case "request", "grantspend":
 		known("lane", "tool", "args", "key", "id", "ttl", "sources", "session", "label", "amount", "bytes", "cwd", "resolved", "noargs", "traces", "review", "artifact", "route", "gen")
-		c := fsm.Command{Op: fsm.OpRequest, Caller: arg(0), Lane: kv["lane"], Tool: kv["tool"],
+		op := fsm.OpRequest
+		if toks[0] == "grantspend" {
+			op = fsm.OpGrantSpend
+		}
+		c := fsm.Command{Op: op, Caller: arg(0), Lane: kv["lane"], Tool: kv["tool"],
 			IdemKey: kv["key"], GrantID: kv["id"], Session: kv["session"],
 			TargetLabel: kv["label"], Cwd: kv["cwd"], Resolved: kv["resolved"], ReviewID: kv["review"], Route: kv["route"]}
 		if a, ok := kv["artifact"]; ok {
@@ -365,6 +372,16 @@ func (r *scriptRunner) command(text string, toks []string) fsm.Command {
 	case "effect":
 		known("verifier")
 		return fsm.Command{Op: fsm.OpEffect, Caller: arg(0), GrantID: arg(1), Outcome: arg(2), Verifier: kv["verifier"]}
+	case "effectsource":
+		known("verifier", "id", "channel", "scope", "content", "path", "tool", "origins", "model_made", "session")
+		c := fsm.Command{Op: fsm.OpEffectSource, Caller: arg(0), GrantID: arg(1), Outcome: arg(2), Verifier: kv["verifier"],
+			SourceID: kv["id"], Channel: kv["channel"], Scope: orDefault(kv["scope"], "task"), Path: kv["path"],
+			Tool: kv["tool"], Session: kv["session"], ModelMade: kv["model_made"] == "1"}
+		c.ContentDigest = events.Sum([]byte(orDefault(kv["content"], c.SourceID)))
+		if o, ok := kv["origins"]; ok {
+			c.Origins = strings.Split(o, ",")
+		}
+		return c
 	case "revoke":
 		known("by")
 		return fsm.Command{Op: fsm.OpRevoke, Caller: orDefault(kv["by"], "operator:root"), Key: arg(0)}
@@ -640,23 +657,24 @@ func (r *scriptRunner) apply(cmds []fsm.Command, texts []string) {
 			wi++
 		}
 		line := formatEnvelope(env)
-		if env.Seq <= cursor {
+		first, recorded := firstSeq(c, env, cursor, evs)
+		if !recorded {
 			// Answered without an event: the detail is shown nowhere else.
 			r.out.WriteString(strings.Join(appendKV([]string{line}, "detail", env.Detail), " ") + "\n")
 			continue
 		}
 		r.out.WriteString(line + "\n")
-		if env.Seq != cursor+1 {
-			r.fatalf("command %d answered with seq %d, next event is %d", i, env.Seq, cursor+1)
+		if first != cursor+1 {
+			r.fatalf("command %d answered with seq %d, next event is %d", i, first, cursor+1)
 		}
 		end := after
-		for _, next := range envs[i+1:] {
-			if next.Seq > env.Seq {
-				end = next.Seq - 1
+		for k, next := range envs[i+1:] {
+			if f, ok := firstSeq(cmds[i+1+k], next, before, evs); ok && f > first {
+				end = f - 1
 				break
 			}
 		}
-		for seq := env.Seq; seq <= end; seq++ {
+		for seq := first; seq <= end; seq++ {
 			e, ok := evs[seq]
 			if !ok {
 				r.fatalf("event %d missing from the outbox", seq)
@@ -670,7 +688,34 @@ func (r *scriptRunner) apply(cmds []fsm.Command, texts []string) {
 	}
 }
 
+// firstSeq returns the sequence of the first event command c recorded in
+// an entry that began after sequence before, given its answer env. A
+// command's answer names its first event, except a grant-and-spend's (the
+// attempt after its permit) and an effect-and-source's whose effect was a
+// retry (the source's). Events up to before belong to earlier commands.
+func firstSeq(c fsm.Command, env grants.Envelope, before uint64, evs map[uint64]events.Event) (uint64, bool) {
+	switch c.Op {
+	case fsm.OpGrantSpend:
+		if env.Seq <= before {
+			return 0, false
+		}
+		if p, ok := evs[env.Seq-1]; ok && env.Kind == events.KindAttempt && env.Seq-1 > before &&
+			p.Kind == events.KindPermit && p.GrantID == env.GrantID {
+			return env.Seq - 1, true
+		}
+	case fsm.OpEffectSource:
+		if env.Seq <= before && env.Source != nil && env.Source.Seq > before {
+			return env.Source.Seq, true
+		}
+	}
+	return env.Seq, env.Seq > before
+}
+
 func equalEnvelope(a, b grants.Envelope) bool {
+	if (a.Source == nil) != (b.Source == nil) || a.Source != nil && !equalEnvelope(*a.Source, *b.Source) {
+		return false
+	}
+	a.Source, b.Source = nil, nil
 	return fmt.Sprintf("%+v", a) == fmt.Sprintf("%+v", b)
 }
 
@@ -850,6 +895,9 @@ func formatEnvelope(env grants.Envelope) string {
 	f = appendKV(f, "owner", env.Owner)
 	if len(env.Grounds) > 0 {
 		f = append(f, fmt.Sprintf("grounds=%d", len(env.Grounds)))
+	}
+	if env.Source != nil {
+		f = append(f, "source=["+formatEnvelope(*env.Source)+"]")
 	}
 	return strings.Join(f, " ")
 }

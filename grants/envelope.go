@@ -70,6 +70,10 @@ type Envelope struct {
 	Cancelled   []string `json:"cancelled,omitempty"`
 	Reviews     []string `json:"reviews,omitempty"`
 	Routes      []string `json:"routes,omitempty"`
+	// Source is the answer to the source registration an effect report
+	// carried in the same log entry (an effect_source request, from
+	// receipt format level 11); the envelope itself answers the effect.
+	Source *Envelope `json:"source,omitempty"`
 }
 
 // Refuse builds a deny envelope with the reason's recovery class.

@@ -102,6 +102,9 @@ func (e *Envelope) AppendJSON(dst []byte) []byte {
 	dst = jsonwire.AppendStringsField(dst, `,"cancelled":`, e.Cancelled)
 	dst = jsonwire.AppendStringsField(dst, `,"reviews":`, e.Reviews)
 	dst = jsonwire.AppendStringsField(dst, `,"routes":`, e.Routes)
+	if e.Source != nil {
+		dst = e.Source.AppendJSON(append(dst, `,"source":`...))
+	}
 	return append(dst, '}')
 }
 
@@ -137,6 +140,9 @@ type envelopeDecoder struct {
 	// text is one copy of Data that every decoded string without escapes
 	// is a substring of: one allocation for all of an envelope's strings.
 	text string
+	// nested: decoding the envelope a "source" field holds; a further
+	// "source" inside it is left to json.Unmarshal.
+	nested bool
 }
 
 func newEnvelopeDecoder(data []byte) envelopeDecoder {
@@ -148,6 +154,11 @@ func newEnvelopeDecoder(data []byte) envelopeDecoder {
 const maxSkipDepth = 32
 
 func (d *envelopeDecoder) envelope(e *Envelope) bool {
+	return d.object(e) && d.End()
+}
+
+// object decodes one envelope object, leaving d after its closing brace.
+func (d *envelopeDecoder) object(e *Envelope) bool {
 	d.SkipSpace()
 	var seen uint64
 	return d.Object(func() bool {
@@ -170,7 +181,7 @@ func (d *envelopeDecoder) envelope(e *Envelope) bool {
 		}
 		seen |= bit
 		return true
-	}) && d.End()
+	})
 }
 
 // field decodes the value of the known field key into e. It returns the
@@ -312,6 +323,17 @@ func (d *envelopeDecoder) field(e *Envelope, key string) (bit uint64, known bool
 	case "routes":
 		ok = d.strs(&e.Routes)
 		bit = 1 << 47
+	case "source":
+		// An object (null, and a source within a source, fall back).
+		if d.nested {
+			return 0, true
+		}
+		d.SkipSpace()
+		e.Source = new(Envelope)
+		d.nested = true
+		ok = d.object(e.Source)
+		d.nested = false
+		bit = 1 << 48
 	default:
 		return 0, false
 	}

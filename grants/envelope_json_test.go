@@ -267,6 +267,24 @@ func fillValue(t testing.TB, v reflect.Value, s *fuzzbytes.Source, name string) 
 		for i := range v.NumField() {
 			fillValue(t, v.Field(i), s, name)
 		}
+	case reflect.Pointer:
+		// The answer to a source registration an effect carried: one
+		// level deep, as the issuer writes it.
+		if name == "Source" && v.Type() == reflect.TypeFor[*Envelope]() {
+			inner := reflect.New(v.Type().Elem())
+			for i := range inner.Elem().NumField() {
+				if f := inner.Elem().Type().Field(i).Name; f != "Source" {
+					fv := inner.Elem().Field(i)
+					fillValue(t, fv, s, f)
+					if fv.Kind() == reflect.Slice && fv.Len() == 0 {
+						fv.SetZero() // omitempty: an empty list decodes as none
+					}
+				}
+			}
+			v.Set(inner)
+			return
+		}
+		t.Fatalf("field %s has type %v, which the envelope codec and this test do not know", name, v.Type())
 	default:
 		t.Fatalf("field %s has type %v, which the envelope codec and this test do not know", name, v.Type())
 	}

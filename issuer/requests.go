@@ -92,6 +92,8 @@ func bodyVersion(v any) (version *int, ok bool) {
 		return &r.V, true
 	case *api.SourceRequest:
 		return &r.V, true
+	case *effectSourceBody:
+		return &r.V, true
 	case *api.RevokeRequest:
 		return &r.V, true
 	case *api.ReinstateRequest:
@@ -393,6 +395,12 @@ func sourceCommand(worker string, data []byte) (fsm.Command, *requestError) {
 	if err := decodeStrict(data, &r); err != nil {
 		return fsm.Command{}, err
 	}
+	return sourceRequestCommand(worker, &r)
+}
+
+// sourceRequestCommand checks a decoded source registration and builds its
+// command.
+func sourceRequestCommand(worker string, r *api.SourceRequest) (fsm.Command, *requestError) {
 	for _, e := range []*requestError{
 		checkID("id", r.ID, true),
 		checkText("session", r.Session, maxSessionLen, false),
@@ -625,6 +633,56 @@ func effectRequestCommand(worker string, r *api.EffectRequest) (fsm.Command, *re
 		return fsm.Command{}, e
 	}
 	return fsm.Command{Op: fsm.OpEffect, Caller: worker, GrantID: r.GrantID, Outcome: r.Outcome, Verifier: r.Verifier}, nil
+}
+
+// effectSourceBody is api.EffectSourceRequest with its source kept raw,
+// so that the source object is decoded as strictly as a body: unknown and
+// repeated fields refused, its version absent or api.Version.
+type effectSourceBody struct {
+	V        int             `json:"v"`
+	GrantID  string          `json:"grant_id"`
+	Outcome  string          `json:"outcome"`
+	Verifier string          `json:"verifier"`
+	Source   json.RawMessage `json:"source"`
+}
+
+// effectSourceCommand builds an OpEffectSource from a worker's report of a
+// finished call that carries the call's result as a source: the effect
+// checked as effectCommand checks it, the source as sourceCommand does,
+// each field prefixed "source." in a refusal of the source.
+func effectSourceCommand(worker string, data []byte) (fsm.Command, *requestError) {
+	var b effectSourceBody
+	if err := decodeStrict(data, &b); err != nil {
+		return fsm.Command{}, err
+	}
+	if len(b.Source) == 0 || !isObject(b.Source) {
+		return fsm.Command{}, invalid("source", "required: the source registration (an object, as a source request's body)")
+	}
+	var src api.SourceRequest
+	dec := json.NewDecoder(bytes.NewReader(b.Source))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&src); err != nil {
+		return fsm.Command{}, invalid("source", "%v", err)
+	}
+	if k, dup := duplicateKey(b.Source); dup {
+		return fsm.Command{}, invalid("source."+k, "given twice; a request names each field once")
+	}
+	if src.V != 0 && src.V != api.Version {
+		return fsm.Command{}, &requestError{reason: grants.ReasonUnknownVersion, missing: "source.v",
+			detail: fmt.Sprintf("source.v: version %d is not supported; this issuer speaks version %d", src.V, api.Version)}
+	}
+	c, rerr := effectRequestCommand(worker, &api.EffectRequest{V: b.V, GrantID: b.GrantID, Outcome: b.Outcome, Verifier: b.Verifier})
+	if rerr != nil {
+		return fsm.Command{}, rerr
+	}
+	sc, rerr := sourceRequestCommand(worker, &src)
+	if rerr != nil {
+		rerr.missing = "source." + rerr.missing
+		rerr.detail = "source." + rerr.detail
+		return fsm.Command{}, rerr
+	}
+	sc.Op, sc.GrantID, sc.Outcome, sc.Verifier = fsm.OpEffectSource, c.GrantID, c.Outcome, c.Verifier
+	return sc, nil
 }
 
 func revokeCommand(operator string, data []byte) (fsm.Command, *requestError) {

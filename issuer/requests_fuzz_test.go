@@ -692,3 +692,54 @@ func TestDecoderRegressions(t *testing.T) {
 		}
 	})
 }
+
+// FuzzEffectSourceCommand: an effect_source body is accepted exactly when
+// its effect would be accepted as an effect body and its source as a
+// source body, and the command carries both, as the two commands would.
+func FuzzEffectSourceCommand(f *testing.F) {
+	d := events.Sum([]byte("content")).String()
+	src := `{"id":"t1","session":"s1","channel":"tool_result","tool":"Read","content_digest":"` + d + `","path":"/work/w1/a.md"}`
+	addSeeds(f, "w1",
+		`{"v":1,"grant_id":"g1","outcome":"confirmed","verifier":"claude-code","source":`+src+`}`,
+		`{"v":1,"grant_id":"g1","outcome":"confirmed","verifier":"claude-code","source":{"v":1,"id":"t1","channel":"tool_result","content_digest":"`+d+`"}}`,
+		`{"v":1,"grant_id":"g1","outcome":"confirmed","verifier":"v","source":{"v":2,"id":"t1","channel":"tool_result","content_digest":"`+d+`"}}`,
+		`{"v":1,"grant_id":"g1","outcome":"confirmed","verifier":"v","source":{"id":"t1","id":"t2","channel":"tool_result","content_digest":"`+d+`"}}`,
+		`{"v":1,"grant_id":"g1","outcome":"confirmed","verifier":"v","source":{"id":"t1","channel":"tool_result","content_digest":"`+d+`","owner":"w2"}}`,
+		`{"v":1,"grant_id":"g1","outcome":"confirmed","verifier":"v","source":{"id":"t1","channel":"tool_result"}}`,
+		`{"v":1,"grant_id":"g1","outcome":"confirmed","verifier":"v","source":null}`,
+		`{"v":1,"grant_id":"g1","outcome":"confirmed","verifier":"v","source":[]}`,
+		`{"v":1,"grant_id":"g1","outcome":"confirmed","verifier":"v"}`,
+		`{"v":1,"grant_id":"","outcome":"confirmed","verifier":"v","source":`+src+`}`,
+		`{"v":1,"grant_id":"g1","outcome":"maybe","verifier":"v","source":`+src+`}`,
+		`{"v":1,"grant_id":"g1","outcome":"confirmed","verifier":"v","source":`+src+`,"source":`+src+`}`,
+		`{"v":2,"grant_id":"g1","outcome":"confirmed","verifier":"v","source":`+src+`}`,
+	)
+	f.Fuzz(func(t *testing.T, worker string, body []byte) {
+		c, e := effectSourceCommand(worker, body)
+		if e != nil {
+			checkRefusal(t, body, e)
+			return
+		}
+		var r api.EffectSourceRequest
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatalf("accepted a body plain JSON cannot decode: %q: %v", body, err)
+		}
+		if c.Op != fsm.OpEffectSource || c.Caller != worker {
+			t.Fatalf("body %q: op %s caller %q; want effect_source by %q", body, c.Op, c.Caller, worker)
+		}
+		// The two halves, as their own bodies, give the same commands.
+		effBody, _ := json.Marshal(api.EffectRequest{V: api.Version, GrantID: r.GrantID, Outcome: r.Outcome, Verifier: r.Verifier})
+		ec, ee := effectCommand(worker, effBody)
+		r.Source.V = api.Version
+		srcBody, _ := json.Marshal(r.Source)
+		sc, se := sourceCommand(worker, srcBody)
+		if ee != nil || se != nil {
+			t.Fatalf("body %q accepted, but its effect (%v) or source (%v) alone is refused", body, ee, se)
+		}
+		first, second := fsm.Command{Op: fsm.OpEffect, Caller: c.Caller, GrantID: c.GrantID, Outcome: c.Outcome, Verifier: c.Verifier}, c
+		second.Op, second.GrantID, second.Outcome, second.Verifier = fsm.OpSource, "", "", ""
+		if !reflect.DeepEqual(first, ec) || !reflect.DeepEqual(second, sc) {
+			t.Fatalf("body %q: command %+v is not the effect %+v and the source %+v", body, c, ec, sc)
+		}
+	})
+}

@@ -367,6 +367,9 @@ func (s *Service) worker(m *nats.Msg) {
 	var (
 		cmd  fsm.Command
 		rerr *requestError
+		// split: a combined request below receipt format 11, proposed
+		// as its two commands in turn (proposeSplit).
+		split bool
 	)
 	switch op {
 	case api.OpGrant:
@@ -394,6 +397,24 @@ func (s *Service) worker(m *nats.Msg) {
 			})
 			bindSpend(&cmd, canon, tool, target)
 		}
+	case api.OpGrantSpend:
+		// A grant request spent at once (receipt format 11): decoded and
+		// checked as a grant request.
+		cmd, rerr = grantCommand(worker, m.Data)
+		if rerr == nil {
+			level := s.receiptLevel()
+			if len(cmd.Traces) > 0 {
+				if level < fsm.ReceiptFormatResultFields {
+					stripResultFields(cmd.Traces)
+				}
+				fsm.DowngradeTraces(cmd.Traces, level)
+			}
+			cmd.Op = fsm.OpGrantSpend
+			split = level < fsm.ReceiptFormatGrantSpend
+		}
+	case api.OpEffectSource:
+		cmd, rerr = effectSourceCommand(worker, m.Data)
+		split = rerr == nil && s.receiptLevel() < fsm.ReceiptFormatGrantSpend
 	case api.OpEffect:
 		cmd, rerr = effectCommand(worker, m.Data)
 	case api.OpSource:
@@ -433,11 +454,82 @@ func (s *Service) worker(m *nats.Msg) {
 		return
 	}
 	proposed := s.clock()
-	env := s.propose(m, cmd)
+	var env grants.Envelope
+	if split {
+		env = s.proposeSplit(cmd)
+		s.respond(m, env)
+	} else {
+		env = s.propose(m, cmd)
+	}
 	s.observe(op, &env, cmd.Lane, s.since(proposed))
 	if a != nil && env.Decision == grants.Deny && env.Seq != 0 {
 		a.refused(worker, time.Now())
 	}
+}
+
+// proposeSplit answers a combined request (api.OpGrantSpend,
+// api.OpEffectSource) while the cluster is below receipt format 11, where
+// the state machine does not take it: its two commands are proposed in
+// turn, each its own log entry, and the answer is the one the combined
+// op would give. A grant request is spent only when permitted (the spend
+// of the grant the answer names, as a worker would send it); an effect's
+// source is registered whatever the effect's answer. A first command not
+// confirmed committed is the answer (issuer_unavailable): the worker
+// retries the whole request under the same idempotency key, which
+// replays what was committed.
+func (s *Service) proposeSplit(cmd fsm.Command) grants.Envelope {
+	first, second := fsm.SplitCombined(cmd)
+	env, err := s.proposeCommand(first)
+	if err != nil {
+		return *err
+	}
+	if cmd.Op == fsm.OpGrantSpend {
+		if env.Decision != grants.Permit || env.GrantID == "" {
+			return env
+		}
+		second.GrantID = env.GrantID
+		if env.Target == "" {
+			// As bindSpend: the arguments are read for the drift check
+			// of a grant that binds a target, and only then.
+			second.Args = args.Flat{}
+		}
+		senv, err := s.proposeCommand(second)
+		if err != nil {
+			return *err
+		}
+		if senv.Decision == grants.Permit && senv.Target == "" {
+			senv.Target = env.Target
+		}
+		return senv
+	}
+	senv, serr := s.proposeCommand(second)
+	if serr != nil {
+		senv = *serr
+	}
+	env.Source = &senv
+	return env
+}
+
+// proposeCommand commits cmd and returns the state machine's answer, or
+// the issuer_unavailable answer propose would send.
+func (s *Service) proposeCommand(cmd fsm.Command) (grants.Envelope, *grants.Envelope) {
+	env, err := s.node.ProposeWithin(s.cfg.CommitTimeout, cmd)
+	if err != nil {
+		detail := "the entry was not confirmed committed: " + grants.KeptUnconfirmed
+		if errors.Is(err, raftnode.ErrNotLeader) {
+			detail = "this node is no longer the leader: " + grants.KeptUnconfirmed
+		}
+		refusal := grants.Refuse(grants.ReasonIssuerUnavail, "commit", detail)
+		return refusal, &refusal
+	}
+	return env, nil
+}
+
+// receiptLevel is the receipt format level this node has applied.
+func (s *Service) receiptLevel() uint64 {
+	var level uint64
+	s.node.View(func(st *fsm.State, _ uint64) { level = st.ReceiptFormat() })
+	return level
 }
 
 // bindSpend completes a spend that carried its arguments with the tool and
@@ -526,14 +618,7 @@ func operatorOp(subject string) string {
 // CommitTimeout. ProposeWithin keeps that deadline without a context per
 // request. It returns the answer sent.
 func (s *Service) propose(m *nats.Msg, cmd fsm.Command) grants.Envelope {
-	env, err := s.node.ProposeWithin(s.cfg.CommitTimeout, cmd)
-	if err != nil {
-		detail := "the entry was not confirmed committed: " + grants.KeptUnconfirmed
-		if errors.Is(err, raftnode.ErrNotLeader) {
-			detail = "this node is no longer the leader: " + grants.KeptUnconfirmed
-		}
-		env = grants.Refuse(grants.ReasonIssuerUnavail, "commit", detail)
-	}
+	env, _ := s.proposeCommand(cmd)
 	s.respond(m, env)
 	return env
 }

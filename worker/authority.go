@@ -24,6 +24,11 @@ type authority interface {
 	Spend(ctx context.Context, r api.SpendRequest) (grants.Envelope, error)
 	Effect(ctx context.Context, r api.EffectRequest) (grants.Envelope, error)
 	RegisterSource(ctx context.Context, r api.SourceRequest) (grants.Envelope, error)
+	// The combined requests (receipt format 11): a grant spent at once,
+	// and an effect with the result's source registration, each one log
+	// entry (client.GrantSpendUnsupported: the issuer does not take them).
+	GrantSpend(ctx context.Context, r api.GrantRequest) (grants.Envelope, error)
+	EffectSource(ctx context.Context, r api.EffectSourceRequest) (grants.Envelope, error)
 	Close()
 }
 
@@ -52,7 +57,7 @@ const sidecarVersion = 1
 
 type sidecarRequest struct {
 	V         int             `json:"v"`
-	Op        string          `json:"op"`     // api.OpGrant, OpSpend, OpEffect, OpSource or an OpPlugin* op
+	Op        string          `json:"op"`     // api.OpGrant, OpSpend, OpEffect, OpSource, OpGrantSpend, OpEffectSource or an OpPlugin* op
 	Worker    string          `json:"worker"` // must be the sidecar's own
 	TimeoutMS int64           `json:"timeout_ms"`
 	Body      json.RawMessage `json:"body"` // the api request body
@@ -119,6 +124,16 @@ func (s *viaSocket) Effect(ctx context.Context, r api.EffectRequest) (grants.Env
 func (s *viaSocket) RegisterSource(ctx context.Context, r api.SourceRequest) (grants.Envelope, error) {
 	r.V = api.Version
 	return s.do(ctx, api.OpSource, r)
+}
+
+func (s *viaSocket) GrantSpend(ctx context.Context, r api.GrantRequest) (grants.Envelope, error) {
+	r.V = api.Version
+	return s.do(ctx, api.OpGrantSpend, r)
+}
+
+func (s *viaSocket) EffectSource(ctx context.Context, r api.EffectSourceRequest) (grants.Envelope, error) {
+	r.V, r.Source.V = api.Version, api.Version
+	return s.do(ctx, api.OpEffectSource, r)
 }
 
 func (s *viaSocket) do(ctx context.Context, op string, body any) (grants.Envelope, error) {
@@ -260,6 +275,14 @@ func (f *fallback) Effect(ctx context.Context, r api.EffectRequest) (grants.Enve
 
 func (f *fallback) RegisterSource(ctx context.Context, r api.SourceRequest) (grants.Envelope, error) {
 	return f.call(ctx, func(a authority) (grants.Envelope, error) { return a.RegisterSource(ctx, r) })
+}
+
+func (f *fallback) GrantSpend(ctx context.Context, r api.GrantRequest) (grants.Envelope, error) {
+	return f.call(ctx, func(a authority) (grants.Envelope, error) { return a.GrantSpend(ctx, r) })
+}
+
+func (f *fallback) EffectSource(ctx context.Context, r api.EffectSourceRequest) (grants.Envelope, error) {
+	return f.call(ctx, func(a authority) (grants.Envelope, error) { return a.EffectSource(ctx, r) })
 }
 
 func (f *fallback) Close() {

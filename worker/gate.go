@@ -17,12 +17,30 @@ import (
 // refusal of the request or of the spend; an error means nothing is known
 // and the call must not run.
 //
-// The request and the spend both carry the call's idempotency key, so a
-// repeated hook for the same call gets the same grant and the same attempt
-// receipt back instead of a second grant or an already_spent refusal.
+// It asks for both in one request (api.OpGrantSpend: one round trip, one
+// log entry from receipt format 11); an issuer of an earlier build refuses
+// it before proposing anything, and the request and the spend are then
+// sent apart. Either way the request and
+// the spend carry the call's idempotency key, so a repeated hook for the
+// same call gets the same grant and the same attempt receipt back instead
+// of a second grant or an already_spent refusal.
 func authorize(ctx context.Context, a authority, call harness.Call, lane string, gc grantContext) (grants.Envelope, error) {
+	req := grantRequest(call, lane, gc)
+	env, err := a.GrantSpend(ctx, req)
+	if err != nil || !client.GrantSpendUnsupported(env) {
+		if err == nil && env.Decision == grants.Permit && env.GrantID == "" {
+			return env, errors.New("the issuer permitted the call without naming a grant")
+		}
+		return env, err
+	}
+	return grantThenSpend(ctx, a, call, req)
+}
+
+// grantThenSpend is authorize for an issuer that does not take the
+// combined request: the grant request, then the spend of its permit.
+func grantThenSpend(ctx context.Context, a authority, call harness.Call, req api.GrantRequest) (grants.Envelope, error) {
 	key := call.IdempotencyKey()
-	permit, err := a.Grant(ctx, grantRequest(call, lane, gc))
+	permit, err := a.Grant(ctx, req)
 	if err != nil {
 		return permit, err
 	}
@@ -61,11 +79,12 @@ func grantRequest(call harness.Call, lane string, gc grantContext) api.GrantRequ
 var errRanWithoutGrant = errors.New("ran without a spent writ grant")
 
 // recordTarget reports a finished call's outcome against the grant authorize
-// spent for it. The grant is found again by repeating the grant request
-// with the same idempotency key and arguments, which returns the original
-// permit (the issuer matches a repeat by tool and arguments; the traces
-// are not repeated: they do not change the original answer); no local
-// state is kept between the hooks. verifier names who judged the outcome
+// spent for it, when no record of the call names the grant (a hook reads
+// it with readSpentCall and reports with reportSpent). The grant is found
+// again by repeating the grant request with the same idempotency key and
+// arguments, which returns the original permit (the issuer matches a
+// repeat by tool and arguments; the traces are not repeated: they do not
+// change the original answer). verifier names who judged the outcome
 // (for hooks, the harness itself: self-reported).
 //
 // A failed call that writ had refused records nothing: the refusal is why
@@ -92,7 +111,7 @@ func recordTarget(ctx context.Context, a authority, call harness.Call, lane, cwd
 func recordPermit(ctx context.Context, a authority, call harness.Call, permit grants.Envelope, outcome, verifier string) (grants.Envelope, error) {
 	switch {
 	case permit.Reason == grants.ReasonIdemConflict:
-		return permit, fmt.Errorf("this %s call's tool_input differs from the one its PreToolUse hook presented, so its result cannot be bound to that grant", call.Tool)
+		return permit, errInputDiffers(call)
 	case permit.Decision != grants.Permit && outcome == grants.OutcomeFailed:
 		return permit, nil
 	case permit.Decision != grants.Permit || permit.GrantID == "":
@@ -102,15 +121,66 @@ func recordPermit(ctx context.Context, a authority, call harness.Call, permit gr
 	if err != nil {
 		return eff, err
 	}
-	if eff.Decision != grants.Permit {
-		if eff.Reason == grants.ReasonNotSpent {
-			// The permit was minted just now: the original answer aged out
-			// of the issuer (a very long call) or no PreToolUse hook ran.
-			return eff, fmt.Errorf("this %s call %s (grant %s was never spent): its result is not recorded", call.Tool, errRanWithoutGrant, permit.GrantID)
-		}
-		return eff, fmt.Errorf("the issuer refused the result of this %s call: %s", call.Tool, refusalCode(eff))
+	return eff, effectRefusal(call, permit.GrantID, eff)
+}
+
+// effectRefusal is the error an effect's refusal is reported with (nil
+// for a recorded effect).
+func effectRefusal(call harness.Call, grant string, eff grants.Envelope) error {
+	if eff.Decision == grants.Permit {
+		return nil
 	}
-	return eff, nil
+	if eff.Reason == grants.ReasonNotSpent {
+		// The permit was minted just now: the original answer aged out
+		// of the issuer (a very long call) or no PreToolUse hook ran.
+		return fmt.Errorf("this %s call %s (grant %s was never spent): its result is not recorded", call.Tool, errRanWithoutGrant, grant)
+	}
+	return fmt.Errorf("the issuer refused the result of this %s call: %s", call.Tool, refusalCode(eff))
+}
+
+// errInputDiffers: a finished call presented other arguments than its
+// PreToolUse did.
+func errInputDiffers(call harness.Call) error {
+	return fmt.Errorf("this %s call's tool_input differs from the one its PreToolUse hook presented, so its result cannot be bound to that grant", call.Tool)
+}
+
+// reportSpent reports a finished call's outcome against the grant its
+// PreToolUse spent, as the call's record names it (readSpentCall; a zero
+// digest: a caller that kept the grant itself, unchecked), and
+// registers the call's result src (nil: none) as a source: both in one
+// request (api.OpEffectSource, one log entry) when there is a result,
+// else the effect alone. An issuer that does not take the combined
+// request gets the effect and then the registration. eff is the effect's
+// answer; recErr is the
+// effect's failure, regErr the registration's (as registerSources
+// reports it); a request that could not be sent or answered is recErr
+// alone, which then says the result was not registered either.
+func reportSpent(ctx context.Context, a authority, store *sessionStore, call harness.Call, sc spentCall, outcome, verifier string, src *pendingSource) (eff grants.Envelope, notes []string, recErr, regErr error) {
+	if d, err := grants.DigestArgs(call.Tool, call.Args); err == nil && !sc.digest.IsZero() && d != sc.digest {
+		return eff, nil, errInputDiffers(call), nil
+	}
+	if src != nil {
+		env, err := a.EffectSource(ctx, api.EffectSourceRequest{GrantID: sc.grant, Outcome: outcome, Verifier: verifier, Source: src.req})
+		if err != nil {
+			return env, nil, fmt.Errorf("%w; its result was not registered as a source either", err), nil
+		}
+		if !client.GrantSpendUnsupported(env) && env.Source != nil {
+			notes, regErr = registerAnswered(ctx, a, store, []pendingSource{*src}, []grants.Envelope{*env.Source})
+			return env, notes, effectRefusal(call, sc.grant, env), regErr
+		}
+	}
+	eff, err := a.Effect(ctx, api.EffectRequest{GrantID: sc.grant, Outcome: outcome, Verifier: verifier})
+	if err != nil {
+		if src != nil {
+			err = fmt.Errorf("%w; its result was not registered as a source either", err)
+		}
+		return eff, nil, err, nil
+	}
+	recErr = effectRefusal(call, sc.grant, eff)
+	if src != nil {
+		notes, regErr = registerSources(ctx, a, store, []pendingSource{*src})
+	}
+	return eff, notes, recErr, regErr
 }
 
 func refusalCode(env grants.Envelope) string {

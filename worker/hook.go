@@ -241,22 +241,54 @@ func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, 
 		return a
 	}
 	outcome, _ := harness.PostOutcome(in.HookEventName)
-	_, target, recErr := recordTarget(ctx, auth, call, lane, in.WorkDir(), outcome, harness.Verifier(name))
 	var (
-		notes  []string
-		regErr error
+		notes          []string
+		recErr, regErr error
 	)
-	if in.HookEventName == harness.EventPostToolUse {
-		if ctx.Err() != nil || isTransport(recErr) {
-			// The registration would wait for the same issuer.
-			if _, _, ok := resultSource(ctx, nil, in, call); ok && recErr != nil {
-				return fail(fmt.Errorf("%v; its result was not registered as a source either", unreachable(recErr)))
+	// report reports the outcome against the grant sc names and, for a
+	// PostToolUse, registers the result with it: one request.
+	report := func(sc spentCall) {
+		var src *pendingSource
+		if in.HookEventName == harness.EventPostToolUse {
+			if s, n, ok := resultSource(ctx, store, in, call); ok {
+				s = withResource(s, sc.target, in.SessionID, call.CallID)
+				src, notes = &s, n
 			}
-		} else if src, n, ok := resultSource(ctx, store, in, call); ok {
-			src = withResource(src, target, in.SessionID, call.CallID)
-			notes = n
-			more, err := registerSources(ctx, auth, store, []pendingSource{src})
-			notes, regErr = append(notes, more...), err
+		}
+		var more []string
+		_, more, recErr, regErr = reportSpent(ctx, auth, store, call, sc, outcome, harness.Verifier(name), src)
+		notes = append(notes, more...)
+	}
+	if sc, ok := readSpentCall(af.stateDir, call); ok {
+		// The grant the PreToolUse spent, as the call's record names it:
+		// no request to find it again.
+		report(sc)
+	} else {
+		// No record (another state directory, a record of an earlier
+		// build, a call writ refused): the grant is found by repeating
+		// the grant request with the same idempotency key and arguments,
+		// which returns the original permit.
+		permit, err := auth.Grant(ctx, grantRequest(call, lane, grantContext{Cwd: in.WorkDir()}))
+		if err == nil && permit.Decision == grants.Permit && permit.GrantID != "" && !permit.Digest.IsZero() {
+			report(spentCall{grant: permit.GrantID, digest: permit.Digest, target: permit.Target})
+		} else {
+			recErr = err
+			if err == nil {
+				_, recErr = recordPermit(ctx, auth, call, permit, outcome, harness.Verifier(name))
+			}
+			if in.HookEventName == harness.EventPostToolUse {
+				if ctx.Err() != nil || isTransport(recErr) {
+					// The registration would wait for the same issuer.
+					if _, _, ok := resultSource(ctx, nil, in, call); ok && recErr != nil {
+						return fail(fmt.Errorf("%v; its result was not registered as a source either", unreachable(recErr)))
+					}
+				} else if src, n, ok := resultSource(ctx, store, in, call); ok {
+					src = withResource(src, "", in.SessionID, call.CallID)
+					notes = n
+					more, err := registerSources(ctx, auth, store, []pendingSource{src})
+					notes, regErr = append(notes, more...), err
+				}
+			}
 		}
 	}
 	switch {

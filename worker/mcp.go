@@ -15,7 +15,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/api/client"
 	authlevel "github.com/writ-dev/writ/authority"
 	"github.com/writ-dev/writ/grants"
@@ -273,36 +272,33 @@ func (m *mcpGate) Done(ctx context.Context, tc harness.ToolCall, ref any, outcom
 	ctx, cancel := context.WithTimeout(ctx, m.deadline)
 	defer cancel()
 	a, err := m.authority(ctx)
-	if err == nil {
-		var env grants.Envelope
-		env, err = a.Effect(ctx, api.EffectRequest{GrantID: r.grant, Outcome: outcome, Verifier: MCPVerifier(m.server)})
-		if err == nil && env.Decision != grants.Permit {
-			err = errors.New(refusalCode(env))
-		}
-	}
 	if err != nil {
 		fmt.Fprintf(m.g.Stderr, "worker-agent mcp: recording the %s result of %s (grant %s): %v\n", outcome, tool, r.grant, err)
-		if isTransport(err) {
-			return // the registration would wait for the same issuer
-		}
-	}
-	// Register what the call brought into the session, so that a value
-	// copied from it later traces to it (and to its level).
-	text := harness.MCPResultText(result, harness.MaxSourceContent)
-	if outcome != grants.OutcomeConfirmed || len(text) == 0 || a == nil {
 		return
 	}
-	src := newSource(m.session, m.callID(tc), authlevel.ChannelToolResult, scopeTask, harness.ResultResource(r.target), tool,
-		"the result of this "+tool+" call", text)
-	// A structured result keeps its leaves by JSON pointer, as the hook's
-	// do, so that a policy's result schema can attest some of its fields.
-	src.leaves, _ = provenance.ResultLeaves(result)
-	notes, rerr := registerSources(ctx, a, m.store, []pendingSource{src})
+	// Register what the call brought into the session, so that a value
+	// copied from it later traces to it (and to its level): with the
+	// outcome, in one request.
+	var src *pendingSource
+	if text := harness.MCPResultText(result, harness.MaxSourceContent); outcome == grants.OutcomeConfirmed && len(text) > 0 {
+		s := newSource(m.session, m.callID(tc), authlevel.ChannelToolResult, scopeTask, harness.ResultResource(r.target), tool,
+			"the result of this "+tool+" call", text)
+		// A structured result keeps its leaves by JSON pointer, as the
+		// hook's do, so that a policy's result schema can attest some
+		// of its fields.
+		s.leaves, _ = provenance.ResultLeaves(result)
+		src = &s
+	}
+	_, notes, recErr, regErr := reportSpent(ctx, a, m.store, harness.Call{Tool: tool}, spentCall{grant: r.grant, target: r.target},
+		outcome, MCPVerifier(m.server), src)
+	if recErr != nil {
+		fmt.Fprintf(m.g.Stderr, "worker-agent mcp: recording the %s result of %s (grant %s): %v\n", outcome, tool, r.grant, recErr)
+	}
 	for _, n := range notes {
 		fmt.Fprintf(m.g.Stderr, "worker-agent mcp: %s\n", harness.OneLine(n))
 	}
-	if rerr != nil {
-		fmt.Fprintf(m.g.Stderr, "worker-agent mcp: %s\n", harness.OneLine(rerr.Error()))
+	if regErr != nil {
+		fmt.Fprintf(m.g.Stderr, "worker-agent mcp: %s\n", harness.OneLine(regErr.Error()))
 	}
 }
 

@@ -130,6 +130,33 @@ func (h *heldReviews) get(key string) string {
 	return h.m[key]
 }
 
+// spentGrants remembers the grant each permitted call spent, so that its
+// after op reports the outcome against it without asking for the grant
+// again (as a hook's call record does).
+type spentGrants struct {
+	mu sync.Mutex
+	m  map[string]spentCall // idempotency key → the grant spent
+}
+
+func (g *spentGrants) put(key string, env grants.Envelope) {
+	if env.Decision != grants.Permit || env.GrantID == "" || env.Digest.IsZero() {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.m == nil || len(g.m) >= maxHeldReviews {
+		g.m = map[string]spentCall{}
+	}
+	g.m[key] = spentCall{grant: env.GrantID, digest: env.Digest, target: env.Target}
+}
+
+func (g *spentGrants) get(key string) (spentCall, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	sc, ok := g.m[key]
+	return sc, ok
+}
+
 // plugin answers one plugin op; an error is a transport failure the
 // caller reports as unavailable.
 func (s *sidecar) plugin(ctx context.Context, c *client.Client, op string, body json.RawMessage) (*PluginAnswer, error) {
@@ -155,6 +182,7 @@ func (s *sidecar) plugin(ctx context.Context, c *client.Client, op string, body 
 		if err != nil {
 			return nil, err
 		}
+		s.spent.put(call.IdempotencyKey(), env)
 		a := beforeAnswer(call, env)
 		if a.Verdict == VerdictApprovalRequired && a.ReviewID != "" {
 			s.held.put(call.IdempotencyKey(), a.ReviewID)
@@ -242,7 +270,11 @@ func (s *sidecar) pluginAfter(ctx context.Context, auth authority, r pluginAfter
 		// one the resolve spent.
 		rec.CallID = call.CallID + "#approved"
 	}
-	env, target, recErr := recordTarget(ctx, auth, rec, lane, r.workDir(), outcome, harness.Verifier(harness.OpenClaw))
+	verifier := harness.Verifier(harness.OpenClaw)
+	if sc, ok := s.spent.get(rec.IdempotencyKey()); ok {
+		return s.reportAfter(ctx, auth, a, call, rec, sc, outcome, verifier, r)
+	}
+	env, target, recErr := recordTarget(ctx, auth, rec, lane, r.workDir(), outcome, verifier)
 	if recErr != nil {
 		if isTransport(recErr) {
 			return nil, recErr
@@ -269,6 +301,39 @@ func (s *sidecar) pluginAfter(ctx context.Context, auth authority, r pluginAfter
 		if err != nil {
 			notes = append(notes, err.Error())
 		}
+	}
+	a.Notes = harness.OneLine(joinNotes(notes))
+	return a, nil
+}
+
+// reportAfter is pluginAfter for a call whose grant this sidecar spent:
+// the outcome and, for a confirmed call, the result's registration in one
+// request (reportSpent).
+func (s *sidecar) reportAfter(ctx context.Context, auth authority, a *PluginAnswer, call, rec harness.Call, sc spentCall, outcome, verifier string, r pluginAfter) (*PluginAnswer, error) {
+	var (
+		src   *pendingSource
+		notes []string
+	)
+	store := s.store(call.Session)
+	if outcome == grants.OutcomeConfirmed && store != nil {
+		in := harness.HookInput{SessionID: call.Session, ToolInput: call.Args, ToolResponse: r.Result, Cwd: harness.LooseString(r.workDir())}
+		if p, n, ok := resultSource(ctx, store, in, call); ok {
+			p = withResource(p, sc.target, call.Session, call.CallID)
+			src, notes = &p, n
+		}
+	}
+	env, more, recErr, regErr := reportSpent(ctx, auth, store, rec, sc, outcome, verifier, src)
+	if recErr != nil {
+		if isTransport(recErr) {
+			return nil, recErr
+		}
+		a.Verdict, a.Reason = VerdictRefused, harness.OneLine(recErr.Error())
+		return a, nil
+	}
+	a.Verdict, a.Receipt, a.GrantID = VerdictRecorded, env.Seq, env.GrantID
+	notes = append(notes, more...)
+	if regErr != nil {
+		notes = append(notes, regErr.Error())
 	}
 	a.Notes = harness.OneLine(joinNotes(notes))
 	return a, nil
@@ -327,6 +392,7 @@ func (s *sidecar) pluginResolve(ctx context.Context, auth authority, r pluginRes
 	if err != nil {
 		return nil, err
 	}
+	s.spent.put(approved.IdempotencyKey(), spent)
 	b := beforeAnswer(call, spent)
 	b.ReviewID = r.ReviewID
 	return b, nil

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
 )
@@ -71,14 +73,14 @@ type callRecord struct {
 // openCallRecord locks and reads the record of call under stateDir,
 // waiting at most until ctx ends for a hook deciding the same call.
 func openCallRecord(ctx context.Context, stateDir string, call harness.Call) (*callRecord, error) {
-	dir := filepath.Join(stateDir, "calls")
+	dir := filepath.Dir(callRecordPath(stateDir, call))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("the hook keeps a record of each permitted call (so that a repeated event is not a second permit) "+
 			"and needs a writable state directory (--state-dir or $%s): %v", EnvStateDir, err)
 	}
-	sum := sha256.Sum256([]byte(call.IdempotencyKey()))
-	name := hex.EncodeToString(sum[:])[:32]
-	l, err := lockFile(ctx, filepath.Join(dir, name), true)
+	path := callRecordPath(stateDir, call)
+	name := filepath.Base(path)
+	l, err := lockFile(ctx, path, true)
 	if err != nil {
 		return nil, fmt.Errorf("call record: %w", err)
 	}
@@ -93,6 +95,72 @@ func openCallRecord(ctx context.Context, stateDir string, call harness.Call) (*c
 		pruneCallRecords(dir, time.Now())
 	}
 	return &callRecord{lock: l, state: state, line: line}, nil
+}
+
+// callRecordPath is where call's record is kept under stateDir.
+func callRecordPath(stateDir string, call harness.Call) string {
+	sum := sha256.Sum256([]byte(call.IdempotencyKey()))
+	return filepath.Join(stateDir, "calls", hex.EncodeToString(sum[:])[:32])
+}
+
+// spentCall is what a call's record says of the grant its PreToolUse
+// spent: the grant, the request digest it bound and its canonical target
+// ("" for none). The PostToolUse hook reports the call's outcome against
+// it without asking the issuer for the grant again.
+type spentCall struct {
+	grant  string
+	digest events.Hash
+	target string
+}
+
+// readSpentCall reads the grant call's record names, if there is a record
+// of a permit ("answered" or "undelivered") that names one. It takes no
+// lock: the record is written before the permit is delivered, so a
+// PostToolUse (which follows the call, which follows the permit) reads it
+// whole, and a record read while it is being rewritten reads as none,
+// which only costs a request to the issuer.
+func readSpentCall(stateDir string, call harness.Call) (spentCall, bool) {
+	if stateDir == "" {
+		return spentCall{}, false
+	}
+	f, err := os.Open(callRecordPath(stateDir, call))
+	if err != nil {
+		return spentCall{}, false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return spentCall{}, false
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) == 0 || fields[0] != callAnswered && fields[0] != callUndelivered {
+		return spentCall{}, false
+	}
+	var sc spentCall
+	for _, f := range fields[1:] {
+		k, v, _ := strings.Cut(f, "=")
+		switch k {
+		case "grant":
+			sc.grant = v
+		case "digest":
+			h, err := events.ParseHash(v)
+			if err != nil {
+				return spentCall{}, false
+			}
+			sc.digest = h
+		case "target":
+			t, err := url.QueryUnescape(v)
+			if err != nil {
+				return spentCall{}, false
+			}
+			sc.target = t
+		}
+	}
+	if sc.grant == "" || sc.digest.IsZero() {
+		// A record written before it kept the digest: ask the issuer.
+		return spentCall{}, false
+	}
+	return sc, true
 }
 
 // replayed reports whether the call's permit was answered before (and not
@@ -110,6 +178,14 @@ func (c *callRecord) replayError(call harness.Call) error {
 // answered records a permit before it is written to the harness.
 func (c *callRecord) answered(env grants.Envelope) error {
 	line := fmt.Sprintf("%s grant=%s seq=%d", callAnswered, env.GrantID, env.Seq)
+	if !env.Digest.IsZero() {
+		// What the PostToolUse hook needs to report the outcome without
+		// asking for the grant again (readSpentCall).
+		line += " digest=" + env.Digest.String()
+		if env.Target != "" {
+			line += " target=" + url.QueryEscape(env.Target)
+		}
+	}
 	if err := c.write(line); err != nil {
 		return err
 	}

@@ -129,3 +129,41 @@ func TestFieldTracesTyped(t *testing.T) {
 		t.Fatalf("traces:\n%s", g)
 	}
 }
+
+// TestSpentCallRecord: a permit's record names its grant, digest and
+// target (any bytes), and a PostToolUse reads them back whether the
+// answer was delivered or not; no record, a refused call's, a record
+// without a digest (an earlier build's) or a malformed one reads as none.
+func TestSpentCallRecord(t *testing.T) {
+	state := t.TempDir()
+	call := harness.Call{Harness: harness.ClaudeCode, Session: "s1", CallID: "toolu_rec", Tool: "WebFetch"}
+	if _, ok := readSpentCall(state, call); ok {
+		t.Fatal("a call with no record read as spent")
+	}
+	d := grants.RequestDigest("WebFetch", []byte(`{"url":"x"}`))
+	target := "url:https://example.org/a b?c=d&e=%41 é"
+	for _, delivered := range []bool{true, false} {
+		r, err := openCallRecord(testCtx(t), state, call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.answered(grants.Envelope{Decision: grants.Permit, GrantID: "g-1", Seq: 7, Digest: d, Target: target}); err != nil {
+			t.Fatal(err)
+		}
+		r.close(delivered)
+		sc, ok := readSpentCall(state, call)
+		if !ok || sc.grant != "g-1" || sc.digest != d || sc.target != target {
+			t.Fatalf("delivered %v: read %+v %v", delivered, sc, ok)
+		}
+	}
+	path := callRecordPath(state, call)
+	for _, line := range []string{"", "answered grant=g-1 seq=7", "answered grant=g-1 seq=7 digest=zz", "refused", "answered digest=" + d.String(),
+		"answered grant=g-1 digest=" + d.String() + " target=%zz"} {
+		if err := os.WriteFile(path, []byte(line+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if sc, ok := readSpentCall(state, call); ok {
+			t.Fatalf("record %q read as %+v", line, sc)
+		}
+	}
+}

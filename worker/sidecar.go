@@ -112,6 +112,7 @@ type sidecar struct {
 	stateDir string // plugin sessions' provenance registries ("" keeps none)
 	maxBytes int64
 	held     heldReviews
+	spent    spentGrants // OpenClaw calls' grants, for their after op
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -217,6 +218,16 @@ func (s *sidecar) handle(ctx context.Context, line []byte) sidecarResponse {
 		var r api.SourceRequest
 		if err = json.Unmarshal(req.Body, &r); err == nil {
 			env, err = c.RegisterSource(ctx, r)
+		}
+	case api.OpGrantSpend:
+		var r api.GrantRequest
+		if err = json.Unmarshal(req.Body, &r); err == nil {
+			env, err = c.GrantSpend(ctx, r)
+		}
+	case api.OpEffectSource:
+		var r api.EffectSourceRequest
+		if err = json.Unmarshal(req.Body, &r); err == nil {
+			env, err = c.EffectSource(ctx, r)
 		}
 	case OpPluginBefore, OpPluginAfter, OpPluginResolve, OpPluginMessage:
 		a, perr := s.plugin(ctx, &c, req.Op, req.Body)

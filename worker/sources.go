@@ -200,6 +200,13 @@ func (p pendingSource) descriptor(env grants.Envelope) provenance.Descriptor {
 // and an error naming what could not be registered. An issuer that does
 // not know source registration gets nothing registered and no error.
 func registerSources(ctx context.Context, auth authority, store *sessionStore, srcs []pendingSource) (notes []string, err error) {
+	return registerAnswered(ctx, auth, store, srcs, nil)
+}
+
+// registerAnswered is registerSources for sources the first of which
+// already have the issuer's answers (answered[i] answers srcs[i]: they
+// were registered in the same request as an effect).
+func registerAnswered(ctx context.Context, auth authority, store *sessionStore, srcs []pendingSource, answered []grants.Envelope) (notes []string, err error) {
 	type permitted struct {
 		desc    provenance.Descriptor
 		content []byte
@@ -211,8 +218,16 @@ func registerSources(ctx context.Context, auth authority, store *sessionStore, s
 		failures  []string
 		transport error
 	)
-	for _, p := range srcs {
-		env, err := auth.RegisterSource(ctx, p.req)
+	for i, p := range srcs {
+		var (
+			env grants.Envelope
+			err error
+		)
+		if i < len(answered) {
+			env = answered[i]
+		} else {
+			env, err = auth.RegisterSource(ctx, p.req)
+		}
 		if err != nil {
 			failures = append(failures, p.what+" ("+unreachable(err).Error()+")")
 			if isTransport(err) {

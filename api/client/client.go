@@ -94,6 +94,47 @@ func (c *Client) Grant(ctx context.Context, r api.GrantRequest) (grants.Envelope
 	return env, err
 }
 
+// GrantSpend asks for a grant and spends it at once (api.OpGrantSpend):
+// the answer is the attempt, the spend's refusal or the request's. An
+// empty IdempotencyKey is filled in. An issuer of an earlier build
+// answers invalid_request naming the subject: see GrantSpendUnsupported.
+func (c *Client) GrantSpend(ctx context.Context, r api.GrantRequest) (grants.Envelope, error) {
+	r.V = api.Version
+	if r.IdempotencyKey == "" {
+		r.IdempotencyKey = NewKey()
+	}
+	bp := getBody(r.SizeHint())
+	payload, err := r.AppendJSON(*bp)
+	if err != nil {
+		putBody(bp, payload)
+		return grants.Envelope{}, encodeError(err)
+	}
+	env, err := c.envelopeFor(ctx, c.workerSubject(api.OpGrantSpend), payload)
+	putBody(bp, payload)
+	return env, err
+}
+
+// EffectSource reports an outcome and registers a source in one log
+// entry (api.OpEffectSource): the answer is the effect's, with the
+// source's in Source. See GrantSpendUnsupported for an issuer that does
+// not take it.
+func (c *Client) EffectSource(ctx context.Context, r api.EffectSourceRequest) (grants.Envelope, error) {
+	r.V = api.Version
+	r.Source.V = api.Version
+	return c.envelope(ctx, c.workerSubject(api.OpEffectSource), r)
+}
+
+// GrantSpendUnsupported recognizes the answer of an issuer that does not
+// take the combined requests (api.OpGrantSpend, api.OpEffectSource): one
+// of an earlier build (invalid_request naming the subject), or a state
+// machine below receipt format 11 (unsupported_version, nothing
+// recorded), which an issuer of this build never lets a combined request
+// reach. The caller sends the separate requests instead.
+func GrantSpendUnsupported(env grants.Envelope) bool {
+	return env.Decision == grants.Deny && env.Seq == 0 &&
+		(env.Reason == grants.ReasonUnknownVersion || env.Reason == grants.ReasonInvalidRequest && env.Missing == "subject")
+}
+
 // Spend spends a grant. An empty IdempotencyKey is filled in.
 func (c *Client) Spend(ctx context.Context, r api.SpendRequest) (grants.Envelope, error) {
 	r.V = api.Version

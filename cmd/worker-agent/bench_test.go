@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/api/client"
+	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
 	"github.com/writ-dev/writ/internal/testing/testenv"
@@ -121,4 +124,120 @@ func reportPercentiles(b *testing.B, times []time.Duration) {
 	}
 	b.ReportMetric(pct(0.50), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
+}
+
+// BenchmarkClaudeCodeHookCycle measures one hooked call end to end: the
+// PreToolUse hook (grant and spend) and then the PostToolUse hook (the
+// outcome and the registration of the result as a source), two processes
+// sharing one state directory, each opening its own NATS connection. At
+// receipt format 11 ("format11") that is two requests, each one raft
+// entry: grant_spend and effect_source. "format10" holds the issuer below
+// it: the combined requests are refused before anything is proposed and
+// the hooks send grant and spend, then effect and source. "issuer-*" are
+// the same requests from inside this process over a held connection, no
+// hook process: "issuer-separate" the five requests of a hooked call
+// before the combined ones (grant, spend, the grant asked for again at
+// PostToolUse, effect, source), "issuer-combined" the two. Besides ns/op
+// it reports the p50 and p99 of each cycle's wall time in milliseconds.
+// WRIT_BENCH_OTHER_WORKER names another worker-agent binary to run the
+// hooks with instead (its results are named format*-other).
+//
+//	go test -run '^$' -bench ClaudeCodeHookCycle -benchtime 100x ./cmd/worker-agent/
+func BenchmarkClaudeCodeHookCycle(b *testing.B) {
+	post := fixture(b, "claude-code/post_webfetch.json")
+	pre := patch(b, post, map[string]any{"hook_event_name": "PreToolUse", "tool_response": nil, "duration_ms": nil})
+	bin := builtBinary(b)
+	for _, level := range []uint64{fsm.ReceiptFormatResultFields, fsm.ReceiptFormatGrantSpend} {
+		env := startIssuerAt(b, level)
+		dir := b.TempDir()
+		cfg := writeJSON(b, dir, "w.json", workerConfigFor(env.URL))
+		name := fmt.Sprintf("format%d", level)
+		if other := os.Getenv("WRIT_BENCH_OTHER_WORKER"); other != "" {
+			// Another build's worker-agent (an earlier one, to compare
+			// against), run against this issuer.
+			bin, name = other, name+"-other"
+		}
+		b.Run(name, func(b *testing.B) {
+			run := time.Now().UnixNano()
+			times := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				id := map[string]any{"tool_use_id": fmt.Sprintf("toolu_cycle_%d_%d", run, i)}
+				start := time.Now()
+				for _, in := range [][]byte{patch(b, pre, id), patch(b, post, id)} {
+					cmd := exec.Command(bin, "hook", "claude-code", "--config", cfg)
+					cmd.Dir = dir
+					cmd.Env = binEnv(dir)
+					cmd.Stdin = bytes.NewReader(in)
+					var out bytes.Buffer
+					cmd.Stdout, cmd.Stderr = &out, &out
+					if err := cmd.Run(); err != nil {
+						b.Fatalf("hook: %v %s", err, out.String())
+					}
+				}
+				times = append(times, time.Since(start))
+			}
+			b.StopTimer()
+			reportPercentiles(b, times)
+		})
+		if level < fsm.ReceiptFormatGrantSpend {
+			continue
+		}
+		in, err := harness.Decode(bytes.NewReader(pre))
+		if err != nil {
+			b.Fatal(err)
+		}
+		call, _ := in.Call(harness.ClaudeCode)
+		for _, path := range []string{"issuer-separate", "issuer-combined"} {
+			b.Run(path, func(b *testing.B) {
+				nc, err := nats.Connect(env.URL)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer nc.Close()
+				c := client.New(nc, "w1")
+				call.Session = fmt.Sprint(path, "-", time.Now().UnixNano())
+				src := api.SourceRequest{Channel: "tool_result", Tool: call.Tool, Session: call.Session,
+					ContentDigest: strings.Repeat("ab", 32)}
+				times := make([]time.Duration, 0, b.N)
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					call.CallID = fmt.Sprint(i)
+					key := call.IdempotencyKey()
+					src.ID = fmt.Sprintf("src-%d-%d", time.Now().UnixNano()%1e6, i)
+					req := api.GrantRequest{Lane: "coordinator", Session: call.GrantSession(), Tool: call.Tool, Args: call.Args, IdempotencyKey: key}
+					start := time.Now()
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					var env, eff grants.Envelope
+					if path == "issuer-combined" {
+						env, err = c.GrantSpend(ctx, req)
+						if err == nil && env.Decision == grants.Permit {
+							eff, err = c.EffectSource(ctx, api.EffectSourceRequest{GrantID: env.GrantID, Outcome: "confirmed", Verifier: "claude-code", Source: src})
+						}
+					} else {
+						env, err = c.Grant(ctx, req)
+						if err == nil && env.Decision == grants.Permit {
+							env, err = c.Spend(ctx, api.SpendRequest{GrantID: env.GrantID, Args: call.Args, IdempotencyKey: key})
+						}
+						if err == nil && env.Decision == grants.Permit {
+							env, err = c.Grant(ctx, req)
+						}
+						if err == nil && env.Decision == grants.Permit {
+							eff, err = c.Effect(ctx, api.EffectRequest{GrantID: env.GrantID, Outcome: "confirmed", Verifier: "claude-code"})
+						}
+						if err == nil && eff.Decision == grants.Permit {
+							eff, err = c.RegisterSource(ctx, src)
+						}
+					}
+					cancel()
+					times = append(times, time.Since(start))
+					if err != nil || eff.Decision != grants.Permit {
+						b.Fatalf("%+v %+v %v", env, eff, err)
+					}
+				}
+				b.StopTimer()
+				reportPercentiles(b, times)
+			})
+		}
+	}
 }

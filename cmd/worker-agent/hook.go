@@ -34,6 +34,13 @@ PostToolUse / PostToolUseFailure report the call's result against the spent
 grant as outcome confirmed / failed, verifier harness:<name> (the harness's
 own account, never a destination-confirmed effect).
 
+Round trips. PreToolUse asks for the grant and spends it in one request
+(one log entry), and PostToolUse reports the outcome with the result's
+source registration in one request, against the grant named in the call's
+record (<state dir>/calls/): two round trips per call, each one log entry
+from receipt format 11 (below it the issuer writes each in two). An issuer
+of an earlier build refuses them, and the hook sends the separate ones.
+
 Provenance. What enters the session is registered with the issuer as a
 source (channel, scope, digest — never the content), then kept in the
 session's registry of content windows, a file shared by the session's hook

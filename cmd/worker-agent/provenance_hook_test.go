@@ -98,7 +98,7 @@ func seed(t *testing.T, stateDir, session string, srcs ...seeded) {
 }
 
 // wiretap records the grant requests of worker on the issuer's NATS (the
-// issuer answers them; the tap only listens).
+// issuer answers them; the tap only listens), plain or spent at once.
 func wiretap(t *testing.T, url, worker string) func() []api.GrantRequest {
 	t.Helper()
 	nc, err := nats.Connect(url)
@@ -110,16 +110,19 @@ func wiretap(t *testing.T, url, worker string) func() []api.GrantRequest {
 		mu   sync.Mutex
 		seen []api.GrantRequest
 	)
-	if _, err := nc.Subscribe(api.WorkerSubject(worker, api.OpGrant), func(m *nats.Msg) {
-		var r api.GrantRequest
-		if err := json.Unmarshal(m.Data, &r); err != nil {
-			t.Errorf("grant request: %v", err)
+	// A grant request travels alone or, spent at once, as a grant_spend.
+	for _, op := range []string{api.OpGrant, api.OpGrantSpend} {
+		if _, err := nc.Subscribe(api.WorkerSubject(worker, op), func(m *nats.Msg) {
+			var r api.GrantRequest
+			if err := json.Unmarshal(m.Data, &r); err != nil {
+				t.Errorf("grant request: %v", err)
+			}
+			mu.Lock()
+			seen = append(seen, r)
+			mu.Unlock()
+		}); err != nil {
+			t.Fatal(err)
 		}
-		mu.Lock()
-		seen = append(seen, r)
-		mu.Unlock()
-	}); err != nil {
-		t.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)

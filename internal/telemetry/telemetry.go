@@ -43,7 +43,7 @@ const (
 
 // Ops are the request operations: the worker API's and the operator's.
 var Ops = []string{api.OpGrant, api.OpSpend, api.OpEffect, api.OpSource, api.OpReview, api.OpRoute,
-	api.OpSpawn, api.OpRestore,
+	api.OpSpawn, api.OpRestore, api.OpGrantSpend, api.OpEffectSource,
 	OpRevoke, OpReinstate, OpPolicy, OpApprove, OpBreakGlass, OpRespawn, OpLift}
 
 // Decisions.
