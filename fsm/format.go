@@ -59,6 +59,13 @@ import (
 //     an attested field takes its level. Below this level traced fields
 //     are not read (a policy may declare result schemas, which then judge
 //     nothing), so a log written before it replays to the same decisions.
+//   - ReceiptFormatWorkerKeys (12, fleet.go): a spawn may name the public
+//     nkey of the child's NATS user (Command.UserKey); the spawn event
+//     records it (events.Event.UserKey) and the fleet keeps it, so that
+//     the issuer signs a credential for that key alone and revokes it on
+//     the NATS servers when the child is revoked, respawned or restored.
+//     Below this level the key is not recorded and no credential is
+//     signed.
 //
 // The level only goes up. Evolve reads every form whatever the level.
 //
@@ -101,9 +108,13 @@ const (
 	// against the policy's result schemas (provenance.go); below it they
 	// are not read.
 	ReceiptFormatResultFields uint64 = 10
+	// ReceiptFormatWorkerKeys (12) records the NATS user key a spawn
+	// names on its spawn event and in the fleet; below it the key is
+	// dropped.
+	ReceiptFormatWorkerKeys uint64 = 12
 	// MaxReceiptFormat is the highest level this build writes: what its
 	// status reports as receipt_format.
-	MaxReceiptFormat = ReceiptFormatResultFields
+	MaxReceiptFormat = ReceiptFormatWorkerKeys
 )
 
 // ReceiptFormat is the receipt format level in force (at least
