@@ -722,6 +722,23 @@ func ValidUserKey(k string) bool {
 	return true
 }
 
+// LiveUserKey is the NATS user key a worker's spawn recorded while its
+// credential may be signed: the worker is at the incarnation its spawn
+// started and neither it nor an ancestor is revoked ("" otherwise, or
+// when the spawn recorded none). Its lifetime is the signer's to check.
+func (s *State) LiveUserKey(worker string) string {
+	m := s.fleet[worker]
+	if m == nil || m.UserKey == "" || s.barred[worker] || s.incarnation(worker) != 1 {
+		return ""
+	}
+	for _, a := range s.ancestors(worker) {
+		if s.barred[a.ID] {
+			return ""
+		}
+	}
+	return m.UserKey
+}
+
 // RevokedUserKeys lists, sorted, the NATS user keys of recorded workers
 // whose credential must be refused at now: the worker (or an ancestor) is
 // revoked, or it moved past the incarnation its spawn recorded (a restore

@@ -102,6 +102,8 @@ func (e *Envelope) AppendJSON(dst []byte) []byte {
 	dst = jsonwire.AppendStringsField(dst, `,"cancelled":`, e.Cancelled)
 	dst = jsonwire.AppendStringsField(dst, `,"reviews":`, e.Reviews)
 	dst = jsonwire.AppendStringsField(dst, `,"routes":`, e.Routes)
+	dst = jsonwire.AppendStringField(dst, `,"user_jwt":`, e.UserJWT)
+	dst = jsonwire.AppendStringField(dst, `,"credential_note":`, e.CredentialNote)
 	return append(dst, '}')
 }
 
@@ -312,6 +314,13 @@ func (d *envelopeDecoder) field(e *Envelope, key string) (bit uint64, known bool
 	case "routes":
 		ok = d.strs(&e.Routes)
 		bit = 1 << 47
+	// Worker NATS credentials: bits 52-53.
+	case "user_jwt":
+		e.UserJWT, ok = d.str()
+		bit = 1 << 52
+	case "credential_note":
+		e.CredentialNote, ok = d.str()
+		bit = 1 << 53
 	default:
 		return 0, false
 	}

@@ -56,6 +56,8 @@ type Service struct {
 	digestAt uint64
 	digest   string
 	pubState // publication health, for status
+
+	creds credentials // worker NATS credentials (operator mode)
 }
 
 // New prepares a service; Run starts it.
@@ -226,6 +228,18 @@ func (s *Service) lead(ctx context.Context) error {
 	defer func() {
 		stopFormat()
 		<-formatDone
+	}()
+	// Keep the NATS servers' user revocations in step with the state
+	// (operator mode).
+	rctx, stopRevocations := context.WithCancel(ctx)
+	revDone := make(chan struct{})
+	go func() {
+		defer close(revDone)
+		s.revocationLoop(rctx)
+	}()
+	defer func() {
+		stopRevocations()
+		<-revDone
 	}()
 	s.log.Info("leading: serving the API and publishing receipts")
 	return s.publishLoop(ctx)
@@ -423,7 +437,12 @@ func (s *Service) worker(m *nats.Msg) {
 		return
 	}
 	proposed := s.clock()
-	env := s.propose(m, cmd)
+	var env grants.Envelope
+	if op == api.OpSpawn {
+		env = s.proposeSpawn(m, cmd)
+	} else {
+		env = s.propose(m, cmd)
+	}
 	s.observe(op, &env, cmd.Lane, s.since(proposed))
 	if a != nil && env.Decision == grants.Deny && env.Seq != 0 {
 		a.refused(worker, time.Now())
@@ -516,6 +535,15 @@ func operatorOp(subject string) string {
 // CommitTimeout. ProposeWithin keeps that deadline without a context per
 // request. It returns the answer sent.
 func (s *Service) propose(m *nats.Msg, cmd fsm.Command) grants.Envelope {
+	env := s.commit(cmd)
+	s.respond(m, env)
+	return env
+}
+
+// commit commits cmd and returns the state machine's answer, or
+// issuer_unavailable when the entry is not confirmed committed within
+// CommitTimeout.
+func (s *Service) commit(cmd fsm.Command) grants.Envelope {
 	env, err := s.node.ProposeWithin(s.cfg.CommitTimeout, cmd)
 	if err != nil {
 		detail := "the entry was not confirmed committed; retry with the same idempotency key"
@@ -524,7 +552,6 @@ func (s *Service) propose(m *nats.Msg, cmd fsm.Command) grants.Envelope {
 		}
 		env = grants.Refuse(grants.ReasonIssuerUnavail, "commit", detail)
 	}
-	s.respond(m, env)
 	return env
 }
 

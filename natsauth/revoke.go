@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 )
 
 // DefaultGather bounds how long a Revoker waits for more servers to answer
@@ -107,6 +108,22 @@ func (r *Revoker) Revoke(ctx context.Context, ids ...Identity) (Revocation, erro
 		keys[i] = k
 	}
 	return r.revokeKeys(ctx, ids, keys)
+}
+
+// RevokeKeys revokes users by public user key, with what Revoke
+// guarantees: every credential signed for these keys up to now is
+// refused. It is how the keys of spawned workers, which their parents
+// generated, are revoked.
+func (r *Revoker) RevokeKeys(ctx context.Context, keys ...string) (Revocation, error) {
+	if len(keys) == 0 {
+		return Revocation{}, fmt.Errorf("%w: no user key to revoke", ErrInvalid)
+	}
+	for _, k := range keys {
+		if !nkeys.IsValidPublicUserKey(k) {
+			return Revocation{}, fmt.Errorf("%w: %q is not a public user nkey", ErrInvalid, k)
+		}
+	}
+	return r.revokeKeys(ctx, nil, slices.Clone(keys))
 }
 
 // RevokeWorker revokes the given incarnations of a worker (incarnation 0
