@@ -36,6 +36,19 @@ func NewChildKey() (seed []byte, pub string, err error) {
 	return seed, pub, nil
 }
 
+// childKeyFromSeed returns a user seed and its public key.
+func childKeyFromSeed(seed []byte) ([]byte, string, error) {
+	kp, err := nkeys.FromSeed(seed)
+	if err != nil {
+		return nil, "", fmt.Errorf("the child's NATS user seed: %w", err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil || !nkeys.IsValidPublicUserKey(pub) {
+		return nil, "", fmt.Errorf("the child's NATS user seed is not a user seed: %v", err)
+	}
+	return seed, pub, nil
+}
+
 // ChildCreds is the .creds file of a spawned child: the user JWT of the
 // spawn's answer with the seed whose public key the spawn named. It fails,
 // with the issuer's note, when the answer carries no JWT, and refuses a
