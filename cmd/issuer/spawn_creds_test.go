@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/testenv"
@@ -31,6 +32,8 @@ import (
 //     child's .creds file, not the parent's, and it is gone afterwards;
 //   - (b) once the child's lifetime ends, NATS drops the connection and
 //     refuses the credential at connect;
+//   - a child that restores a checkpoint loses the credential of its
+//     first incarnation;
 //   - (c) after `issuer revoke --worker <parent>`, NATS drops the open
 //     connections of the parent's child and grandchild and refuses their
 //     credentials at connect.
@@ -240,6 +243,21 @@ func TestSpawnedChildCredentials(t *testing.T) {
 	closedWithin(b, "w1-b at the end of its lifetime", 15*time.Second)
 	time.Sleep(time.Until(time.Unix(userJWT(bFile).Expires+1, 0))) // the end of a known second, not a poll
 	refused(bFile, "w1-b")
+
+	// A restore moves the child past the incarnation its key belongs to:
+	// its credential is revoked too.
+	rFile := filepath.Join(tmp, "w1-r.creds")
+	if env, out, code := spawn(w1File, "w1", "--lane", "isolated", "--child", "w1-r", "--ttl", "30m", "--creds-out", rFile); code != 0 || env.UserJWT == "" {
+		t.Fatalf("spawn w1-r: exit %d\n%s", code, out)
+	}
+	r := mustDial(rFile, "w1-r")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if env, err := client.New(r.Conn, "w1-r").Restore(ctx); err != nil || env.Decision != grants.Permit || env.Incarnation != 2 {
+		t.Fatalf("w1-r restores: %+v %v", env, err)
+	}
+	closedWithin(r, "w1-r after its restore", 20*time.Second)
+	refused(rFile, "w1-r")
 
 	// (c) Revoking the parent revokes the child's and the grandchild's
 	// NATS users on the server.
