@@ -252,6 +252,11 @@ func decideSpawn(s *State, now int64, node string, c *Command) verdict {
 		s.counters.Get(revocation.Key(revocation.ScopeWorker, c.Key)) != 0 || s.byWorkerHas(c.Key, now):
 		return record(deny(e, grants.ReasonInvalidRequest, "fresh child id",
 			"worker "+c.Key+" exists already (spawned, revoked, restored or holding grants): a child gets an id never used"))
+	case c.UserKey != "" && s.WritesWorkerKeys() && s.userKeys[c.UserKey] != "":
+		// A key names one user: recording it for a second worker would
+		// let that worker's revocation revoke the first one's credential.
+		return record(deny(e, grants.ReasonInvalidRequest, "fresh user key",
+			"the NATS user key is recorded for another worker already: every child gets a key pair of its own"))
 	case s.barred[c.Caller]:
 		return record(deny(e, grants.ReasonWorkerRevoked, "worker reinstated", "worker "+c.Caller+" is revoked"))
 	case parent != nil && parent.ExpiresAt != 0 && now >= parent.ExpiresAt:
@@ -418,6 +423,9 @@ func (s *State) evolveSpawn(e *events.Event) {
 		m.ParentLane = e.ParentLane
 	}
 	s.fleet[m.ID] = m
+	if m.UserKey != "" {
+		s.recordUserKey(m.UserKey, m.ID)
+	}
 	for _, c := range e.Counters {
 		s.counters.Set(c.Key, c.Value)
 	}
@@ -706,6 +714,14 @@ func (s *State) incarnationDetail(g *grants.Grant) string {
 // WritesWorkerKeys reports whether a spawn records the NATS user key it
 // names (receipt format level 12).
 func (s *State) WritesWorkerKeys() bool { return s.ReceiptFormat() >= ReceiptFormatWorkerKeys }
+
+// recordUserKey indexes a recorded user key.
+func (s *State) recordUserKey(key, worker string) {
+	if s.userKeys == nil {
+		s.userKeys = map[string]string{}
+	}
+	s.userKeys[key] = worker
+}
 
 // ValidUserKey reports whether k has the form of a public user nkey: "U"
 // then 55 characters of the RFC 4648 base32 alphabet (the checksum is the

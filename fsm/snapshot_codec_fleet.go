@@ -75,9 +75,12 @@ func (s *State) restoreWorkerKey(b []byte, last *string) error {
 		return fmt.Errorf("worker key record for %q: malformed key %q", id, key)
 	case m.UserKey != "" || *last != "" && id <= *last:
 		return fmt.Errorf("worker key record %q is out of order or repeated", id)
+	case s.userKeys[key] != "":
+		return fmt.Errorf("worker key record %q: key %s is recorded for %q too", id, key, s.userKeys[key])
 	}
 	*last = id
 	m.UserKey = key
+	s.recordUserKey(key, id)
 	return nil
 }
 

@@ -49,6 +49,14 @@ func TestSpawnRecordsUserKey(t *testing.T) {
 		if env, _ = spawn("r1-a", "r1-a-b", testUserKeyB); env.Decision != grants.Permit {
 			rt.Fatalf("grandchild: %+v", env)
 		}
+		// A key is recorded for one worker only; a retry of the spawn
+		// that recorded it gets the original answer.
+		if env, _ := spawn("r2", "r2-copy", testUserKeyA); env.Decision != grants.Deny || env.Missing != "fresh user key" {
+			rt.Fatalf("a second worker with r1-a's key: %+v", env)
+		}
+		if env, evs := spawn("r1", "r1-a", testUserKeyA); env.Decision != grants.Permit || len(evs) != 0 {
+			rt.Fatalf("retry of r1-a's spawn: %+v %+v", env, evs)
+		}
 		if m, _ := r.s.Member("r1-a"); m.UserKey != testUserKeyA {
 			rt.Fatalf("member key %q", m.UserKey)
 		}
@@ -65,6 +73,10 @@ func TestSpawnRecordsUserKey(t *testing.T) {
 		}
 		if m, _ := back.Member("r1-a-b"); m.UserKey != testUserKeyB {
 			rt.Fatalf("restored member key %q", m.UserKey)
+		}
+		if env := fsm.Apply(back, 1000, fsm.Batch{Time: r.at, Node: "n1", Commands: []fsm.Command{{Op: fsm.OpSpawn, Caller: "r2",
+			Key: "r2-copy", Lane: "isolated", UserKey: testUserKeyB}}})[0]; env.Missing != "fresh user key" {
+			rt.Fatalf("the restored state records a key twice: %+v", env)
 		}
 		// Replaying the receipts reaches the same digest.
 		replay := fsm.New()
