@@ -34,9 +34,11 @@ import (
 //     refuses the credential at connect;
 //   - a child that restores a checkpoint loses the credential of its
 //     first incarnation;
+//   - a Claude Code subagent's calls are made with the credential of its
+//     child worker, which the hook keeps in its state directory;
 //   - (c) after `issuer revoke --worker <parent>`, NATS drops the open
-//     connections of the parent's child and grandchild and refuses their
-//     credentials at connect.
+//     connections of the parent's children (the subagent's too) and
+//     grandchild and refuses their credentials at connect.
 func TestSpawnedChildCredentials(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the issuer and worker-agent binaries")
@@ -259,6 +261,57 @@ func TestSpawnedChildCredentials(t *testing.T) {
 	closedWithin(r, "w1-r after its restore", 20*time.Second)
 	refused(rFile, "w1-r")
 
+	// A Claude Code subagent of w1 is a child worker with a credential of
+	// its own, kept in the hook's state directory.
+	stateDir := filepath.Join(tmp, "state")
+	cfgFile := filepath.Join(tmp, "worker.json")
+	cfgDoc, _ := json.Marshal(map[string]any{"worker": "w1", "lane": "coordinator", "subagents": map[string]string{"Explore": "isolated"},
+		"nats_url": url, "nats_creds": w1File})
+	if err := os.WriteFile(cfgFile, cfgDoc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "README.md"), []byte("hello\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hook := func(toolUse string) (string, int) {
+		t.Helper()
+		in, _ := json.Marshal(map[string]any{"session_id": "sess-1", "cwd": tmp, "hook_event_name": "PreToolUse", "tool_name": "Read",
+			"tool_input": map[string]any{"file_path": filepath.Join(tmp, "README.md")}, "tool_use_id": toolUse,
+			"agent_id": "agent_1", "agent_type": "Explore", "permission_mode": "default", "transcript_path": filepath.Join(tmp, "t.jsonl")})
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, agent, "hook", "claude-code", "--config", cfgFile)
+		cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TMPDIR=" + tmp, "WRIT_STATE_DIR=" + stateDir}
+		cmd.Stdin = bytes.NewReader(in)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return out.String() + errb.String(), ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("hook: %v", err)
+		}
+		return out.String() + errb.String(), 0
+	}
+	if out, code := hook("toolu_1"); code != 0 || out != "" {
+		t.Fatalf("the subagent's read: exit %d\n%s", code, out)
+	}
+	saChild := "w1-sa-"
+	matches, _ := filepath.Glob(filepath.Join(stateDir, "fleet", saChild+"*.creds"))
+	if len(matches) != 1 {
+		t.Fatalf("subagent creds files: %v", matches)
+	}
+	saFile := matches[0]
+	saName := strings.TrimSuffix(filepath.Base(saFile), ".creds")
+	if uc := userJWT(saFile); uc.Name != saName {
+		t.Fatalf("the subagent's JWT names %q, want %q", uc.Name, saName)
+	}
+	if st, err := os.Stat(saFile); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the subagent's creds file: %v %v", st, err)
+	}
+	sa := mustDial(saFile, saName)
+
 	// (c) Revoking the parent revokes the child's and the grandchild's
 	// NATS users on the server.
 	if r := runCLI(t, "revoke", "--worker", "w1", "--nats-url", url); r.code != exitOK {
@@ -266,7 +319,12 @@ func TestSpawnedChildCredentials(t *testing.T) {
 	}
 	closedWithin(a, "w1-a after its parent's revocation", 20*time.Second)
 	closedWithin(ax, "w1-a-x after its grandparent's revocation", 5*time.Second)
+	closedWithin(sa, "the subagent's child after its parent's revocation", 5*time.Second)
 	refused(aFile, "w1-a")
 	refused(axFile, "w1-a-x")
+	refused(saFile, saName)
+	if out, code := hook("toolu_2"); code == 0 && out == "" {
+		t.Fatal("the revoked subagent's read was permitted")
+	}
 	p.stop(t)
 }
