@@ -46,7 +46,7 @@ type credentials struct {
 // spawnCredential completes a spawn's permit with the child's user JWT,
 // or a note saying why there is none.
 func (s *Service) spawnCredential(cmd fsm.Command, env *grants.Envelope) {
-	if env.Decision != grants.Permit || env.Worker == "" {
+	if env.Decision != grants.Permit || env.Worker == "" || env.Worker != cmd.Key {
 		return
 	}
 	mgr := s.cfg.Credentials
