@@ -755,6 +755,14 @@ func (s *State) LiveUserKey(worker string) string {
 	return m.UserKey
 }
 
+// UserKeyEnded reports whether key is a NATS user key a spawn recorded
+// for a worker whose lifetime ended at or before t: every credential
+// signed for it has expired by then, and none is signed again.
+func (s *State) UserKeyEnded(key string, t int64) bool {
+	m := s.fleet[s.userKeys[key]]
+	return m != nil && m.UserKey == key && m.ExpiresAt != 0 && m.ExpiresAt <= t
+}
+
 // RevokedUserKeys lists, sorted, the NATS user keys of recorded workers
 // whose credential must be refused at now: the worker (or an ancestor) is
 // revoked, or it moved past the incarnation its spawn recorded (a restore

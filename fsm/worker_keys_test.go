@@ -114,5 +114,10 @@ func TestSpawnRecordsUserKey(t *testing.T) {
 		if got := r.s.RevokedUserKeys(r.at + int64(10*time.Minute)); len(got) != 0 {
 			rt.Fatalf("after the lifetimes ended: %v", got)
 		}
+		// A revocation may be forgotten once its key's worker has ended.
+		if r.s.UserKeyEnded(testUserKeyA, r.at) || !r.s.UserKeyEnded(testUserKeyA, r.at+int64(10*time.Minute)) ||
+			r.s.UserKeyEnded("UNKNOWN", r.at+int64(time.Hour)) {
+			rt.Fatal("UserKeyEnded")
+		}
 	})
 }

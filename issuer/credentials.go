@@ -97,6 +97,20 @@ func (s *Service) proposeSpawn(m *nats.Msg, cmd fsm.Command) grants.Envelope {
 	return env
 }
 
+// pruneMargin is how long after a spawned worker's end its revocation is
+// kept in the account JWT: longer than the servers' clocks may be off.
+const pruneMargin = time.Minute
+
+// pruneEnded reports, for the Revoker's Prune, whether a revocation is of
+// a recorded key whose worker ended more than pruneMargin ago: its JWTs
+// have all expired and no other is signed (a spawned worker's lifetime
+// never grows), so the account JWT need not carry it any more.
+func (s *Service) pruneEnded(key string) bool {
+	var ended bool
+	s.node.View(func(st *fsm.State, _ uint64) { ended = st.UserKeyEnded(key, time.Now().Add(-pruneMargin).UnixNano()) })
+	return ended
+}
+
 // revocationLoop runs while this node leads in operator mode: it pushes
 // the revocation of every recorded user key the state says is dead and
 // this term has not pushed yet, retrying what failed.

@@ -79,11 +79,17 @@ func New(cfg Config, node *raftnode.Node, nc *nats.Conn) (*Service, error) {
 	if cfg.RefusalWindow == 0 {
 		cfg.RefusalWindow = DefaultRefusalWindow
 	}
-	return &Service{
+	s := &Service{
 		cfg: cfg, node: node, nc: nc, js: js, pub: natsbus.NewPublisher(js),
 		log: lg.With("node", node.ID()), sem: make(chan struct{}, cfg.MaxInFlight),
 		snapSlot: make(chan struct{}, 1),
-	}, nil
+	}
+	if cfg.Credentials != nil {
+		// Revocations of spawned workers long ended leave the account
+		// JWT with the next push.
+		cfg.Credentials.SetPrune(s.pruneEnded)
+	}
+	return s, nil
 }
 
 // Run serves until ctx ends. It answers per-node status always and, while

@@ -56,6 +56,10 @@ func (m *Manager) RevokeKeys(ctx context.Context, keys ...string) (Revocation, e
 	return m.revoker.RevokeKeys(ctx, keys...)
 }
 
+// SetPrune sets the Revoker's Prune (before any push; nil: prune
+// nothing).
+func (m *Manager) SetPrune(prune func(userKey string) bool) { m.revoker.Prune = prune }
+
 // RevokeWorker revokes the given incarnations of a worker (0 when none is
 // given) on every server; see Revoker.Revoke for what it guarantees when it
 // returns.

@@ -56,7 +56,14 @@ type Revoker struct {
 	// Settle is how long after the acknowledgements the revocation is
 	// checked once more; 0 means DefaultSettle, negative skips the check.
 	Settle time.Duration
-	now    func() time.Time
+	// Prune, when set, is asked about every revocation already in the
+	// account JWT whenever the Revoker pushes one: true drops it. It is
+	// for revocations that no longer matter (every credential of the key
+	// has expired and none will be signed again), which would otherwise
+	// grow the account JWT for ever. The keys being revoked are never
+	// dropped.
+	Prune func(userKey string) bool
+	now   func() time.Time
 }
 
 // NewRevoker returns a Revoker pushing over nc.
@@ -161,6 +168,13 @@ func (r *Revoker) revokeKeys(ctx context.Context, ids []Identity, keys []string)
 		ac, err := r.current(ctx, expect)
 		if err != nil {
 			return Revocation{}, err
+		}
+		if r.Prune != nil {
+			for k := range ac.Revocations {
+				if !slices.Contains(keys, k) && r.Prune(k) {
+					delete(ac.Revocations, k)
+				}
+			}
 		}
 		for _, k := range keys {
 			if prev, ok := ac.Revocations[k]; !ok || prev < at.Unix() {
