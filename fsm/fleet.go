@@ -770,8 +770,9 @@ func (s *State) UserKeyEnded(key string, t int64) bool {
 // credential has expired on its own).
 func (s *State) RevokedUserKeys(now int64) []string {
 	var out []string
-	for id, m := range s.fleet {
-		if m.UserKey == "" || m.ExpiresAt != 0 && now >= m.ExpiresAt {
+	for _, id := range s.userKeys {
+		m := s.fleet[id]
+		if m == nil || m.UserKey == "" || m.ExpiresAt != 0 && now >= m.ExpiresAt {
 			continue
 		}
 		dead := s.barred[id] || s.incarnation(id) != 1

@@ -125,12 +125,19 @@ func (s *Service) revocationLoop(ctx context.Context) {
 	tick := time.NewTicker(credentialCheck)
 	defer tick.Stop()
 	var retryAt time.Time
+	checked := ^uint64(0) // the state version last compared, when nothing was left to push
 	backoff := time.Second
 	for {
 		if now := time.Now(); !now.Before(retryAt) {
-			var todo []string
+			var (
+				todo []string
+				at   uint64
+			)
 			s.creds.mu.Lock()
-			s.node.View(func(st *fsm.State, _ uint64) {
+			s.node.ViewVersion(func(st *fsm.State, version uint64) {
+				if at = version; version == checked {
+					return // nothing changed since: no key to add
+				}
 				for _, k := range st.RevokedUserKeys(now.UnixNano()) {
 					if !s.creds.pushed[k] {
 						todo = append(todo, k)
@@ -138,6 +145,9 @@ func (s *Service) revocationLoop(ctx context.Context) {
 				}
 			})
 			s.creds.mu.Unlock()
+			if len(todo) == 0 {
+				checked = at
+			}
 			if len(todo) > 0 {
 				pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				rev, err := mgr.RevokeKeys(pctx, todo...)
