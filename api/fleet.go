@@ -60,6 +60,10 @@ type SpawnRequest struct {
 	Classes    []string `json:"classes,omitempty"`
 	Targets    []string `json:"targets,omitempty"`
 	TTLMillis  int64    `json:"ttl_ms,omitempty"`
+	// UserKey is the public nkey (U...) of the child's NATS user, whose
+	// seed the parent generated and keeps: an issuer in NATS operator mode
+	// signs a user JWT for it (Envelope.UserJWT). The seed never travels.
+	UserKey string `json:"user_key,omitempty"`
 }
 
 // RestoreRequest starts the caller's next incarnation.

@@ -138,6 +138,7 @@ func genEvent(t *rapid.T) Event {
 	e.Blocked = rapid.Bool().Draw(t, "blocked")
 	e.Workers = genStrings(t, "workers")
 	e.ParentLane = genString(t, "parent_lane")
+	e.UserKey = genString(t, "user_key")
 	for i := range rapid.IntRange(0, 4).Draw(t, "counters_n") {
 		_ = i
 		e.Counters = append(e.Counters, Counter{Key: genString(t, "counter_key"), Value: genUint(t, "counter_value")})

@@ -178,7 +178,11 @@ type Event struct {
 	// (a root), the lane the parent spawned from: the child is judged
 	// under it too.
 	ParentLane string `json:"parent_lane,omitempty"`
-	Hash       Hash   `json:"hash"`
+	// UserKey is, on a spawn at receipt format level 12, the public nkey
+	// of the child's NATS user: the issuer signs a credential for it and
+	// revokes it on the NATS servers when the child is revoked.
+	UserKey string `json:"user_key,omitempty"`
+	Hash    Hash   `json:"hash"`
 }
 
 // QuotaWindow is one quota window a permit counts against: the quota key
@@ -287,8 +291,11 @@ const (
 	tagBlocked      = 88
 	tagWorkers      = 89
 	tagParentLane   = 90
-	tagLast         = tagParentLane // the highest tag this version knows, bar the hash
-	tagHash         = 127
+	// Tags 91-94 are unassigned here; this version skips them as unknown
+	// (gapTag). Added with worker NATS credentials.
+	tagUserKey = 95
+	tagLast    = tagUserKey // the highest tag this version knows, bar the hash
+	tagHash    = 127
 )
 
 // hashFieldLen is the size of the trailing hash field: a two-byte key
@@ -403,6 +410,7 @@ func (e *Event) appendBody(buf []byte) []byte {
 	w.Bool(tagBlocked, e.Blocked)
 	w.Strings(tagWorkers, e.Workers)
 	w.String(tagParentLane, e.ParentLane)
+	w.String(tagUserKey, e.UserKey)
 	return w.buf
 }
 
@@ -513,6 +521,7 @@ func (e *Event) bodyLen() int {
 	}
 	n += strsLen(tagWorkers, e.Workers)
 	n += strLen(tagParentLane, e.ParentLane)
+	n += strLen(tagUserKey, e.UserKey)
 	return n
 }
 
@@ -755,7 +764,9 @@ func repeatable(tag uint32) bool {
 // gapTag reports whether tag lies in the unassigned range between the
 // route fields and the break-glass fields, which this version does not
 // know.
-func gapTag(tag uint32) bool { return tag > tagRouteStale && tag < tagCaseID }
+func gapTag(tag uint32) bool {
+	return tag > tagRouteStale && tag < tagCaseID || tag > tagParentLane && tag < tagUserKey
+}
 
 // field stores the current field into e.
 func (d *decoder) field(e *Event) bool {
@@ -946,6 +957,8 @@ func (d *decoder) field(e *Event) bool {
 		return d.list(&e.Workers)
 	case tagParentLane:
 		return d.str(&e.ParentLane)
+	case tagUserKey:
+		return d.str(&e.UserKey)
 	case tagHash:
 		return d.hash(&e.Hash)
 	default:

@@ -337,6 +337,14 @@ func goldenEvents() []Event {
 			Kind: KindLift, RaftIndex: 36, Time: t0 + 86_500_000_000_000 + 140_000_000_000, Node: "issuer-a", Actor: "operator",
 			Decision: "permit", Worker: "w-coord-1-research", Detail: "incident inc-2026-0117 closed",
 		},
+		// Added with worker NATS credentials: a spawn names the public key
+		// of the child's NATS user.
+		{
+			Kind: KindSpawn, RaftIndex: 37, Time: t0 + 86_500_000_000_000 + 150_000_000_000, Node: "issuer-a", Actor: "w-coord-2",
+			Decision: "permit", Worker: "w-coord-2-build", Parent: "w-coord-2", ParentLane: "specialist", Lane: "isolated", Incarnation: 1,
+			IssuedAt: t0 + 86_500_000_000_000 + 150_000_000_000, ExpiresAt: t0 + 86_500_000_000_000 + 1_950_000_000_000,
+			UserKey: "UA5WUJ54Z23KILLCUOUNAKTPBVZWKMQVO4O6EQ5GHLAERIMLLHNCTYM5",
+		},
 	}
 }
 

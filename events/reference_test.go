@@ -339,6 +339,8 @@ func refDecodeField(r *refReader, e *Event, f *Field) bool {
 		return list(&e.Workers)
 	case tagParentLane:
 		return str(&e.ParentLane)
+	case tagUserKey:
+		return str(&e.UserKey)
 	case tagHash:
 		return h(&e.Hash)
 	default:

@@ -68,7 +68,7 @@ func (e *Event) StaticValidate() error {
 		}
 	}
 
-	if e.Kind != KindSpawn && (e.Parent != "" || e.ParentLane != "" || len(e.ScopeTools) > 0 || len(e.ScopeClasses) > 0 || len(e.ScopeTargets) > 0) {
+	if e.Kind != KindSpawn && (e.Parent != "" || e.ParentLane != "" || e.UserKey != "" || len(e.ScopeTools) > 0 || len(e.ScopeClasses) > 0 || len(e.ScopeTargets) > 0) {
 		return bad("spawn fields outside a spawn")
 	}
 	if e.Kind != KindSpawn && e.Kind != KindIncarnation && e.Incarnation != 0 {

@@ -87,6 +87,8 @@ const (
 	ctScopeClass  = 53 // one per consequence class
 	ctScopeTarget = 54 // one per target pattern
 	ctParentLane  = 55
+	// Added with worker NATS credentials.
+	ctUserKey = 66
 )
 
 // Field trace tags inside ctTrace, and match tags inside a trace's
@@ -200,6 +202,7 @@ func (c *Command) appendEncode(buf []byte, sc *encodeScratch) []byte {
 	w.String(ctParentLane, c.ParentLane)
 	w.String(ctCaseID, c.CaseID)
 	w.String(ctGlassScope, c.GlassScope)
+	w.String(ctUserKey, c.UserKey)
 	return w.Bytes()
 }
 
@@ -445,6 +448,8 @@ func decodeCommand(b []byte, c *Command, strs *strCache) error {
 			}
 		case ctParentLane:
 			ok = str(r, &f, &c.ParentLane)
+		case ctUserKey:
+			ok = str(r, &f, &c.UserKey)
 		case ctCaseID:
 			ok = str(r, &f, &c.CaseID)
 		case ctGlassScope:

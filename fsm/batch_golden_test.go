@@ -50,6 +50,10 @@ var batchGoldenV8 = filepath.Join("testdata", "batch", "v8.hex")
 // forever like v1.
 var batchGoldenV10 = filepath.Join("testdata", "batch", "v10.hex")
 
+// batchGoldenV12Keys is the committed encoding of goldenBatchV12Keys, a
+// spawn naming its child's NATS user key (receipt format level 12).
+var batchGoldenV12Keys = filepath.Join("testdata", "batch", "v12-worker-keys.hex")
+
 // goldenBatch is one log entry with every op and every command, trace and
 // match field set at least once (TestBatchGoldenCoversEveryField). Never
 // edit it: add commands for new fields to a new golden batch.
@@ -199,6 +203,15 @@ func goldenBatchV11() fsm.Batch {
 	}}
 }
 
+// goldenBatchV12Keys holds a spawn naming the child's NATS user key
+// (receipt format level 12). Never edit it: add a new golden batch.
+func goldenBatchV12Keys() fsm.Batch {
+	return fsm.Batch{Time: 1767657600000000000, Node: "issuer-a", Commands: []fsm.Command{
+		{Op: fsm.OpSpawn, Caller: "w-coord-2", Key: "w-coord-2-build", Lane: "isolated", TTL: 1_800_000_000_000,
+			UserKey: "UA5WUJ54Z23KILLCUOUNAKTPBVZWKMQVO4O6EQ5GHLAERIMLLHNCTYM5"},
+	}}
+}
+
 // batchGoldens pairs each committed golden file with its batch.
 var batchGoldens = []struct {
 	path  string
@@ -213,6 +226,7 @@ var batchGoldens = []struct {
 	{batchGoldenV8, goldenBatchV8},
 	{batchGoldenV10, goldenBatchV10},
 	{batchGoldenV11, goldenBatchV11},
+	{batchGoldenV12Keys, goldenBatchV12Keys},
 }
 
 func TestBatchGoldenRewrite(t *testing.T) {
@@ -281,6 +295,7 @@ func TestBatchGoldenCoversEveryField(t *testing.T) {
 	all = append(all, goldenBatchV8().Commands...)
 	all = append(all, goldenBatchV10().Commands...)
 	all = append(all, goldenBatchV11().Commands...)
+	all = append(all, goldenBatchV12Keys().Commands...)
 	for _, c := range all {
 		mark("Command.", reflect.ValueOf(c))
 		for _, tr := range c.Traces {

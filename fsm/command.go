@@ -218,6 +218,9 @@ type Command struct {
 	ScopeClasses []string
 	ScopeTargets []string
 	ParentLane   string
+	// UserKey is the public nkey of a spawned child's NATS user (receipt
+	// format level 12): the spawn records it.
+	UserKey string
 }
 
 // Trace is one argument field's provenance as the worker traced it: Field

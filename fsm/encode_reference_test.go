@@ -34,6 +34,8 @@ const (
 	refCtRoute, refCtRouteGen                               = 50, 51
 	refCtScopeTool, refCtScopeClass, refCtScopeTarget       = 52, 53, 54
 	refCtParentLane                                         = 55
+	refCtCaseID, refCtGlassScope                            = 60, 61
+	refCtUserKey                                            = 66
 )
 
 // referenceEncode is Batch.Encode written plainly, as it was before the
@@ -115,6 +117,9 @@ func referenceCommand(c *fsm.Command) []byte {
 	w.Strings(refCtScopeClass, c.ScopeClasses)
 	w.Strings(refCtScopeTarget, c.ScopeTargets)
 	w.String(refCtParentLane, c.ParentLane)
+	w.String(refCtCaseID, c.CaseID)
+	w.String(refCtGlassScope, c.GlassScope)
+	w.String(refCtUserKey, c.UserKey)
 	return w.Bytes()
 }
 

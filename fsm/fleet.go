@@ -84,6 +84,7 @@ type member struct {
 	ExpiresAt  int64 // 0: no end (a respawned root)
 	Blocked    bool  // approval-blocked until an operator lifts it
 	Seq        uint64
+	UserKey    string // the child's NATS user key (level 12), "" when none
 }
 
 // incarnation returns a worker's incarnation.
@@ -109,6 +110,9 @@ type FleetMember struct {
 	Incarnation uint64   `json:"incarnation"`
 	Blocked     bool     `json:"blocked,omitempty"`
 	Revoked     bool     `json:"revoked,omitempty"`
+	// UserKey is the public nkey of the NATS user the spawn named
+	// (receipt format level 12).
+	UserKey string `json:"user_key,omitempty"`
 }
 
 // Member returns what the fleet records of a worker.
@@ -125,7 +129,7 @@ func (s *State) fleetMember(m *member) FleetMember {
 		Worker: m.ID, Parent: m.Parent, Lane: m.Lane, Tools: slices.Clone(m.Tools),
 		Classes: slices.Clone(m.Classes), Targets: slices.Clone(m.Targets),
 		IssuedAt: m.IssuedAt, ExpiresAt: m.ExpiresAt, Incarnation: s.incarnation(m.ID),
-		Blocked: m.Blocked, Revoked: s.barred[m.ID],
+		Blocked: m.Blocked, Revoked: s.barred[m.ID], UserKey: m.UserKey,
 	}
 }
 
@@ -218,6 +222,8 @@ func decideSpawn(s *State, now int64, node string, c *Command) verdict {
 		return invalid("ttl", "ttl must not be negative")
 	case len(c.ScopeTools) > MaxSpawnScope || len(c.ScopeClasses) > MaxSpawnScope || len(c.ScopeTargets) > MaxSpawnScope:
 		return invalid("scope", "a spawn scope lists at most %d tools, classes and targets each", MaxSpawnScope)
+	case c.UserKey != "" && s.WritesWorkerKeys() && !ValidUserKey(c.UserKey):
+		return invalid("user_key", "a NATS user key is a public user nkey (U followed by 55 base32 characters)")
 	}
 	for _, l := range [][]string{c.ScopeTools, c.ScopeClasses, c.ScopeTargets} {
 		if slices.Contains(l, "") {
@@ -246,6 +252,11 @@ func decideSpawn(s *State, now int64, node string, c *Command) verdict {
 		s.counters.Get(revocation.Key(revocation.ScopeWorker, c.Key)) != 0 || s.byWorkerHas(c.Key, now):
 		return record(deny(e, grants.ReasonInvalidRequest, "fresh child id",
 			"worker "+c.Key+" exists already (spawned, revoked, restored or holding grants): a child gets an id never used"))
+	case c.UserKey != "" && s.WritesWorkerKeys() && s.userKeys[c.UserKey] != "":
+		// A key names one user: recording it for a second worker would
+		// let that worker's revocation revoke the first one's credential.
+		return record(deny(e, grants.ReasonInvalidRequest, "fresh user key",
+			"the NATS user key is recorded for another worker already: every child gets a key pair of its own"))
 	case s.barred[c.Caller]:
 		return record(deny(e, grants.ReasonWorkerRevoked, "worker reinstated", "worker "+c.Caller+" is revoked"))
 	case parent != nil && parent.ExpiresAt != 0 && now >= parent.ExpiresAt:
@@ -327,6 +338,9 @@ func decideSpawn(s *State, now int64, node string, c *Command) verdict {
 	e.Counters = []events.Counter{{Key: revocation.Key(revocation.ScopeIncarnation, c.Key), Value: 1}}
 	e.ScopeTools, e.ScopeClasses, e.ScopeTargets = sortedSet(tools), sortedSet(classes), sortedSet(targets)
 	e.IssuedAt, e.ExpiresAt = now, end
+	if s.WritesWorkerKeys() {
+		e.UserKey = c.UserKey
+	}
 	return record(e)
 }
 
@@ -403,12 +417,15 @@ func (s *State) evolveSpawn(e *events.Event) {
 	m := &member{
 		ID: e.Worker, Parent: e.Parent, Lane: e.Lane,
 		Tools: slices.Clone(e.ScopeTools), Classes: slices.Clone(e.ScopeClasses), Targets: slices.Clone(e.ScopeTargets),
-		IssuedAt: e.IssuedAt, ExpiresAt: e.ExpiresAt, Seq: e.Seq,
+		IssuedAt: e.IssuedAt, ExpiresAt: e.ExpiresAt, Seq: e.Seq, UserKey: e.UserKey,
 	}
 	if s.fleet[e.Parent] == nil {
 		m.ParentLane = e.ParentLane
 	}
 	s.fleet[m.ID] = m
+	if m.UserKey != "" {
+		s.recordUserKey(m.UserKey, m.ID)
+	}
 	for _, c := range e.Counters {
 		s.counters.Set(c.Key, c.Value)
 	}
@@ -692,4 +709,80 @@ func (s *State) incarnationDetail(g *grants.Grant) string {
 		}
 	}
 	return ""
+}
+
+// WritesWorkerKeys reports whether a spawn records the NATS user key it
+// names (receipt format level 12).
+func (s *State) WritesWorkerKeys() bool { return s.ReceiptFormat() >= ReceiptFormatWorkerKeys }
+
+// recordUserKey indexes a recorded user key.
+func (s *State) recordUserKey(key, worker string) {
+	if s.userKeys == nil {
+		s.userKeys = map[string]string{}
+	}
+	s.userKeys[key] = worker
+}
+
+// ValidUserKey reports whether k has the form of a public user nkey: "U"
+// then 55 characters of the RFC 4648 base32 alphabet (the checksum is the
+// issuer's to verify before it proposes).
+func ValidUserKey(k string) bool {
+	if len(k) != 56 || k[0] != 'U' {
+		return false
+	}
+	for i := 1; i < len(k); i++ {
+		if c := k[i]; !(c >= 'A' && c <= 'Z' || c >= '2' && c <= '7') {
+			return false
+		}
+	}
+	return true
+}
+
+// LiveUserKey is the NATS user key a worker's spawn recorded while its
+// credential may be signed: the worker is at the incarnation its spawn
+// started and neither it nor an ancestor is revoked ("" otherwise, or
+// when the spawn recorded none). Its lifetime is the signer's to check.
+func (s *State) LiveUserKey(worker string) string {
+	m := s.fleet[worker]
+	if m == nil || m.UserKey == "" || s.barred[worker] || s.incarnation(worker) != 1 {
+		return ""
+	}
+	for _, a := range s.ancestors(worker) {
+		if s.barred[a.ID] {
+			return ""
+		}
+	}
+	return m.UserKey
+}
+
+// UserKeyEnded reports whether key is a NATS user key a spawn recorded
+// for a worker whose lifetime ended at or before t: every credential
+// signed for it has expired by then, and none is signed again.
+func (s *State) UserKeyEnded(key string, t int64) bool {
+	m := s.fleet[s.userKeys[key]]
+	return m != nil && m.UserKey == key && m.ExpiresAt != 0 && m.ExpiresAt <= t
+}
+
+// RevokedUserKeys lists, sorted, the NATS user keys of recorded workers
+// whose credential must be refused at now: the worker (or an ancestor) is
+// revoked, or it moved past the incarnation its spawn recorded (a restore
+// or a respawn), while its lifetime has not ended (after that the
+// credential has expired on its own).
+func (s *State) RevokedUserKeys(now int64) []string {
+	var out []string
+	for _, id := range s.userKeys {
+		m := s.fleet[id]
+		if m == nil || m.UserKey == "" || m.ExpiresAt != 0 && now >= m.ExpiresAt {
+			continue
+		}
+		dead := s.barred[id] || s.incarnation(id) != 1
+		for _, a := range s.ancestors(id) {
+			dead = dead || s.barred[a.ID]
+		}
+		if dead {
+			out = append(out, m.UserKey)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

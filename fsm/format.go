@@ -66,6 +66,13 @@ import (
 //     write, each its own kind and stream message, so the stream reads
 //     as it would; below this level both ops are refused and a caller
 //     uses the separate ones.
+//   - ReceiptFormatWorkerKeys (12, fleet.go): a spawn may name the public
+//     nkey of the child's NATS user (Command.UserKey); the spawn event
+//     records it (events.Event.UserKey) and the fleet keeps it, so that
+//     the issuer signs a credential for that key alone and revokes it on
+//     the NATS servers when the child is revoked, respawned or restored.
+//     Below this level the key is not recorded and no credential is
+//     signed.
 //
 // The level only goes up. Evolve reads every form whatever the level.
 //
@@ -111,9 +118,13 @@ const (
 	// ReceiptFormatGrantSpend (11) accepts OpGrantSpend and
 	// OpEffectSource; below it both are refused (unsupported_version).
 	ReceiptFormatGrantSpend uint64 = 11
+	// ReceiptFormatWorkerKeys (12) records the NATS user key a spawn
+	// names on its spawn event and in the fleet; below it the key is
+	// dropped.
+	ReceiptFormatWorkerKeys uint64 = 12
 	// MaxReceiptFormat is the highest level this build writes: what its
 	// status reports as receipt_format.
-	MaxReceiptFormat = ReceiptFormatGrantSpend
+	MaxReceiptFormat = ReceiptFormatWorkerKeys
 )
 
 // ReceiptFormat is the receipt format level in force (at least

@@ -471,5 +471,12 @@ func seedBatchesFleet() []fsm.Batch {
 			{Op: fsm.OpRespawn, Caller: "operator:root", Key: "w1", Lane: "specialist", Note: "inc-1"},
 			{Op: fsm.OpLift, Caller: "operator:root", Key: "w1"},
 		}},
+		// Receipt format 12: a spawn names its child's NATS user key.
+		{Time: t0 + 2*int64(time.Second), Node: "n1", Commands: []fsm.Command{
+			{Op: fsm.OpRaiseFormat, Caller: "issuer:n1", Format: fsm.ReceiptFormatWorkerKeys},
+			{Op: fsm.OpSpawn, Caller: "w1", Key: "w1-k", Lane: "isolated", TTL: int64(time.Hour),
+				UserKey: "UA5WUJ54Z23KILLCUOUNAKTPBVZWKMQVO4O6EQ5GHLAERIMLLHNCTYM5"},
+			{Op: fsm.OpSpawn, Caller: "w1", Key: "w1-j", Lane: "isolated", TTL: int64(time.Hour)},
+		}},
 	}
 }

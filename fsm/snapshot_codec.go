@@ -308,7 +308,8 @@ func (s *State) Snapshot() []byte {
 	s.writeReplies(w, scratch)
 	scratch = s.writeRoutes(w, scratch)
 	s.writeRouteFloor(w)
-	s.writeFleet(w, scratch)
+	scratch = s.writeFleet(w, scratch)
+	s.writeWorkerKeys(w, scratch)
 	return w.Bytes()
 }
 
@@ -316,7 +317,7 @@ func (s *State) Snapshot() []byte {
 // policy, counters, bars, grants, idempotency records, chain head, effect
 // ledger, preauthorization consumption, quota windows, source registry,
 // open reviews and approvals, plain-text replies already decoded, route
-// leases, fleet records). It
+// leases, fleet records, worker NATS user keys). It
 // excludes the outbox, so an issuer and an auditor that rebuilt state from
 // the receipt stream agree on it.
 func (s *State) Digest() events.Hash {
@@ -326,6 +327,7 @@ func (s *State) Digest() events.Hash {
 	s.writeRoutes(w, nil)
 	s.writeRouteFloor(w)
 	s.writeFleet(w, nil)
+	s.writeWorkerKeys(w, nil)
 	return events.Sum(w.Bytes())
 }
 
@@ -355,7 +357,7 @@ func restore(data []byte) (*State, error) {
 	r := events.NewReader(data)
 	var f events.Field
 	var err error
-	var lastCounter, lastReview, lastRoute, lastMember string
+	var lastCounter, lastReview, lastRoute, lastMember, lastWorkerKey string
 	var lastApproval *approvalKey
 	var lastReply events.Hash
 	lastUsage := map[uint32]string{}
@@ -498,6 +500,10 @@ func restore(data []byte) (*State, error) {
 		case stFleet:
 			if err = want(&f, events.WireBytes); err == nil {
 				err = s.restoreMember(f.Data, &lastMember)
+			}
+		case stWorkerKey:
+			if err = want(&f, events.WireBytes); err == nil {
+				err = s.restoreWorkerKey(f.Data, &lastWorkerKey)
 			}
 		case stPublished:
 			if err = want(&f, events.WireVarint); err == nil {

@@ -17,6 +17,73 @@ import (
 // are the fleet's).
 const stFleet = 30
 
+// stWorkerKey is the snapshot tag of the NATS user keys spawns recorded
+// (receipt format level 12): one nested record per keyed worker, in id
+// order, after the fleet records. A state without keys writes none.
+const stWorkerKey = 32
+
+// Worker key record tags (append only).
+const (
+	wkWorker = iota + 1
+	wkKey
+)
+
+// writeWorkerKeys appends the worker key records to w.
+func (s *State) writeWorkerKeys(w *events.Writer, scratch []byte) []byte {
+	var ids []string
+	for id, m := range s.fleet {
+		if m.UserKey != "" {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		rw := events.NewWriter(scratch[:0])
+		rw.String(wkWorker, id)
+		rw.String(wkKey, s.fleet[id].UserKey)
+		scratch = rw.Bytes()
+		writeRecord(w, stWorkerKey, scratch)
+	}
+	return scratch
+}
+
+// restoreWorkerKey decodes one worker key record, strictly: known tags,
+// a recorded worker without a key yet, a well-formed key, ids ascending.
+func (s *State) restoreWorkerKey(b []byte, last *string) error {
+	var id, key string
+	rd := events.NewReader(b)
+	d := fieldDecoder{}
+	f := &d.f
+	for d.err == nil && rd.Next(f) {
+		switch f.Tag {
+		case wkWorker:
+			d.str(&id)
+		case wkKey:
+			d.str(&key)
+		default:
+			d.err = fmt.Errorf("unknown worker key record tag %d", f.Tag)
+		}
+	}
+	if err := d.done(rd); err != nil {
+		return err
+	}
+	m := s.fleet[id]
+	switch {
+	case m == nil:
+		return fmt.Errorf("worker key record for %q, which the fleet does not record", id)
+	case !ValidUserKey(key):
+		return fmt.Errorf("worker key record for %q: malformed key %q", id, key)
+	case m.UserKey != "" || *last != "" && id <= *last:
+		return fmt.Errorf("worker key record %q is out of order or repeated", id)
+	case s.userKeys[key] != "":
+		return fmt.Errorf("worker key record %q: key %s is recorded for %q too", id, key, s.userKeys[key])
+	}
+	*last = id
+	m.UserKey = key
+	s.recordUserKey(key, id)
+	return nil
+}
+
 // Fleet record tags (append only).
 const (
 	flID = iota + 1

@@ -109,9 +109,12 @@ type State struct {
 	// above it (0 until a record is forgotten).
 	routeFloor uint64
 	fleet      map[string]*member // spawned and respawned workers, by id: kept for good
-	expiry     expiryHeap         // with expiryRun, what prune will forget when
-	expiryRun  expiryRun
-	chain      events.Chain
+	// userKeys maps the NATS user keys spawns recorded to their worker
+	// (level 12), so that no key is recorded twice; built from the fleet.
+	userKeys  map[string]string
+	expiry    expiryHeap // with expiryRun, what prune will forget when
+	expiryRun expiryRun
+	chain     events.Chain
 
 	// Memory only, never state: shared copies of what grants repeat, and
 	// the peak sizes that decide when a map is rebuilt smaller.

@@ -74,6 +74,12 @@ type Envelope struct {
 	// carried in the same log entry (an effect_source request, from
 	// receipt format level 11); the envelope itself answers the effect.
 	Source *Envelope `json:"source,omitempty"`
+	// Worker NATS credentials (operator mode, receipt format level 12): on
+	// a spawn that named its child's user key, the user JWT the issuer
+	// signed for that key (the parent pairs it with the seed it kept),
+	// and a note saying what was, or why nothing was, signed.
+	UserJWT        string `json:"user_jwt,omitempty"`
+	CredentialNote string `json:"credential_note,omitempty"`
 }
 
 // Refuse builds a deny envelope with the reason's recovery class.

@@ -105,6 +105,8 @@ func (e *Envelope) AppendJSON(dst []byte) []byte {
 	if e.Source != nil {
 		dst = e.Source.AppendJSON(append(dst, `,"source":`...))
 	}
+	dst = jsonwire.AppendStringField(dst, `,"user_jwt":`, e.UserJWT)
+	dst = jsonwire.AppendStringField(dst, `,"credential_note":`, e.CredentialNote)
 	return append(dst, '}')
 }
 
@@ -334,6 +336,13 @@ func (d *envelopeDecoder) field(e *Envelope, key string) (bit uint64, known bool
 		ok = d.object(e.Source)
 		d.nested = false
 		bit = 1 << 48
+	// Worker NATS credentials: bits 52-53.
+	case "user_jwt":
+		e.UserJWT, ok = d.str()
+		bit = 1 << 52
+	case "credential_note":
+		e.CredentialNote, ok = d.str()
+		bit = 1 << 53
 	default:
 		return 0, false
 	}

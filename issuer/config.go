@@ -48,10 +48,12 @@ type Config struct {
 	RaftTLS, NATSTLS, Auth bool
 
 	// Credentials, when the embedded NATS servers run in operator mode,
-	// mints the NATS credentials of the workers this node spawns (each may
-	// publish only under writ.api.<worker>.> and expires with the worker)
-	// and pushes their revocations to every server. nil with static users
-	// or none.
+	// signs the NATS user JWTs of spawned workers for the public keys
+	// their parents named (each may publish only under
+	// writ.api.<worker>.> and expires with the worker) and, while this
+	// node leads, pushes the revocation of every recorded key whose
+	// worker the state revoked, restored or respawned (credentials.go).
+	// nil with static users or none: spawns then get no credential.
 	Credentials *natsauth.Manager
 
 	// Reviewers are the reviewer identities (NATS users that publish only

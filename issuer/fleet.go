@@ -34,6 +34,9 @@ func spawnCommand(worker string, data []byte) (fsm.Command, *requestError) {
 	if r.TTLMillis < 0 || r.TTLMillis > api.MaxSpawnTTLMillis {
 		return fsm.Command{}, invalid("ttl_ms", "must be 0 (an hour) up to %d (24h)", api.MaxSpawnTTLMillis)
 	}
+	if r.UserKey != "" && !validUserKey(r.UserKey) {
+		return fsm.Command{}, invalid("user_key", "must be a public user nkey (U followed by 55 base32 characters, checksum included)")
+	}
 	for _, l := range []struct {
 		field string
 		v     []string
@@ -49,7 +52,7 @@ func spawnCommand(worker string, data []byte) (fsm.Command, *requestError) {
 	}
 	return fsm.Command{Op: fsm.OpSpawn, Caller: worker, Key: r.Child, Lane: r.Lane, ParentLane: r.ParentLane,
 		ScopeTools: r.Tools, ScopeClasses: r.Classes, ScopeTargets: r.Targets,
-		TTL: r.TTLMillis * int64(time.Millisecond)}, nil
+		TTL: r.TTLMillis * int64(time.Millisecond), UserKey: r.UserKey}, nil
 }
 
 // restoreCommand builds an OpRestore: the caller starts its next

@@ -42,6 +42,16 @@ func TestFleetThroughTheIssuer(t *testing.T) {
 	if err != nil || again.Decision != grants.Permit || again.Seq != spawn.Seq {
 		t.Fatalf("spawn retry: %+v %v", again, err)
 	}
+	// Without operator mode a spawn naming a user key is answered as
+	// before, with a note and no credential.
+	const someKey = "UA5WUJ54Z23KILLCUOUNAKTPBVZWKMQVO4O6EQ5GHLAERIMLLHNCTYM5"
+	keyed, err := parent.Spawn(ctx, api.SpawnRequest{Child: "coder-1-keyed", Lane: "isolated", UserKey: someKey})
+	if err != nil || keyed.Decision != grants.Permit || keyed.UserJWT != "" || !strings.Contains(keyed.CredentialNote, "not run in operator mode") {
+		t.Fatalf("keyed spawn without operator mode: %+v %v", keyed, err)
+	}
+	if bad, err := parent.Spawn(ctx, api.SpawnRequest{Child: "coder-1-badkey", Lane: "isolated", UserKey: "UNOTAKEY"}); err != nil || bad.Missing != "user_key" || bad.Seq != 0 {
+		t.Fatalf("malformed user key: %+v %v", bad, err)
+	}
 	child := client.New(nc, "coder-1-explore")
 	wide, err := child.Spawn(ctx, api.SpawnRequest{Lane: "isolated", Tools: []string{"Bash"}})
 	if err != nil || wide.Reason != grants.ReasonScopeWidens || wide.Missing != "tools" {
@@ -62,7 +72,7 @@ func TestFleetThroughTheIssuer(t *testing.T) {
 	}
 
 	rv, err := op.Revoke(ctx, api.RevokeRequest{Worker: "coder-1"})
-	if err != nil || rv.Decision != grants.Permit || strings.Join(rv.Workers, ",") != "coder-1,coder-1-explore" || len(rv.Cancelled) != 1 || rv.Cancelled[0] != read.GrantID {
+	if err != nil || rv.Decision != grants.Permit || strings.Join(rv.Workers, ",") != "coder-1,coder-1-explore,coder-1-keyed" || len(rv.Cancelled) != 1 || rv.Cancelled[0] != read.GrantID {
 		t.Fatalf("revoke: %+v %v", rv, err)
 	}
 	sp, err := child.Spend(ctx, api.SpendRequest{GrantID: read.GrantID, Args: json.RawMessage(`{"file_path":"README.md"}`)})
@@ -101,7 +111,7 @@ func TestFleetThroughTheIssuer(t *testing.T) {
 		t.Fatalf("blocked worker's call: %+v %v", blocked, err)
 	}
 	fl, err := op.Fleet(ctx)
-	if err != nil || len(fl.Workers) != 2 || !fl.Workers[0].Blocked || !fl.Workers[1].Revoked {
+	if err != nil || len(fl.Workers) != 3 || !fl.Workers[0].Blocked || !fl.Workers[1].Revoked || !fl.Workers[2].Revoked {
 		t.Fatalf("fleet: %+v %v", fl, err)
 	}
 	if e, err := op.Lift(ctx, api.LiftRequest{Worker: "coder-1", Note: "inc-7 closed"}); err != nil || e.Decision != grants.Permit || e.Seq == 0 {

@@ -56,6 +56,8 @@ type Service struct {
 	digestAt uint64
 	digest   string
 	pubState // publication health, for status
+
+	creds credentials // worker NATS credentials (operator mode)
 }
 
 // New prepares a service; Run starts it.
@@ -77,11 +79,17 @@ func New(cfg Config, node *raftnode.Node, nc *nats.Conn) (*Service, error) {
 	if cfg.RefusalWindow == 0 {
 		cfg.RefusalWindow = DefaultRefusalWindow
 	}
-	return &Service{
+	s := &Service{
 		cfg: cfg, node: node, nc: nc, js: js, pub: natsbus.NewPublisher(js),
 		log: lg.With("node", node.ID()), sem: make(chan struct{}, cfg.MaxInFlight),
 		snapSlot: make(chan struct{}, 1),
-	}, nil
+	}
+	if cfg.Credentials != nil {
+		// Revocations of spawned workers long ended leave the account
+		// JWT with the next push.
+		cfg.Credentials.SetPrune(s.pruneEnded)
+	}
+	return s, nil
 }
 
 // Run serves until ctx ends. It answers per-node status always and, while
@@ -226,6 +234,18 @@ func (s *Service) lead(ctx context.Context) error {
 	defer func() {
 		stopFormat()
 		<-formatDone
+	}()
+	// Keep the NATS servers' user revocations in step with the state
+	// (operator mode).
+	rctx, stopRevocations := context.WithCancel(ctx)
+	revDone := make(chan struct{})
+	go func() {
+		defer close(revDone)
+		s.revocationLoop(rctx)
+	}()
+	defer func() {
+		stopRevocations()
+		<-revDone
 	}()
 	s.log.Info("leading: serving the API and publishing receipts")
 	return s.publishLoop(ctx)
@@ -458,6 +478,8 @@ func (s *Service) worker(m *nats.Msg) {
 	if split {
 		env = s.proposeSplit(cmd)
 		s.respond(m, env)
+	} else if op == api.OpSpawn {
+		env = s.proposeSpawn(m, cmd)
 	} else {
 		env = s.propose(m, cmd)
 	}

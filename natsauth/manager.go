@@ -44,6 +44,22 @@ func (m *Manager) MintWorker(worker string, incarnation uint64, expires time.Tim
 	return m.auth.MintWorker(worker, incarnation, expires)
 }
 
+// SignWorkerKey issues the user JWT of a spawned worker whose key pair its
+// parent generated (Authority.SignWorkerKey).
+func (m *Manager) SignWorkerKey(worker, userKey string, expires time.Time) (Credential, error) {
+	return m.auth.SignWorkerKey(worker, userKey, expires)
+}
+
+// RevokeKeys revokes users by public key (the keys spawns recorded) in one
+// account update; see Revoker.RevokeKeys.
+func (m *Manager) RevokeKeys(ctx context.Context, keys ...string) (Revocation, error) {
+	return m.revoker.RevokeKeys(ctx, keys...)
+}
+
+// SetPrune sets the Revoker's Prune (before any push; nil: prune
+// nothing).
+func (m *Manager) SetPrune(prune func(userKey string) bool) { m.revoker.Prune = prune }
+
 // RevokeWorker revokes the given incarnations of a worker (0 when none is
 // given) on every server; see Revoker.Revoke for what it guarantees when it
 // returns.

@@ -174,6 +174,55 @@ func (a *Authority) mintAt(id Identity, now, expires time.Time) (Credential, err
 	return a.sign(a.accountSigner, a.Account.Subject, kp, id.Name, id.user(), expires, id)
 }
 
+// SignWorkerKey issues a user JWT in the writ account for a worker whose
+// user key pair was generated elsewhere (a spawned child's, by its
+// parent): userKey is the public key, the JWT carries the worker role's
+// permissions (publish writ.api.<worker>.>, receive _INBOX.<worker>.>)
+// and expires at expires (required). The Credential has no Seed: whoever
+// generated the key pair pairs the JWT with it (WorkerCreds).
+func (a *Authority) SignWorkerKey(worker, userKey string, expires time.Time) (Credential, error) {
+	id := Worker(worker, 0)
+	if err := id.Validate(); err != nil {
+		return Credential{}, err
+	}
+	if !nkeys.IsValidPublicUserKey(userKey) {
+		return Credential{}, fmt.Errorf("%w: user key: %q is not a public user nkey", ErrInvalid, userKey)
+	}
+	if err := a.need(a.accountSigner, AccountSigningSeedFile, "signing worker credentials"); err != nil {
+		return Credential{}, err
+	}
+	now := time.Now()
+	switch {
+	case expires.IsZero():
+		return Credential{}, fmt.Errorf("%w: expires: a worker credential must expire", ErrInvalid)
+	case expires.Sub(now) < MinLifetime:
+		return Credential{}, fmt.Errorf("%w: expires: %s is less than %s from now", ErrInvalid, expires.UTC().Format(time.RFC3339), MinLifetime)
+	}
+	return a.signKey(a.accountSigner, a.Account.Subject, userKey, nil, worker, id.user(), expires, id)
+}
+
+// WorkerCreds pairs a user JWT signed for a key pair generated locally
+// with that key pair's seed, in the .creds file format. It refuses a JWT
+// that is not a user JWT for exactly that key.
+func WorkerCreds(userJWT string, seed []byte) ([]byte, error) {
+	kp, err := nkeys.FromSeed(seed)
+	if err != nil {
+		return nil, fmt.Errorf("%w: seed: %v", ErrInvalid, err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("%w: seed: %v", ErrInvalid, err)
+	}
+	uc, err := jwt.DecodeUserClaims(userJWT)
+	if err != nil {
+		return nil, fmt.Errorf("%w: user JWT: %v", ErrInvalid, err)
+	}
+	if uc.Subject != pub {
+		return nil, fmt.Errorf("%w: user JWT: signed for %s, not for this key (%s)", ErrInvalid, uc.Subject, pub)
+	}
+	return jwt.FormatUserConfig(userJWT, seed)
+}
+
 // sign builds, signs and packages a user JWT.
 func (a *Authority) sign(signer nkeys.KeyPair, account string, kp nkeys.KeyPair, name string, u natsbus.User, expires time.Time, id Identity) (Credential, error) {
 	pub, err := kp.PublicKey()
@@ -184,6 +233,12 @@ func (a *Authority) sign(signer nkeys.KeyPair, account string, kp nkeys.KeyPair,
 	if err != nil {
 		return Credential{}, fmt.Errorf("natsauth: %w", err)
 	}
+	return a.signKey(signer, account, pub, seed, name, u, expires, id)
+}
+
+// signKey builds and signs a user JWT for the public key pub; seed (nil
+// when the key pair is someone else's) goes into the Credential.
+func (a *Authority) signKey(signer nkeys.KeyPair, account, pub string, seed []byte, name string, u natsbus.User, expires time.Time, id Identity) (Credential, error) {
 	uc := jwt.NewUserClaims(pub)
 	uc.Name = name
 	uc.IssuerAccount = account

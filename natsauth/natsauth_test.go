@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 	"go.uber.org/goleak"
 
 	"github.com/writ-dev/writ/natsbus"
@@ -743,4 +744,58 @@ func TestStalePushIsRepaired(t *testing.T) {
 		t.Fatal("Revoke returned with its revocation overwritten by the stale push")
 	}
 	refusedAtConnect(t, url, c, authViolation)
+}
+
+// TestRevokeKeysAndPrune: RevokeKeys revokes keys signed for key pairs
+// generated elsewhere (SignWorkerKey), and a push drops the revocations
+// Prune says no longer matter, never the ones it pushes.
+func TestRevokeKeysAndPrune(t *testing.T) {
+	a := newAuth(t)
+	s := startServers(t, serverConfigs(t, a, 1))[0]
+	url := natsbus.ClientURL(s)
+	r := sysRevoker(t, a, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	keys := make([]string, 3)
+	creds := make([]Credential, 3)
+	for i := range keys {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[i], _ = kp.PublicKey()
+		c, err := a.SignWorkerKey(fmt.Sprintf("p-c%d", i), keys[i], time.Now().Add(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Seed, _ = kp.Seed()
+		creds[i] = c
+		cn := mustDial(t, url, c)
+		cn.Close()
+	}
+	if _, err := r.RevokeKeys(ctx, "not-a-key"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("RevokeKeys of a malformed key: %v", err)
+	}
+	if _, err := r.RevokeKeys(ctx, keys[0], keys[1]); err != nil {
+		t.Fatal(err)
+	}
+	refusedAtConnect(t, url, creds[0], authViolation)
+	refusedAtConnect(t, url, creds[1], authViolation)
+	r.Prune = func(k string) bool { return k == keys[0] || k == keys[2] }
+	if _, err := r.RevokeKeys(ctx, keys[2]); err != nil {
+		t.Fatal(err)
+	}
+	held, err := r.current(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := held.Revocations[keys[0]]; ok {
+		t.Error("the pruned revocation is still in the account JWT")
+	}
+	for _, k := range keys[1:] {
+		if _, ok := held.Revocations[k]; !ok {
+			t.Errorf("revocation of %s lost", k)
+		}
+	}
+	refusedAtConnect(t, url, creds[2], authViolation)
 }

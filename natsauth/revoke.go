@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 )
 
 // DefaultGather bounds how long a Revoker waits for more servers to answer
@@ -55,7 +56,14 @@ type Revoker struct {
 	// Settle is how long after the acknowledgements the revocation is
 	// checked once more; 0 means DefaultSettle, negative skips the check.
 	Settle time.Duration
-	now    func() time.Time
+	// Prune, when set, is asked about every revocation already in the
+	// account JWT whenever the Revoker pushes one: true drops it. It is
+	// for revocations that no longer matter (every credential of the key
+	// has expired and none will be signed again), which would otherwise
+	// grow the account JWT for ever. The keys being revoked are never
+	// dropped.
+	Prune func(userKey string) bool
+	now   func() time.Time
 }
 
 // NewRevoker returns a Revoker pushing over nc.
@@ -109,6 +117,22 @@ func (r *Revoker) Revoke(ctx context.Context, ids ...Identity) (Revocation, erro
 	return r.revokeKeys(ctx, ids, keys)
 }
 
+// RevokeKeys revokes users by public user key, with what Revoke
+// guarantees: every credential signed for these keys up to now is
+// refused. It is how the keys of spawned workers, which their parents
+// generated, are revoked.
+func (r *Revoker) RevokeKeys(ctx context.Context, keys ...string) (Revocation, error) {
+	if len(keys) == 0 {
+		return Revocation{}, fmt.Errorf("%w: no user key to revoke", ErrInvalid)
+	}
+	for _, k := range keys {
+		if !nkeys.IsValidPublicUserKey(k) {
+			return Revocation{}, fmt.Errorf("%w: %q is not a public user nkey", ErrInvalid, k)
+		}
+	}
+	return r.revokeKeys(ctx, nil, slices.Clone(keys))
+}
+
 // RevokeWorker revokes the given incarnations of a worker (incarnation 0
 // when none is given).
 func (r *Revoker) RevokeWorker(ctx context.Context, worker string, incarnations ...uint64) (Revocation, error) {
@@ -144,6 +168,13 @@ func (r *Revoker) revokeKeys(ctx context.Context, ids []Identity, keys []string)
 		ac, err := r.current(ctx, expect)
 		if err != nil {
 			return Revocation{}, err
+		}
+		if r.Prune != nil {
+			for k := range ac.Revocations {
+				if !slices.Contains(keys, k) && r.Prune(k) {
+					delete(ac.Revocations, k)
+				}
+			}
 		}
 		for _, k := range keys {
 			if prev, ok := ac.Revocations[k]; !ok || prev < at.Unix() {

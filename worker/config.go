@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/provenance"
 )
 
@@ -344,6 +345,11 @@ func (a *AdapterFlags) resolve(flags *pflag.FlagSet, g *Agent) (*workerConfig, e
 		}
 		g.Worker = child
 		cfg.Subagents = nil
+		if os.Getenv(connect.EnvCreds) != "" {
+			// Its own NATS credential (operator mode), never the
+			// parent's from the config.
+			cfg.NATSCreds = ""
+		}
 		if l := os.Getenv(EnvSpawnedLane); l != "" {
 			if a.lane == "" {
 				a.lane = l

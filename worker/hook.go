@@ -169,14 +169,19 @@ func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, 
 			case refusal != nil:
 				return harness.PreToolUse(name, call.Tool, *refusal, harness.Options{ReplacePrompt: cfg.replacePrompt()})
 			default:
-				g.Worker, socket = child, ""
+				g.actAsSubagent(af.stateDir, child)
+				socket = ""
 			}
 		} else if child, ok := claimedChild(af.stateDir, in.SessionID, call.AgentID); ok {
 			// The call was asked for as the child its subagent claimed:
 			// its outcome is the child's to report.
-			g.Worker, socket = child, ""
+			g.actAsSubagent(af.stateDir, child)
+			socket = ""
 		} else if child := SubagentChildID(g.Worker, in.SessionID, call.AgentID); fileExists(filepath.Join(af.stateDir, "fleet", child)) {
-			g.Worker, socket = child, ""
+			// The call was asked for as the child: its outcome is the
+			// child's to report.
+			g.actAsSubagent(af.stateDir, child)
+			socket = ""
 		} else {
 			// No marker (another state directory): the spawn is
 			// idempotent, so asking again says whether the subagent is a
@@ -188,7 +193,8 @@ func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, 
 			case err != nil:
 				return fail(unreachable(err))
 			default:
-				g.Worker, socket = child, ""
+				g.actAsSubagent(af.stateDir, child)
+				socket = ""
 			}
 		}
 	}

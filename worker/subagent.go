@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -113,8 +114,20 @@ var errNoSpawns = errors.New("the cluster does not record spawns yet")
 // spawn was refused. fresh says the child was spawned by this call.
 func (g *Agent) spawnChild(ctx context.Context, stateDir, child, mainLane string, sp subagentSpec) (refusal *grants.Envelope, fresh bool, err error) {
 	marker := filepath.Join(stateDir, "fleet", child)
-	if liveMarker(marker) {
+	if liveMarker(marker) && (g.Conn.CredsFile == "" || fileExists(SubagentCredsPath(stateDir, child))) {
 		return nil, false, nil
+	}
+	// In operator mode the child gets a NATS user of its own, whose key
+	// pair every hook process of the subagent shares through the state
+	// directory (so that a retried spawn names the same key).
+	var (
+		seed    []byte
+		userKey string
+	)
+	if g.Conn.CredsFile != "" {
+		if seed, userKey, err = subagentKey(stateDir, child); err != nil {
+			return nil, false, err
+		}
 	}
 	c, nc, err := g.dial(ctx, true)
 	if err != nil {
@@ -122,6 +135,7 @@ func (g *Agent) spawnChild(ctx context.Context, stateDir, child, mainLane string
 	}
 	defer nc.Close()
 	req := sp.spawnRequest(child, mainLane)
+	req.UserKey = userKey
 	env, err := c.Spawn(ctx, req)
 	if err != nil {
 		return nil, false, err
@@ -143,6 +157,19 @@ func (g *Agent) spawnChild(ctx context.Context, stateDir, child, mainLane string
 		}
 	default:
 		return &env, false, nil
+	}
+	if seed != nil {
+		// Fail closed: without its own credential the child's calls are
+		// blocked, never made with this worker's.
+		b, err := ChildCreds(env, seed)
+		if err == nil {
+			err = writeFileAtomic(SubagentCredsPath(stateDir, child), b)
+		}
+		if err != nil {
+			refusal := grants.Refuse(grants.ReasonIssuerUnavail, "child credential",
+				fmt.Sprintf("child worker %s has no NATS credential of its own: %v", child, err))
+			return &refusal, false, nil
+		}
 	}
 	if err := os.MkdirAll(filepath.Dir(marker), 0o700); err == nil {
 		_ = os.WriteFile(marker, []byte(strconv.FormatInt(env.ExpiresAt, 10)+"\n"), 0o600)
@@ -330,6 +357,77 @@ func claimPending(stateDir, session, typ, agentID string) (string, bool) {
 		return child, true
 	}
 	return "", false
+}
+
+// actAsSubagent makes the rest of the hook act as the subagent's child
+// worker: its id and, in operator mode, its own NATS credential (a child
+// without one cannot connect, so its calls are blocked).
+func (g *Agent) actAsSubagent(stateDir, child string) {
+	g.Worker = child
+	if g.Conn.CredsFile != "" {
+		g.Conn.CredsFile = SubagentCredsPath(stateDir, child)
+	}
+}
+
+// SubagentCredsPath is where, in operator mode, a subagent's child
+// worker's .creds file is kept.
+func SubagentCredsPath(stateDir, child string) string {
+	return filepath.Join(stateDir, "fleet", child+".creds")
+}
+
+// subagentKey returns the subagent child's user key pair, generating it
+// once: the seed file is created whole (a temporary file linked into
+// place), so that concurrent hook processes all end up with the same key.
+func subagentKey(stateDir, child string) ([]byte, string, error) {
+	path := filepath.Join(stateDir, "fleet", child+".nk")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, "", err
+	}
+	if b, err := os.ReadFile(path); err == nil {
+		return childKeyFromSeed(b)
+	}
+	seed, _, err := NewChildKey()
+	if err != nil {
+		return nil, "", err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".nk-*")
+	if err != nil {
+		return nil, "", err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(seed); err != nil {
+		tmp.Close()
+		return nil, "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, "", err
+	}
+	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, "", err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", err
+	}
+	return childKeyFromSeed(b)
+}
+
+// writeFileAtomic writes path (mode 0600) through a temporary file
+// renamed into place.
+func writeFileAtomic(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 func fileExists(path string) bool {

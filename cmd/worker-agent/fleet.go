@@ -15,6 +15,7 @@ import (
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/api/client"
+	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/worker"
 )
@@ -30,6 +31,7 @@ const (
 func newSpawnCmd(g *globals) *cobra.Command {
 	var (
 		lane, child, parentLane string
+		credsOut                string
 		tools, classes, targets []string
 		ttl                     time.Duration
 	)
@@ -57,9 +59,17 @@ and sidecars inside act as the child), ` + EnvParent + `, ` + EnvIncarnation + `
 ` + EnvExpires + ` describe it, and the command is stopped when the child's lifetime
 ends. The exit code is the command's.
 
-In authenticated NATS mode the child needs a credential of its own (the
-NATS user must be the worker id); the envelope carries what one is minted
-from.
+In NATS operator mode (this worker connects with --nats-creds) the child
+gets a NATS user of its own: a key pair is generated here and only its
+public key is sent; the issuer answers with a user JWT for that key that
+may publish only under writ.api.<child>.> and expires with the child. The
+command gets the child's .creds file (mode 0600, in a private directory
+removed when it exits) in ` + connect.EnvCreds + `; --creds-out writes it to a file
+of your choice instead. When the issuer signs no credential, the command is
+not run (exit 3) rather than run with this worker's. Revoking this worker
+(or the child) revokes the child's NATS user on every server. With static
+NATS users the child runs with this worker's connection settings, as
+before.
 
 ` + exitCodesHelp,
 		Example: `  worker-agent spawn --worker coder-1 --lane isolated --tools Read,Grep,Glob --ttl 30m
@@ -107,10 +117,26 @@ from.
 			}
 			req := api.SpawnRequest{Child: child, Lane: lane, ParentLane: parentLane, Tools: tools, Classes: classes,
 				Targets: targets, TTLMillis: ttl.Milliseconds()}
-			if len(argv) == 0 {
+			// In operator mode (this worker connects with a credentials
+			// file) the child gets a NATS user of its own: its key pair is
+			// generated here, only the public key goes to the issuer.
+			wantCreds := credsOut != "" || len(argv) > 0 && g.Conn.CredsFile != ""
+			if credsOut != "" {
+				if _, err := os.Lstat(credsOut); err == nil {
+					return usageErr("--creds-out %s exists: the child's credential is written to a new file", credsOut)
+				}
+			}
+			if len(argv) == 0 && !wantCreds {
 				return g.call(cmd.Context(), "", func(ctx context.Context, c *client.Client) (grants.Envelope, error) {
 					return c.Spawn(ctx, req)
 				})
+			}
+			var seed []byte
+			if wantCreds {
+				var err error
+				if seed, req.UserKey, err = worker.NewChildKey(); err != nil {
+					return err
+				}
 			}
 			env, err := g.spawnOnce(cmd.Context(), req)
 			if err != nil {
@@ -121,7 +147,30 @@ from.
 			}
 			fmt.Fprintf(g.Stderr, "spawned %s (parent %s, lane %s, incarnation %d) until %s\n", env.Worker, env.Parent, env.Lane,
 				env.Incarnation, time.Unix(0, env.ExpiresAt).UTC().Format(time.RFC3339))
-			return runAsChild(cmd.Context(), g, env, argv)
+			if env.CredentialNote != "" {
+				fmt.Fprintf(g.Stderr, "  credential: %s\n", env.CredentialNote)
+			}
+			credsFile := ""
+			if wantCreds {
+				// Fail closed: a child without its own credential is not
+				// run, and never with this worker's.
+				if credsOut != "" {
+					err = worker.WriteChildCreds(credsOut, env, seed)
+					credsFile = credsOut
+				} else {
+					var cleanup func()
+					credsFile, cleanup, err = worker.ChildCredsFile(env, seed)
+					defer cleanup()
+				}
+				if err != nil {
+					_ = g.print(env)
+					return &worker.ExitError{Code: ExitUnavailable, Err: fmt.Errorf("%v: the child is not run", err)}
+				}
+			}
+			if len(argv) == 0 {
+				return g.report(env)
+			}
+			return runAsChild(cmd.Context(), g, env, credsFile, argv)
 		},
 	}
 	f := cmd.Flags()
@@ -132,6 +181,7 @@ from.
 	f.StringSliceVar(&classes, "classes", nil, "consequence classes the child may spend (default: this worker's)")
 	f.StringSliceVar(&targets, "targets", nil, "canonical target patterns the child may reach (default: this worker's)")
 	f.DurationVar(&ttl, "ttl", 0, "the child's lifetime (default 1h; never past this worker's)")
+	f.StringVar(&credsOut, "creds-out", "", "write the child's NATS credentials (operator mode) to this new file, mode 0600")
 	return cmd
 }
 
@@ -157,7 +207,7 @@ func (g *globals) spawnOnce(ctx context.Context, req api.SpawnRequest) (grants.E
 
 // runAsChild runs argv as the spawned child until it exits or the child's
 // lifetime ends.
-func runAsChild(ctx context.Context, g *globals, env grants.Envelope, argv []string) error {
+func runAsChild(ctx context.Context, g *globals, env grants.Envelope, credsFile string, argv []string) error {
 	if left := time.Until(time.Unix(0, env.ExpiresAt)); left > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, left)
@@ -173,6 +223,10 @@ func runAsChild(ctx context.Context, g *globals, env grants.Envelope, argv []str
 		EnvIncarnation+"="+strconv.FormatUint(env.Incarnation, 10),
 		EnvExpires+"="+time.Unix(0, env.ExpiresAt).UTC().Format(time.RFC3339),
 	)
+	if credsFile != "" {
+		// The child's own credential replaces this worker's.
+		c.Env = append(c.Env, connect.EnvCreds+"="+credsFile)
+	}
 	err := c.Run()
 	var ee *exec.ExitError
 	switch {
