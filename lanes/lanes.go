@@ -234,3 +234,23 @@ func hasMeta(s string) bool {
 	}
 	return false
 }
+
+// classes are the consequence classes a tool call can have, in the order
+// the policy engine indexes them (policy.Consequences is the same list).
+var classes = [...]string{
+	"local_read", "local_mutation", "outbound_send", "remote_query",
+	"credential_use", "arbitrary_execution", "device_actuation",
+}
+
+// Classes returns the consequence classes, in their fixed order.
+func Classes() []string { return append([]string(nil), classes[:]...) }
+
+// IsClass reports whether c names a consequence class.
+func IsClass(c string) bool {
+	for _, k := range classes {
+		if k == c {
+			return true
+		}
+	}
+	return false
+}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/lanes"
-	"github.com/writ-dev/writ/policy"
 )
 
 // subagentSpec is what the worker config declares for one subagent type:
@@ -116,8 +115,8 @@ func (s subagentSpec) validate(prefix string) error {
 	}{
 		{"tools", s.Tools, lanes.ValidPattern},
 		{"classes", s.Classes, func(c string) error {
-			if !slices.Contains(policy.Consequences, c) {
-				return fmt.Errorf("%q is not a consequence class (one of %v)", c, policy.Consequences)
+			if !lanes.IsClass(c) {
+				return fmt.Errorf("%q is not a consequence class (one of %v)", c, lanes.Classes())
 			}
 			return nil
 		}},
