@@ -655,20 +655,16 @@ func DecodeInto(b []byte, e *Event) error {
 
 // reset zeroes every field of e but keeps the backing arrays of its
 // slices, emptied, for reuse.
+//
+// The slices are set aside, the event cleared in place and the slices put
+// back: a composite literal that reads e's own fields would be built in a
+// temporary and copied over e, moving its ~1.4 KB twice per event.
 func (e *Event) reset() {
-	*e = Event{
-		Counters:  e.Counters[:0],
-		Cancelled: e.Cancelled[:0],
-		Rules:     e.Rules[:0],
-		Sources:   e.Sources[:0],
-		Grounds:   e.Grounds[:0],
-		Policy:    e.Policy[:0],
-		Quotas:    e.Quotas[:0],
-		Origins:   e.Origins[:0],
-
-		Candidates: e.Candidates[:0],
-		Routes:     e.Routes[:0],
-	}
+	counters, cancelled, rules, sources, grounds := e.Counters[:0], e.Cancelled[:0], e.Rules[:0], e.Sources[:0], e.Grounds[:0]
+	policy, quotas, origins, candidates, routes := e.Policy[:0], e.Quotas[:0], e.Origins[:0], e.Candidates[:0], e.Routes[:0]
+	*e = Event{}
+	e.Counters, e.Cancelled, e.Rules, e.Sources, e.Grounds = counters, cancelled, rules, sources, grounds
+	e.Policy, e.Quotas, e.Origins, e.Candidates, e.Routes = policy, quotas, origins, candidates, routes
 }
 
 // decoder is the state of one decode. Its methods set one field of the
