@@ -274,6 +274,17 @@ func (v *Verifier) AddEvent(e events.Event) error {
 	return v.add(&e, true)
 }
 
+// AddEventRef is AddEvent for an event the caller holds by reference and
+// may overwrite afterwards (a loop decoding with events.DecodeInto into
+// one event): the same checks, without a copy of the event. It keeps none
+// of e's slices (it copies what it keeps).
+func (v *Verifier) AddEventRef(e *events.Event) error {
+	if v.viol != nil {
+		return v.viol
+	}
+	return v.add(e, false)
+}
+
 func (v *Verifier) add(e *events.Event, owned bool) error {
 	want := v.next()
 	if e.Seq != want {

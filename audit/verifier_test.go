@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -727,6 +728,51 @@ func TestCodesTable(t *testing.T) {
 	for c := range seen {
 		if !strings.Contains(string(doc), "//\t"+c+" ") {
 			t.Errorf("code %s is not in the package documentation's table", c)
+		}
+	}
+}
+
+// TestAddEventRefKeepsNoSlice folds a random workload's receipts with
+// AddEventRef from one event that DecodeInto reuses, scribbling over its
+// lists after every call: the digest still equals the issuer's after
+// every batch, and the summary equals Add's, so the verifier keeps none
+// of the event's slices.
+func TestAddEventRefKeepsNoSlice(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		m := workload(seed, 400)
+		raw := m.raw()
+		ref := NewVerifier(Options{})
+		v := NewVerifier(Options{})
+		var e events.Event
+		for i, b := range raw {
+			if err := ref.Add(b, uint64(i+1)); err != nil {
+				t.Fatalf("seed %d: Add: %v", seed, err)
+			}
+			if err := events.DecodeInto(b, &e); err != nil {
+				t.Fatal(err)
+			}
+			if err := v.AddEventRef(&e); err != nil {
+				t.Fatalf("seed %d: AddEventRef: %v", seed, err)
+			}
+			for j := range e.Counters {
+				e.Counters[j] = events.Counter{Key: "scribbled", Value: 99}
+			}
+			for _, l := range [][]string{e.Cancelled, e.Rules, e.Sources, e.Grounds, e.Origins, e.Candidates, e.Routes} {
+				for j := range l {
+					l[j] = "scribbled"
+				}
+			}
+			if want, ok := m.digests[uint64(i+1)]; ok {
+				if got := v.Digest(); got != want {
+					t.Fatalf("seed %d: digest at seq %d = %s, issuer's %s", seed, i+1, got.Short(), want.Short())
+				}
+			}
+		}
+		if got, want := v.Summary(), ref.Summary(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("seed %d: AddEventRef summary %+v, Add's %+v", seed, got, want)
+		}
+		if err := v.CheckDigest(m.s.Digest()); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
 		}
 	}
 }

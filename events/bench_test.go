@@ -148,3 +148,16 @@ func BenchmarkChainAppend(b *testing.B) {
 	}
 	reportEvents(b)
 }
+
+// BenchmarkStaticValidate checks the bench mix's events as a replay does
+// before folding each, one event per iteration.
+func BenchmarkStaticValidate(b *testing.B) {
+	evs := benchMix().evs
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if err := evs[i%len(evs)].StaticValidate(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportEvents(b)
+}

@@ -105,6 +105,24 @@ func BenchmarkReplay(b *testing.B) {
 		cpu.Report(b)
 		b.ReportMetric(float64(b.N*len(raw))/b.Elapsed().Seconds(), "events/s")
 	})
+	b.Run("decodeinto+evolveref", func(b *testing.B) {
+		b.ReportAllocs()
+		cpu := benchcpu.Start()
+		var e events.Event
+		for i := 0; i < b.N; i++ {
+			s := fsm.New()
+			for _, data := range raw {
+				if err := events.DecodeInto(data, &e); err != nil {
+					b.Fatal(err)
+				}
+				if err := fsm.EvolveRef(s, &e); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		cpu.Report(b)
+		b.ReportMetric(float64(b.N*len(raw))/b.Elapsed().Seconds(), "events/s")
+	})
 	b.Run("evolve", func(b *testing.B) {
 		evs := make([]events.Event, len(raw))
 		for i, data := range raw {

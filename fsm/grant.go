@@ -247,7 +247,18 @@ func decideJudged(s *State, now int64, node string, e events.Event, c *Command, 
 // evolvePermit records a permit: the grant, what it consumed, the approval
 // it used up and the idempotency record of its request.
 func (s *State) evolvePermit(e *events.Event) {
-	g := &grants.Grant{
+	// A permit with an idempotency key gets its grant and the request's
+	// record in one allocation: both are forgotten by the same expiry
+	// item (see addGrant), so neither keeps the other alive for long.
+	var g *grants.Grant
+	var rec *idemRecord
+	if e.IdemKey != "" {
+		both := new(permitRecords)
+		g, rec = &both.grant, &both.idem
+	} else {
+		g = new(grants.Grant)
+	}
+	*g = grants.Grant{
 		ID: e.GrantID, Node: e.Node, Worker: e.Worker, Lane: e.Lane, Session: e.Session,
 		Tool: e.Tool, Digest: e.Digest, Epoch: e.Epoch, Counters: e.Counters,
 		Sources: e.Sources, IssuedAt: e.IssuedAt, ExpiresAt: e.ExpiresAt,
@@ -266,16 +277,23 @@ func (s *State) evolvePermit(e *events.Event) {
 	if e.ReviewID != "" {
 		s.consumeApproval(*e)
 	}
-	if e.IdemKey != "" {
-		r := &idemRecord{
+	if rec != nil {
+		*rec = idemRecord{
 			Tool: g.Tool, Digest: e.Digest, Seq: e.Seq, GrantID: g.ID, Epoch: e.Epoch,
 			Until: RetainUntil(g.ExpiresAt),
 		}
 		if len(e.Grounds) > 0 || e.ReviewID != "" {
-			r.Answer = &idemAnswer{Grounds: slices.Clone(e.Grounds), ReviewID: e.ReviewID}
+			rec.Answer = &idemAnswer{Grounds: slices.Clone(e.Grounds), ReviewID: e.ReviewID}
 		}
-		s.addIdem(idemID{g.Worker, g.IdemKey}, r, true)
+		s.addIdem(idemID{g.Worker, g.IdemKey}, rec, true)
 	}
+}
+
+// permitRecords is a permit's grant and its request's idempotency record,
+// allocated together.
+type permitRecords struct {
+	grant grants.Grant
+	idem  idemRecord
 }
 
 // evolveRefusal records a refused request (deny or approval_required):

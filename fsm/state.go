@@ -325,6 +325,12 @@ func (s *State) addGrant(g *grants.Grant) {
 
 // putGrant records g without scheduling it (Restore schedules in bulk).
 func (s *State) putGrant(g *grants.Grant) {
+	if s.byWorker == nil {
+		// Not indexed (a replay): replacing a grant of the same id is
+		// the map assignment alone, so one lookup instead of two.
+		s.grants[g.ID] = g
+		return
+	}
 	if old, ok := s.grants[g.ID]; ok {
 		// Decide never reuses a live id; a replayed stream might. Keep the
 		// per-worker index consistent with the grant map either way. The

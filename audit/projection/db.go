@@ -134,6 +134,10 @@ type DB struct {
 	pending  int
 	broken   bool
 	observe  func(e *events.Event, newViolation *audit.Violation)
+	// ev is the event each Apply decodes into (events.DecodeInto): no
+	// event and no list is allocated per receipt. The fold, the checks,
+	// the index and the observer keep none of its slices.
+	ev events.Event
 }
 
 // SetObserver has fn called after every receipt Apply accepts, with the
@@ -261,8 +265,8 @@ func (d *DB) Apply(raw []byte, streamSeq uint64) error {
 	if d.broken {
 		return ErrBroken
 	}
-	e, err := events.Decode(raw)
-	if err != nil {
+	e := &d.ev
+	if err := events.DecodeInto(raw, e); err != nil {
 		return d.stop(fmt.Errorf("%w: stream seq %d: %v", ErrDecode, streamSeq, err))
 	}
 	if streamSeq != 0 && e.Seq != streamSeq {
@@ -278,7 +282,7 @@ func (d *DB) Apply(raw []byte, streamSeq uint64) error {
 	}
 	var found *audit.Violation
 	if d.viol == nil && d.ver != nil {
-		if err := d.ver.AddEvent(e); err != nil {
+		if err := d.ver.AddEventRef(e); err != nil {
 			errors.As(err, &found)
 			d.viol = found
 		}
@@ -287,13 +291,13 @@ func (d *DB) Apply(raw []byte, streamSeq uint64) error {
 		return err
 	}
 	// Fold first: a refused fold must leave nothing of this receipt.
-	if err := fsm.EvolveRef(d.state, &e); err != nil {
+	if err := fsm.EvolveRef(d.state, e); err != nil {
 		d.broken = true // the state may be half-folded
 		_ = d.tx.Rollback()
 		d.tx = nil
 		return fmt.Errorf("%w: seq %d: %v (nothing after seq %d was committed; reopen to resume)", ErrFold, e.Seq, err, d.head.Seq-uint64(d.pending))
 	}
-	if err := index(d.tx, &e, raw); err != nil {
+	if err := index(d.tx, e, raw); err != nil {
 		d.broken = true
 		_ = d.tx.Rollback()
 		d.tx = nil
@@ -303,7 +307,7 @@ func (d *DB) Apply(raw []byte, streamSeq uint64) error {
 	d.lastTime = e.Time
 	d.pending++
 	if d.observe != nil {
-		d.observe(&e, found)
+		d.observe(e, found)
 	}
 	if d.pending >= d.cfg.CommitEvery {
 		return d.Flush()
