@@ -44,6 +44,9 @@ type Service struct {
 	// adm is the admission control of the current leadership term (nil
 	// when not leading or when Config.RefusalRate is 0).
 	adm atomic.Pointer[admission]
+	// leaderHdr is the header of answers sent while leading (nil when
+	// Config.AdvertiseNATS is empty); it is only read once built.
+	leaderHdr nats.Header
 	// metrics is nil unless EnableMetrics was called.
 	metrics atomic.Pointer[telemetry.Issuer]
 
@@ -77,10 +80,14 @@ func New(cfg Config, node *raftnode.Node, nc *nats.Conn) (*Service, error) {
 	if cfg.RefusalWindow == 0 {
 		cfg.RefusalWindow = DefaultRefusalWindow
 	}
+	var hdr nats.Header
+	if cfg.AdvertiseNATS != "" {
+		hdr = nats.Header{api.HeaderLeaderNATS: []string{cfg.AdvertiseNATS}}
+	}
 	return &Service{
 		cfg: cfg, node: node, nc: nc, js: js, pub: natsbus.NewPublisher(js),
 		log: lg.With("node", node.ID()), sem: make(chan struct{}, cfg.MaxInFlight),
-		snapSlot: make(chan struct{}, 1),
+		snapSlot: make(chan struct{}, 1), leaderHdr: hdr,
 	}, nil
 }
 
@@ -537,7 +544,15 @@ func (s *Service) respond(m *nats.Msg, env grants.Envelope) {
 	// returns, so the buffer can live on the stack.
 	var buf [1024]byte
 	data := env.AppendJSON(buf[:0])
-	if err := m.Respond(data); err != nil {
+	var err error
+	if s.leaderHdr != nil && s.node.IsLeader() {
+		// Only a leader names itself: an answer sent after losing
+		// leadership would point clients at a follower.
+		err = s.nc.PublishMsg(&nats.Msg{Subject: m.Reply, Data: data, Header: s.leaderHdr})
+	} else {
+		err = m.Respond(data)
+	}
+	if err != nil {
 		s.log.Warn("answering request", "subject", m.Subject, "err", err)
 	}
 }

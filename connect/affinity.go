@@ -1,0 +1,247 @@
+package connect
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Leader affinity. In an issuer cluster every node embeds a NATS server,
+// and only the raft leader's issuer subscribes to the API subjects: a
+// request entering at a follower's server crosses a route to the leader's
+// server and its answer crosses back. A connection with leader affinity
+// enters at the leader's server instead. The leader names its server's
+// client URL on its answers (the api.HeaderLeaderNATS header) and in its
+// status (api.Status.NATSURL); when that URL is one of the servers the
+// connection was given and not the one it is connected to, the connection
+// reconnects there:
+//
+//   - only to a URL it was given (by host and port): a leader advertising
+//     an address the client was not told about is reached through routing
+//     as before;
+//   - at most once per AffinityEvery, so a leader that keeps changing
+//     cannot make clients reconnect in a loop;
+//   - after the requests in flight on it have been answered (or timed
+//     out): the move waits for them, and requests made meanwhile wait for
+//     the move to start, then go out once reconnected. A request whose
+//     answer is lost all the same (its server died) is retried by package
+//     api/client with the same idempotency key, and a retry of an applied
+//     request gets its original answer.
+//
+// Failover is unchanged: the connection keeps every server it was given,
+// and a dead or stalled server is left within StallDetection for another
+// one; answers from the new leader then bring it to the new leader's
+// server.
+
+// EnvLeaderAffinity turns leader affinity off when set to a false value
+// ("0", "false", "off", "no"); --nats-leader-affinity overrides it.
+const EnvLeaderAffinity = "WRIT_NATS_LEADER_AFFINITY"
+
+// DefaultAffinityEvery is the least time between two moves of one
+// connection.
+const DefaultAffinityEvery = 2 * time.Second
+
+// LeaderAffinityFromEnv is --nats-leader-affinity's default: on unless
+// EnvLeaderAffinity says off.
+func LeaderAffinityFromEnv() bool {
+	switch strings.ToLower(strings.TrimSpace(os.Getenv(EnvLeaderAffinity))) {
+	case "0", "false", "off", "no":
+		return false
+	}
+	return true
+}
+
+// Affinity moves one connection to the leader's server; Dial makes one
+// when Options.LeaderAffinity is set and the URL lists several servers,
+// and AffinityOf finds it. Its methods are safe for concurrent use, and a
+// nil *Affinity does nothing.
+type Affinity struct {
+	nc    atomic.Pointer[nats.Conn]
+	given map[string]bool // host:port of every URL the connection was given
+	every time.Duration
+
+	// gate is held shared by each request in flight and exclusively by a
+	// move while it starts the reconnection.
+	gate sync.RWMutex
+
+	mu       sync.Mutex
+	hint     string // the last hint seen,
+	conn     string // the URL connected to when it was seen,
+	hintHP   string // the hint's host:port ("" when it does not parse),
+	same     bool   // and whether it names the connected server
+	target   string // host:port the next reconnection picks ("" none)
+	lastMove time.Time
+	moving   bool
+	moves    uint64
+}
+
+// newAffinity returns an Affinity for a connection given the URLs in
+// list (comma separated), or nil when it lists fewer than two servers.
+func newAffinity(list string, every time.Duration) *Affinity {
+	given := map[string]bool{}
+	for _, part := range strings.Split(list, ",") {
+		if hp := hostPort(part); hp != "" {
+			given[hp] = true
+		}
+	}
+	if len(given) < 2 {
+		return nil
+	}
+	if every <= 0 {
+		every = DefaultAffinityEvery
+	}
+	return &Affinity{given: given, every: every}
+}
+
+// affinities maps each open connection Dial made with leader affinity to
+// its Affinity.
+var affinities sync.Map // *nats.Conn -> *Affinity
+
+// AffinityOf returns the Affinity of a connection Dial made, or nil when
+// it has none (leader affinity off, a single server, or a connection Dial
+// did not make). A closed connection has none.
+func AffinityOf(nc *nats.Conn) *Affinity {
+	if nc == nil {
+		return nil
+	}
+	if a, ok := affinities.Load(nc); ok {
+		return a.(*Affinity)
+	}
+	return nil
+}
+
+// options are the nats.Connect options the Affinity needs.
+func (a *Affinity) options() []nats.Option {
+	return []nats.Option{
+		nats.ReconnectToServer(a.pick),
+		nats.ClosedHandler(func(nc *nats.Conn) { affinities.Delete(nc) }),
+	}
+}
+
+// bind attaches the Affinity to its connection once connected.
+func (a *Affinity) bind(nc *nats.Conn) {
+	a.nc.Store(nc)
+	affinities.Store(nc, a)
+	if nc.IsClosed() { // closed before it was stored
+		affinities.Delete(nc)
+	}
+}
+
+// pick is the connection's reconnection choice: the leader's server, once,
+// after a move; otherwise (nil) the client library's own rotation.
+func (a *Affinity) pick(servers []nats.Server, _ nats.ServerInfo) (*nats.Server, time.Duration) {
+	a.mu.Lock()
+	t := a.target
+	a.target = ""
+	a.mu.Unlock()
+	if t == "" {
+		return nil, 0
+	}
+	for i := range servers {
+		if servers[i].URL != nil && hostPort(servers[i].URL.String()) == t {
+			return &servers[i], 0
+		}
+	}
+	return nil, 0
+}
+
+// Request is nc.RequestWithContext, made while no move is starting, and
+// it takes the leader's URL from the answer's header named header, if
+// any, as a Hint. nc must be the Affinity's connection; for another one
+// (or a nil Affinity) it is a plain request.
+func (a *Affinity) Request(ctx context.Context, nc *nats.Conn, subj string, payload []byte, header string) (*nats.Msg, error) {
+	if a == nil || nc != a.nc.Load() {
+		return nc.RequestWithContext(ctx, subj, payload)
+	}
+	a.gate.RLock()
+	msg, err := nc.RequestWithContext(ctx, subj, payload)
+	a.gate.RUnlock()
+	if err == nil && msg.Header != nil {
+		if u := msg.Header.Get(header); u != "" {
+			a.Hint(u)
+		}
+	}
+	return msg, err
+}
+
+// Hint tells the Affinity that the leader's server has client URL u. When
+// u is one of the connection's servers, not the one it is connected to,
+// and the last move was at least AffinityEvery ago, the connection moves
+// there (in the background).
+func (a *Affinity) Hint(u string) {
+	if a == nil || u == "" {
+		return
+	}
+	nc := a.nc.Load()
+	if nc == nil {
+		return
+	}
+	cur := nc.ConnectedUrl()
+	a.mu.Lock()
+	if u != a.hint || cur != a.conn {
+		a.hint, a.conn, a.hintHP = u, cur, hostPort(u)
+		a.same = a.hintHP != "" && a.hintHP == hostPort(cur)
+	}
+	if a.same || cur == "" || a.hintHP == "" || !a.given[a.hintHP] || a.moving ||
+		(!a.lastMove.IsZero() && time.Since(a.lastMove) < a.every) {
+		a.mu.Unlock()
+		return
+	}
+	a.moving, a.lastMove, a.target = true, time.Now(), a.hintHP
+	a.mu.Unlock()
+	go a.move(nc)
+}
+
+// move waits for the requests in flight, then reconnects to the target.
+func (a *Affinity) move(nc *nats.Conn) {
+	a.gate.Lock()
+	err := nc.ForceReconnect()
+	a.gate.Unlock()
+	a.mu.Lock()
+	a.moving = false
+	if err != nil {
+		a.target = ""
+	} else {
+		a.moves++
+	}
+	a.mu.Unlock()
+}
+
+// Moves is how many times the connection was moved to a leader's server.
+func (a *Affinity) Moves() uint64 {
+	if a == nil {
+		return 0
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.moves
+}
+
+// hostPort is the lower-cased host:port of a NATS URL (scheme optional,
+// port 4222 when absent), or "" when it does not parse.
+func hostPort(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return ""
+	}
+	if !strings.Contains(s, "://") {
+		s = "nats://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Hostname() == "" {
+		return ""
+	}
+	port := u.Port()
+	if port == "" {
+		port = strconv.Itoa(4222)
+	}
+	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
