@@ -29,6 +29,9 @@ import (
 //     as before;
 //   - at most once per AffinityEvery, so a leader that keeps changing
 //     cannot make clients reconnect in a loop;
+//   - never to a server the connection lost (a broken or stalled
+//     connection) within the last FailedServerPause: a leader whose server
+//     this client cannot reach is reached through another one;
 //   - after the requests in flight on it have been answered (or timed
 //     out): the move waits for them, and requests made meanwhile wait for
 //     the move to start, then go out once reconnected. A request whose
@@ -48,6 +51,10 @@ const EnvLeaderAffinity = "WRIT_NATS_LEADER_AFFINITY"
 // DefaultAffinityEvery is the least time between two moves of one
 // connection.
 const DefaultAffinityEvery = 2 * time.Second
+
+// FailedServerPause is how long a connection does not move to a server it
+// lost.
+const FailedServerPause = 30 * time.Second
 
 // LeaderAffinityFromEnv is --nats-leader-affinity's default: on unless
 // EnvLeaderAffinity says off.
@@ -81,6 +88,8 @@ type Affinity struct {
 	lastMove time.Time
 	moving   bool
 	moves    uint64
+	current  string               // host:port connected to, as of the last (re)connection
+	lost     map[string]time.Time // when the connection lost each server
 }
 
 // newAffinity returns an Affinity for a connection given the URLs in
@@ -98,7 +107,7 @@ func newAffinity(list string, every time.Duration) *Affinity {
 	if every <= 0 {
 		every = DefaultAffinityEvery
 	}
-	return &Affinity{given: given, every: every}
+	return &Affinity{given: given, every: every, lost: map[string]time.Time{}}
 }
 
 // affinities maps each open connection Dial made with leader affinity to
@@ -112,10 +121,15 @@ func AffinityOf(nc *nats.Conn) *Affinity {
 	if nc == nil {
 		return nil
 	}
-	if a, ok := affinities.Load(nc); ok {
-		return a.(*Affinity)
+	a, ok := affinities.Load(nc)
+	if !ok {
+		return nil
 	}
-	return nil
+	if nc.IsClosed() { // its ClosedHandler may not have run yet
+		affinities.Delete(nc)
+		return nil
+	}
+	return a.(*Affinity)
 }
 
 // options are the nats.Connect options the Affinity needs.
@@ -123,12 +137,33 @@ func (a *Affinity) options() []nats.Option {
 	return []nats.Option{
 		nats.ReconnectToServer(a.pick),
 		nats.ClosedHandler(func(nc *nats.Conn) { affinities.Delete(nc) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { a.connected(nc) }),
+		// Called, in order with ReconnectHandler, with a nil error for a
+		// move and the cause for a lost connection.
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				a.mu.Lock()
+				if a.current != "" {
+					a.lost[a.current] = time.Now()
+				}
+				a.mu.Unlock()
+			}
+		}),
 	}
+}
+
+// connected records the server the connection is at.
+func (a *Affinity) connected(nc *nats.Conn) {
+	hp := hostPort(nc.ConnectedUrl())
+	a.mu.Lock()
+	a.current = hp
+	a.mu.Unlock()
 }
 
 // bind attaches the Affinity to its connection once connected.
 func (a *Affinity) bind(nc *nats.Conn) {
 	a.nc.Store(nc)
+	a.connected(nc)
 	affinities.Store(nc, a)
 	if nc.IsClosed() { // closed before it was stored
 		affinities.Delete(nc)
@@ -194,6 +229,13 @@ func (a *Affinity) Hint(u string) {
 		(!a.lastMove.IsZero() && time.Since(a.lastMove) < a.every) {
 		a.mu.Unlock()
 		return
+	}
+	if at, ok := a.lost[a.hintHP]; ok {
+		if time.Since(at) < FailedServerPause {
+			a.mu.Unlock()
+			return
+		}
+		delete(a.lost, a.hintHP)
 	}
 	a.moving, a.lastMove, a.target = true, time.Now(), a.hintHP
 	a.mu.Unlock()
