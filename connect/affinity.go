@@ -78,6 +78,13 @@ type Affinity struct {
 	// gate is held shared by each request in flight and exclusively by a
 	// move while it starts the reconnection.
 	gate sync.RWMutex
+	// at is the last hint found to name the server connected to, until
+	// the connection next moves or breaks: the answers' common case, seen
+	// without taking a lock.
+	at atomic.Pointer[string]
+	// gen counts (re)connections and disconnections: a hint read against
+	// an older connection is not cached in at.
+	gen atomic.Uint64
 
 	mu       sync.Mutex
 	hint     string // the last hint seen,
@@ -141,13 +148,13 @@ func (a *Affinity) options() []nats.Option {
 		// Called, in order with ReconnectHandler, with a nil error for a
 		// move and the cause for a lost connection.
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				a.mu.Lock()
-				if a.current != "" {
-					a.lost[a.current] = time.Now()
-				}
-				a.mu.Unlock()
+			a.mu.Lock()
+			a.gen.Add(1)
+			a.at.Store(nil)
+			if err != nil && a.current != "" {
+				a.lost[a.current] = time.Now()
 			}
+			a.mu.Unlock()
 		}),
 	}
 }
@@ -156,6 +163,8 @@ func (a *Affinity) options() []nats.Option {
 func (a *Affinity) connected(nc *nats.Conn) {
 	hp := hostPort(nc.ConnectedUrl())
 	a.mu.Lock()
+	a.gen.Add(1)
+	a.at.Store(nil)
 	a.current = hp
 	a.mu.Unlock()
 }
@@ -215,15 +224,22 @@ func (a *Affinity) Hint(u string) {
 	if a == nil || u == "" {
 		return
 	}
+	if at := a.at.Load(); at != nil && *at == u {
+		return
+	}
 	nc := a.nc.Load()
 	if nc == nil {
 		return
 	}
+	gen := a.gen.Load()
 	cur := nc.ConnectedUrl()
 	a.mu.Lock()
 	if u != a.hint || cur != a.conn {
 		a.hint, a.conn, a.hintHP = u, cur, hostPort(u)
 		a.same = a.hintHP != "" && a.hintHP == hostPort(cur)
+	}
+	if a.same && cur != "" && !a.moving && a.gen.Load() == gen {
+		a.at.Store(&u)
 	}
 	if a.same || cur == "" || a.hintHP == "" || !a.given[a.hintHP] || a.moving ||
 		(!a.lastMove.IsZero() && time.Since(a.lastMove) < a.every) {
@@ -238,6 +254,7 @@ func (a *Affinity) Hint(u string) {
 		delete(a.lost, a.hintHP)
 	}
 	a.moving, a.lastMove, a.target = true, time.Now(), a.hintHP
+	a.at.Store(nil)
 	a.mu.Unlock()
 	go a.move(nc)
 }
