@@ -515,3 +515,18 @@ type Status struct {
 // (see connect.Affinity); a client that ignores it loses nothing, as
 // requests entering at any server of the cluster are routed to the leader.
 const HeaderLeaderNATS = "Writ-Leader-Nats"
+
+// SubjectLeader carries the leader's LeaderAnnouncement, published when it
+// starts serving and every few seconds while it does, so that idle clients
+// also follow a new leader. Every user may subscribe to it; only issuers
+// publish on it.
+const SubjectLeader = "writ.leader"
+
+// LeaderAnnouncement names the node serving as leader and the client URL
+// of its NATS server (as Status.NATSURL).
+type LeaderAnnouncement struct {
+	V       int    `json:"v"`
+	Node    string `json:"node"`
+	Term    uint64 `json:"term"`
+	NATSURL string `json:"nats_url"`
+}

@@ -2,6 +2,7 @@ package connect
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"net/url"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/writ-dev/writ/api"
 )
 
 // Leader affinity. In an issuer cluster every node embeds a NATS server,
@@ -19,8 +22,9 @@ import (
 // request entering at a follower's server crosses a route to the leader's
 // server and its answer crosses back. A connection with leader affinity
 // enters at the leader's server instead. The leader names its server's
-// client URL on its answers (the api.HeaderLeaderNATS header) and in its
-// status (api.Status.NATSURL); when that URL is one of the servers the
+// client URL on its answers (the api.HeaderLeaderNATS header), in its
+// status (api.Status.NATSURL) and in announcements on api.SubjectLeader
+// (which idle connections hear); when that URL is one of the servers the
 // connection was given and not the one it is connected to, the connection
 // reconnects there:
 //
@@ -173,6 +177,15 @@ func (a *Affinity) connected(nc *nats.Conn) {
 func (a *Affinity) bind(nc *nats.Conn) {
 	a.nc.Store(nc)
 	a.connected(nc)
+	// The leader's announcements move an idle connection too. A server
+	// or credential that does not allow the subscription refuses it
+	// (an asynchronous permissions error); answers still carry the hint.
+	_, _ = nc.Subscribe(api.SubjectLeader, func(m *nats.Msg) {
+		var la api.LeaderAnnouncement
+		if json.Unmarshal(m.Data, &la) == nil {
+			a.Hint(la.NATSURL)
+		}
+	})
 	affinities.Store(nc, a)
 	if nc.IsClosed() { // closed before it was stored
 		affinities.Delete(nc)

@@ -2,6 +2,7 @@ package connect
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/internal/testing/faultproxy"
 	"github.com/writ-dev/writ/internal/testing/testenv"
 )
@@ -278,5 +280,40 @@ func TestAffinityKeepsStallFailover(t *testing.T) {
 	}
 	if a.Moves() != 0 {
 		t.Errorf("%d moves: the hint named the stalled server, which it may not return to within AffinityEvery", a.Moves())
+	}
+}
+
+// An idle connection follows the leader's announcement on
+// api.SubjectLeader, without a request of its own.
+func TestAffinityFollowsAnnouncements(t *testing.T) {
+	r := newLeaderRig(t)
+	nc, err := Options{URL: r.url, Timeout: testenv.SetupTimeout, LeaderAffinity: true}.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := nc.Flush(); err != nil { // the announcement subscription is in place
+		t.Fatal(err)
+	}
+	pub, err := nats.Connect(r.addr(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	other := 1 - r.at(nc)
+	b, _ := json.Marshal(api.LeaderAnnouncement{V: api.Version, Node: "n2", Term: 2, NATSURL: r.addr(other)})
+	begin := time.Now()
+	for r.at(nc) != other {
+		if time.Since(begin) > 10*time.Second {
+			t.Fatalf("still at %q 10s after announcing %s", nc.ConnectedUrl(), r.addr(other))
+		}
+		if err := pub.Publish(api.SubjectLeader, b); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("moved %s after the announcement", time.Since(begin).Round(time.Millisecond))
+	if n := AffinityOf(nc).Moves(); n != 1 {
+		t.Errorf("%d moves, want 1", n)
 	}
 }

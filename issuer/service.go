@@ -222,6 +222,19 @@ func (s *Service) lead(ctx context.Context) error {
 		}
 		subs = append(subs, sub)
 	}
+	// Name this node's NATS server to idle clients, now and periodically.
+	if s.cfg.AdvertiseNATS != "" {
+		actx, stopAnnounce := context.WithCancel(ctx)
+		announceDone := make(chan struct{})
+		go func() {
+			defer close(announceDone)
+			s.announceLoop(actx)
+		}()
+		defer func() {
+			stopAnnounce()
+			<-announceDone
+		}()
+	}
 	// Raise the receipt format level, now and then periodically, once
 	// every voter writes a higher one.
 	fctx, stopFormat := context.WithCancel(ctx)
@@ -236,6 +249,30 @@ func (s *Service) lead(ctx context.Context) error {
 	}()
 	s.log.Info("leading: serving the API and publishing receipts")
 	return s.publishLoop(ctx)
+}
+
+// AnnounceEvery is how often a leader publishes its LeaderAnnouncement.
+const AnnounceEvery = 5 * time.Second
+
+// announceLoop publishes this node's api.LeaderAnnouncement on
+// api.SubjectLeader at once and every AnnounceEvery until ctx ends.
+func (s *Service) announceLoop(ctx context.Context) {
+	t := time.NewTicker(AnnounceEvery)
+	defer t.Stop()
+	for {
+		if s.node.IsLeader() {
+			b, _ := json.Marshal(api.LeaderAnnouncement{V: api.Version, Node: s.node.ID(),
+				Term: s.node.Raft().CurrentTerm(), NATSURL: s.cfg.AdvertiseNATS})
+			if err := s.nc.Publish(api.SubjectLeader, b); err != nil {
+				s.log.Debug("announcing leadership", "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // ensurePolicy applies the initial policy the first time a leader finds
