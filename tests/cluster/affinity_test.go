@@ -16,6 +16,7 @@ import (
 	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/cluster"
+	"github.com/writ-dev/writ/issuer"
 )
 
 // affinityDial connects with leader affinity to urls, its first server
@@ -73,7 +74,9 @@ func waitConnectedTo(t *testing.T, c *cluster.Cluster, nc *nats.Conn, want int, 
 //     twice (two spenders, different keys, race on every grant: exactly
 //     one attempt each, in the answers and in the receipt stream);
 //   - a client given only followers' URLs never moves and keeps working
-//     through routing.
+//     through routing;
+//   - an idle client follows the leader's announcements to its server,
+//     before and after the kill.
 func TestLeaderAffinity(t *testing.T) {
 	c := cluster.Start(t, 3)
 	leader := c.Leader()
@@ -100,6 +103,8 @@ func TestLeaderAffinity(t *testing.T) {
 		t.Fatal("no leader affinity on a connection given three servers")
 	}
 	cl := client.New(nc, worker)
+	// An idle client follows the leader's announcements alone.
+	idle := affinityDial(t, c, all, leader)
 	outside := affinityDial(t, c, followers, leader)
 	ocl := client.New(outside, worker)
 
@@ -164,6 +169,8 @@ func TestLeaderAffinity(t *testing.T) {
 
 	took := waitConnectedTo(t, c, nc, leader, 20*time.Second)
 	t.Logf("client started at a follower's server; at the leader %s's within %s", c.Nodes[leader].ID, took.Round(time.Millisecond))
+	took = waitConnectedTo(t, c, idle, leader, issuer.AnnounceEvery+10*time.Second)
+	t.Logf("idle client at the leader's server within %s", took.Round(time.Millisecond))
 
 	// Kill the leader once some work went through it.
 	for start := n.Load(); n.Load() < start+20; {
@@ -184,6 +191,8 @@ func TestLeaderAffinity(t *testing.T) {
 	took = waitConnectedTo(t, c, nc, next, 20*time.Second)
 	t.Logf("leader %s killed; %s elected %s later; the client was at its server %s after the kill", c.Nodes[leader].ID, c.Nodes[next].ID,
 		elected.Round(time.Millisecond), time.Since(killedAt).Round(time.Millisecond))
+	took = waitConnectedTo(t, c, idle, next, issuer.AnnounceEvery+20*time.Second)
+	t.Logf("idle client at the new leader's server %s after the kill", time.Since(killedAt).Round(time.Millisecond))
 	// Requests keep succeeding at the new leader.
 	for start := n.Load(); n.Load() < start+20; {
 		if time.Since(killedAt) > 60*time.Second {
