@@ -31,8 +31,10 @@ import (
 //   - only to a URL it was given (by host and port): a leader advertising
 //     an address the client was not told about is reached through routing
 //     as before;
-//   - at most once per AffinityEvery, so a leader that keeps changing
-//     cannot make clients reconnect in a loop;
+//   - at most once per AffinityEvery, counting the connection's opening
+//     as a move, so a leader that keeps changing cannot make clients
+//     reconnect in a loop and a process that lives less than that (a
+//     hook) never reconnects;
 //   - never to a server the connection lost (a broken or stalled
 //     connection) within the last FailedServerPause: a leader whose server
 //     this client cannot reach is reached through another one;
@@ -177,6 +179,12 @@ func (a *Affinity) connected(nc *nats.Conn) {
 func (a *Affinity) bind(nc *nats.Conn) {
 	a.nc.Store(nc)
 	a.connected(nc)
+	// Connecting counts as a move: a connection moves no sooner than
+	// AffinityEvery after it opened, so a short-lived process (a hook
+	// making a request or two) never pays a reconnection.
+	a.mu.Lock()
+	a.lastMove = time.Now()
+	a.mu.Unlock()
 	// The leader's announcements move an idle connection too. A server
 	// or credential that does not allow the subscription refuses it
 	// (an asynchronous permissions error); answers still carry the hint.

@@ -197,8 +197,11 @@ func TestAffinityMovesToTheLeaderWithoutLosingRequests(t *testing.T) {
 	}
 	other := 1 - first
 	r.leader.Store(int32(other))
-	took := waitAt(other, 10*time.Second)
-	t.Logf("moved from %s to %s %s after the leader was named", r.addr(first), r.addr(other), took.Round(time.Millisecond))
+	took := waitAt(other, every+10*time.Second)
+	if took < every/2 {
+		t.Errorf("moved %s after connecting, before AffinityEvery (%s)", took, every)
+	}
+	t.Logf("moved from %s to %s %s after the leader was named (connecting counts as a move)", r.addr(first), r.addr(other), took.Round(time.Millisecond))
 	if n := a.Moves(); n != 1 {
 		t.Fatalf("%d moves, want 1", n)
 	}
