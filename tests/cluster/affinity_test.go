@@ -78,6 +78,16 @@ func waitConnectedTo(t *testing.T, c *cluster.Cluster, nc *nats.Conn, want int, 
 //   - an idle client follows the leader's announcements to its server,
 //     before and after the kill.
 func TestLeaderAffinity(t *testing.T) {
+	leaderAffinity(t, "SIGKILL", func(c *cluster.Cluster, i int) { c.Kill(i) })
+}
+
+// TestLeaderAffinityStopped is TestLeaderAffinity with a graceful stop
+// (SIGTERM) of the leader.
+func TestLeaderAffinityStopped(t *testing.T) {
+	leaderAffinity(t, "SIGTERM", func(c *cluster.Cluster, i int) { c.Stop(i) })
+}
+
+func leaderAffinity(t *testing.T, how string, down func(c *cluster.Cluster, i int)) {
 	c := cluster.Start(t, 3)
 	leader := c.Leader()
 	st, err := c.LeaderStatus()
@@ -95,18 +105,16 @@ func TestLeaderAffinity(t *testing.T) {
 		}
 	}
 
-	// Two clients of the same worker on one connection with affinity, and
-	// one on a connection to followers only.
+	// Four workers' clients on one connection with affinity, and one on a
+	// connection to followers only.
 	nc := affinityDial(t, c, all, leader)
 	a := connect.AffinityOf(nc)
 	if a == nil {
 		t.Fatal("no leader affinity on a connection given three servers")
 	}
-	cl := client.New(nc, worker)
 	// An idle client follows the leader's announcements alone.
 	idle := affinityDial(t, c, all, leader)
 	outside := affinityDial(t, c, followers, leader)
-	ocl := client.New(outside, worker)
 
 	var (
 		stop    atomic.Bool
@@ -155,12 +163,14 @@ func TestLeaderAffinity(t *testing.T) {
 			cancel()
 		}
 	}
+	// One worker per caller: each grant's losing spend is a refusal, and
+	// admission control counts refusals per worker.
 	for g := range 4 {
 		wg.Add(1)
-		go work(fmt.Sprintf("aff%d", g), cl)
+		go work(fmt.Sprintf("aff%d", g), client.New(nc, fmt.Sprintf("wa%d", g)))
 	}
 	wg.Add(1)
-	go work("outside", ocl)
+	go work("outside", client.New(outside, "wo"))
 	finish := func() {
 		stop.Store(true)
 		wg.Wait()
@@ -185,14 +195,14 @@ func TestLeaderAffinity(t *testing.T) {
 		t.Errorf("the client given only followers' servers moved %d times", m)
 	}
 	killedAt := time.Now()
-	c.Kill(leader)
+	down(c, leader)
 	next := c.Leader()
 	elected := time.Since(killedAt)
 	took = waitConnectedTo(t, c, nc, next, 20*time.Second)
-	t.Logf("leader %s killed; %s elected %s later; the client was at its server %s after the kill", c.Nodes[leader].ID, c.Nodes[next].ID,
+	t.Logf("%s to leader %s; %s elected %s later; the client was at its server %s after it", how, c.Nodes[leader].ID, c.Nodes[next].ID,
 		elected.Round(time.Millisecond), time.Since(killedAt).Round(time.Millisecond))
 	took = waitConnectedTo(t, c, idle, next, issuer.AnnounceEvery+20*time.Second)
-	t.Logf("idle client at the new leader's server %s after the kill", time.Since(killedAt).Round(time.Millisecond))
+	t.Logf("idle client at the new leader's server %s after the leader went down", time.Since(killedAt).Round(time.Millisecond))
 	// Requests keep succeeding at the new leader.
 	for start := n.Load(); n.Load() < start+20; {
 		if time.Since(killedAt) > 60*time.Second {
