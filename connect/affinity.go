@@ -323,5 +323,9 @@ func hostPort(s string) string {
 	if port == "" {
 		port = strconv.Itoa(4222)
 	}
-	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+	hp := net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+	if _, _, err := net.SplitHostPort(hp); err != nil {
+		return ""
+	}
+	return hp
 }

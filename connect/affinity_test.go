@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -319,4 +320,27 @@ func TestAffinityFollowsAnnouncements(t *testing.T) {
 	if n := AffinityOf(nc).Moves(); n != 1 {
 		t.Errorf("%d moves, want 1", n)
 	}
+}
+
+// hostPort never panics, and what it returns is a host:port whose host is
+// lower case, or "".
+func FuzzHostPort(f *testing.F) {
+	for _, s := range []string{"nats://127.0.0.1:4222", "tls://H:1", "[::1]", "nats://u:p@h", "%", "nats://:0", "a,b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		hp := hostPort(s)
+		if hp == "" {
+			return
+		}
+		h, p, err := net.SplitHostPort(hp)
+		if err != nil || h == "" || p == "" || strings.ToLower(h) != h {
+			t.Fatalf("hostPort(%q) = %q: %v", s, hp, err)
+		}
+		a := newAffinity("nats://127.0.0.1:1,nats://127.0.0.1:2", 0)
+		a.Hint(s) // not bound to a connection: nothing happens
+		if a.Moves() != 0 {
+			t.Fatal("moved")
+		}
+	})
 }
