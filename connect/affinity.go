@@ -24,7 +24,7 @@ import (
 // enters at the leader's server instead. The leader names its server's
 // client URL on its answers (the api.HeaderLeaderNATS header), in its
 // status (api.Status.NATSURL) and in announcements on api.SubjectLeader
-// (which idle connections hear); when that URL is one of the servers the
+// (which connections hear between requests, once they made one); when that URL is one of the servers the
 // connection was given and not the one it is connected to, the connection
 // reconnects there:
 //
@@ -91,6 +91,8 @@ type Affinity struct {
 	// gen counts (re)connections and disconnections: a hint read against
 	// an older connection is not cached in at.
 	gen atomic.Uint64
+	// listen subscribes to the leader's announcements once.
+	listen sync.Once
 
 	mu       sync.Mutex
 	hint     string // the last hint seen,
@@ -185,19 +187,25 @@ func (a *Affinity) bind(nc *nats.Conn) {
 	a.mu.Lock()
 	a.lastMove = time.Now()
 	a.mu.Unlock()
-	// The leader's announcements move an idle connection too. A server
-	// or credential that does not allow the subscription refuses it
-	// (an asynchronous permissions error); answers still carry the hint.
+	affinities.Store(nc, a)
+	if nc.IsClosed() { // closed before it was stored
+		affinities.Delete(nc)
+	}
+}
+
+// subscribe follows the leader's announcements, so that a connection
+// between requests moves too. It starts with the first request: a
+// connection that never makes one (an auditor reading the receipt
+// stream) has nothing to gain at the leader's server. A server or
+// credential that does not allow the subscription refuses it (an
+// asynchronous permissions error); answers still carry the hint.
+func (a *Affinity) subscribe(nc *nats.Conn) {
 	_, _ = nc.Subscribe(api.SubjectLeader, func(m *nats.Msg) {
 		var la api.LeaderAnnouncement
 		if json.Unmarshal(m.Data, &la) == nil {
 			a.Hint(la.NATSURL)
 		}
 	})
-	affinities.Store(nc, a)
-	if nc.IsClosed() { // closed before it was stored
-		affinities.Delete(nc)
-	}
 }
 
 // pick is the connection's reconnection choice: the leader's server, once,
@@ -226,6 +234,7 @@ func (a *Affinity) Request(ctx context.Context, nc *nats.Conn, subj string, payl
 	if a == nil || nc != a.nc.Load() {
 		return nc.RequestWithContext(ctx, subj, payload)
 	}
+	a.listen.Do(func() { a.subscribe(nc) })
 	a.gate.RLock()
 	msg, err := nc.RequestWithContext(ctx, subj, payload)
 	a.gate.RUnlock()

@@ -287,8 +287,8 @@ func TestAffinityKeepsStallFailover(t *testing.T) {
 	}
 }
 
-// An idle connection follows the leader's announcement on
-// api.SubjectLeader, without a request of its own.
+// A connection idle since its first request follows the leader's
+// announcement on api.SubjectLeader.
 func TestAffinityFollowsAnnouncements(t *testing.T) {
 	r := newLeaderRig(t)
 	nc, err := Options{URL: r.url, Timeout: testenv.SetupTimeout, LeaderAffinity: true}.Dial()
@@ -296,6 +296,18 @@ func TestAffinityFollowsAnnouncements(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
+	a := AffinityOf(nc)
+	// A connection that made no request does not listen.
+	if n := nc.NumSubscriptions(); n != 0 {
+		t.Fatalf("%d subscriptions before any request", n)
+	}
+	// One request (answered naming the server it is at), then idle.
+	r.leader.Store(int32(r.at(nc)))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if _, err := a.Request(ctx, nc, "echo", []byte("x"), testLeaderHeader); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
 	if err := nc.Flush(); err != nil { // the announcement subscription is in place
 		t.Fatal(err)
 	}

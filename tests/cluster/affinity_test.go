@@ -112,8 +112,14 @@ func leaderAffinity(t *testing.T, how string, down func(c *cluster.Cluster, i in
 	if a == nil {
 		t.Fatal("no leader affinity on a connection given three servers")
 	}
-	// An idle client follows the leader's announcements alone.
+	// A client idle after one request follows the leader's announcements
+	// alone.
 	idle := affinityDial(t, c, all, leader)
+	{
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cluster.Mint(t, ctx, client.New(idle, "wi"), 0, "idle-grant")
+		cancel()
+	}
 	outside := affinityDial(t, c, followers, leader)
 
 	var (
