@@ -528,4 +528,31 @@ type Status struct {
 	// failing (disk full, read-only); StorageFailingMS how long they have.
 	StorageError     string `json:"storage_error,omitempty"`
 	StorageFailingMS int64  `json:"storage_failing_ms,omitempty"`
+	// NATSURL is the client URL of the NATS server embedded in this node,
+	// as it advertises it (empty when it advertises none). The status on
+	// SubjectStatus is the leader's, so there it names the server where
+	// requests enter without a route hop.
+	NATSURL string `json:"nats_url,omitempty"`
+}
+
+// HeaderLeaderNATS is the NATS header a leader puts on its answers to
+// worker requests: its advertised client URL (as Status.NATSURL). A
+// client whose server list holds that URL may move its connection there
+// (see connect.Affinity); a client that ignores it loses nothing, as
+// requests entering at any server of the cluster are routed to the leader.
+const HeaderLeaderNATS = "Writ-Leader-Nats"
+
+// SubjectLeader carries the leader's LeaderAnnouncement, published when it
+// starts serving and every few seconds while it does, so that idle clients
+// also follow a new leader. Every user may subscribe to it; only issuers
+// publish on it.
+const SubjectLeader = "writ.leader"
+
+// LeaderAnnouncement names the node serving as leader and the client URL
+// of its NATS server (as Status.NATSURL).
+type LeaderAnnouncement struct {
+	V       int    `json:"v"`
+	Node    string `json:"node"`
+	Term    uint64 `json:"term"`
+	NATSURL string `json:"nats_url"`
 }

@@ -74,6 +74,14 @@ type Options struct {
 	// for a caller that must answer at once when NATS is down (a hook
 	// blocks the call; the next call tries again).
 	ConnectOnce bool
+	// LeaderAffinity keeps the connection at the issuer leader's NATS
+	// server when the URL lists several servers (see Affinity; package
+	// api/client acts on it). The flag turns it on by default; a zero
+	// Options leaves it off.
+	LeaderAffinity bool
+	// AffinityEvery is the least time between two moves of the
+	// connection (0: DefaultAffinityEvery).
+	AffinityEvery time.Duration
 }
 
 // URLHelp is the --nats-url help text: what it accepts and where its
@@ -91,6 +99,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CredsFile, "nats-creds", os.Getenv(EnvCreds), "NATS credentials file (user JWT and seed, from issuer auth mint) for an issuer in operator mode; instead of --nats-user (env "+EnvCreds+")")
 	fs.StringVar(&o.CAFile, "nats-ca", os.Getenv(EnvCA), "CA certificate for a TLS NATS server (env "+EnvCA+")")
 	fs.DurationVar(&o.Timeout, "timeout", DefaultTimeout, "how long to keep trying, connecting included, before giving up")
+	fs.BoolVar(&o.LeaderAffinity, "nats-leader-affinity", LeaderAffinityFromEnv(),
+		"with several --nats-url servers, keep the connection at the issuer leader's server, which the leader names in its answers (env "+EnvLeaderAffinity+")")
 }
 
 // DefaultURLFromEnv is the URL used when --nats-url is not given:
@@ -230,6 +240,13 @@ func (o Options) DialContext(ctx context.Context) (*nats.Conn, error) {
 		opts = append(opts, nats.RootCAs(o.CAFile))
 	}
 
+	var aff *Affinity
+	if o.LeaderAffinity {
+		if aff = newAffinity(addr, o.AffinityEvery); aff != nil {
+			opts = append(opts, aff.options()...)
+		}
+	}
+
 	// Without a Timeout or a ctx deadline there is one try of up to 2s.
 	start := time.Now()
 	deadline := start.Add(max(o.Timeout, 2*time.Second))
@@ -245,6 +262,9 @@ func (o Options) DialContext(ctx context.Context) (*nats.Conn, error) {
 		try := max(min(2*time.Second, time.Until(deadline)), 100*time.Millisecond)
 		nc, err := nats.Connect(addr, append(opts, nats.Timeout(try))...)
 		if err == nil {
+			if aff != nil {
+				aff.bind(nc)
+			}
 			return nc, nil
 		}
 		if !retryable(err) {

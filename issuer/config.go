@@ -43,6 +43,14 @@ type Config struct {
 	// NATSServer is the embedded NATS server, if any; status reads its
 	// JetStream sync setting from it.
 	NATSServer *server.Server
+	// AdvertiseNATS is the client URL of the NATS server embedded in this
+	// node, as clients reach it ("" when there is none, or it should not
+	// be advertised). Status reports it and, while this node leads, its
+	// answers to worker requests carry it in the api.HeaderLeaderNATS
+	// header, so clients can enter at the leader's server and save the
+	// route hop.
+	AdvertiseNATS string
+
 	// RaftTLS, NATSTLS and Auth describe how this node is secured; status
 	// reports them.
 	RaftTLS, NATSTLS, Auth bool

@@ -44,6 +44,9 @@ type Service struct {
 	// adm is the admission control of the current leadership term (nil
 	// when not leading or when Config.RefusalRate is 0).
 	adm atomic.Pointer[admission]
+	// leaderHdr is the header of answers sent while leading (nil when
+	// Config.AdvertiseNATS is empty); it is only read once built.
+	leaderHdr nats.Header
 	// metrics is nil unless EnableMetrics was called.
 	metrics atomic.Pointer[telemetry.Issuer]
 
@@ -79,10 +82,14 @@ func New(cfg Config, node *raftnode.Node, nc *nats.Conn) (*Service, error) {
 	if cfg.RefusalWindow == 0 {
 		cfg.RefusalWindow = DefaultRefusalWindow
 	}
+	var hdr nats.Header
+	if cfg.AdvertiseNATS != "" {
+		hdr = nats.Header{api.HeaderLeaderNATS: []string{cfg.AdvertiseNATS}}
+	}
 	s := &Service{
 		cfg: cfg, node: node, nc: nc, js: js, pub: natsbus.NewPublisher(js),
 		log: lg.With("node", node.ID()), sem: make(chan struct{}, cfg.MaxInFlight),
-		snapSlot: make(chan struct{}, 1),
+		snapSlot: make(chan struct{}, 1), leaderHdr: hdr,
 	}
 	if cfg.Credentials != nil {
 		// Revocations of spawned workers long ended leave the account
@@ -223,6 +230,19 @@ func (s *Service) lead(ctx context.Context) error {
 		}
 		subs = append(subs, sub)
 	}
+	// Name this node's NATS server to idle clients, now and periodically.
+	if s.cfg.AdvertiseNATS != "" {
+		actx, stopAnnounce := context.WithCancel(ctx)
+		announceDone := make(chan struct{})
+		go func() {
+			defer close(announceDone)
+			s.announceLoop(actx)
+		}()
+		defer func() {
+			stopAnnounce()
+			<-announceDone
+		}()
+	}
 	// Raise the receipt format level, now and then periodically, once
 	// every voter writes a higher one.
 	fctx, stopFormat := context.WithCancel(ctx)
@@ -249,6 +269,30 @@ func (s *Service) lead(ctx context.Context) error {
 	}()
 	s.log.Info("leading: serving the API and publishing receipts")
 	return s.publishLoop(ctx)
+}
+
+// AnnounceEvery is how often a leader publishes its LeaderAnnouncement.
+const AnnounceEvery = 5 * time.Second
+
+// announceLoop publishes this node's api.LeaderAnnouncement on
+// api.SubjectLeader at once and every AnnounceEvery until ctx ends.
+func (s *Service) announceLoop(ctx context.Context) {
+	t := time.NewTicker(AnnounceEvery)
+	defer t.Stop()
+	for {
+		if s.node.IsLeader() {
+			b, _ := json.Marshal(api.LeaderAnnouncement{V: api.Version, Node: s.node.ID(),
+				Term: s.node.Raft().CurrentTerm(), NATSURL: s.cfg.AdvertiseNATS})
+			if err := s.nc.Publish(api.SubjectLeader, b); err != nil {
+				s.log.Debug("announcing leadership", "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // ensurePolicy applies the initial policy the first time a leader finds
@@ -654,7 +698,15 @@ func (s *Service) respond(m *nats.Msg, env grants.Envelope) {
 	// returns, so the buffer can live on the stack.
 	var buf [1024]byte
 	data := env.AppendJSON(buf[:0])
-	if err := m.Respond(data); err != nil {
+	var err error
+	if s.leaderHdr != nil && s.node.IsLeader() {
+		// Only a leader names itself: an answer sent after losing
+		// leadership would point clients at a follower.
+		err = s.nc.PublishMsg(&nats.Msg{Subject: m.Reply, Data: data, Header: s.leaderHdr})
+	} else {
+		err = m.Respond(data)
+	}
+	if err != nil {
 		s.log.Warn("answering request", "subject", m.Subject, "err", err)
 	}
 }

@@ -130,6 +130,7 @@ func (s *Service) extendStatus(st *api.Status) {
 		}
 	}
 	st.RaftTLS, st.NATSTLS, st.Auth = s.cfg.RaftTLS, s.cfg.NATSTLS, s.cfg.Auth
+	st.NATSURL = s.cfg.AdvertiseNATS
 	if err, since := s.node.StorageHealth(); err != nil {
 		st.StorageError, st.StorageFailingMS = err.Error(), time.Since(since).Milliseconds()
 	}

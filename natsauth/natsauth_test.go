@@ -366,7 +366,8 @@ func TestMintShapes(t *testing.T) {
 				if got := []string(uc.Pub.Allow); len(got) != 1 || got[0] != "writ.api."+tc.id.Name+".>" {
 					t.Fatalf("worker publish allow %v", got)
 				}
-				if got := []string(uc.Sub.Allow); len(got) != 1 || got[0] != "_INBOX."+tc.id.Name+".>" {
+				// Its own inbox and the leader's announcements.
+				if got := []string(uc.Sub.Allow); len(got) != 2 || got[0] != "_INBOX."+tc.id.Name+".>" || got[1] != "writ.leader" {
 					t.Fatalf("worker subscribe allow %v", got)
 				}
 				if uc.Expires != tc.exp.Unix() {

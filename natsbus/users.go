@@ -30,14 +30,15 @@ func InboxPrefix(name string) string { return "_INBOX." + name }
 func inboxSubjects(name string) string { return InboxPrefix(name) + ".>" }
 
 // WorkerUser is a worker: it may publish only on writ.api.<name>.> (so it
-// can speak only for itself) and receive replies on its own inbox. name must
+// can speak only for itself) and receive replies on its own inbox and the
+// leader's announcements (api.SubjectLeader), as every user below may. name must
 // pass ValidToken; ServerConfig.Validate rejects it otherwise.
 func WorkerUser(name, password string) User {
 	return User{
 		Name:      name,
 		Password:  password,
 		Publish:   []string{api.WorkerPrefix + name + ".>"},
-		Subscribe: []string{inboxSubjects(name)},
+		Subscribe: []string{inboxSubjects(name), api.SubjectLeader},
 	}
 }
 
@@ -48,7 +49,7 @@ func OperatorUser(name, password string) User {
 		Name:      name,
 		Password:  password,
 		Publish:   []string{api.OperatorWildcard},
-		Subscribe: []string{inboxSubjects(name)},
+		Subscribe: []string{inboxSubjects(name), api.SubjectLeader},
 	}
 }
 
@@ -61,7 +62,7 @@ func ReviewerUser(name, password string) User {
 		Name:      name,
 		Password:  password,
 		Publish:   []string{api.ReviewerPrefix + name + ".>"},
-		Subscribe: []string{inboxSubjects(name)},
+		Subscribe: []string{inboxSubjects(name), api.SubjectLeader},
 	}
 }
 
@@ -86,7 +87,7 @@ func AuditorUser(name, password string) User {
 		Name:      name,
 		Password:  password,
 		Publish:   AuditorPublishSubjects(),
-		Subscribe: []string{events.SubjectAll, inboxSubjects(name)},
+		Subscribe: []string{events.SubjectAll, inboxSubjects(name), api.SubjectLeader},
 	}
 }
 

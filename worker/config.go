@@ -69,9 +69,12 @@ type workerConfig struct {
 	NATSCA           string                  `json:"nats_ca,omitempty"`
 	// NATSCreds is a .creds file (issuer auth mint --worker), for an
 	// issuer in NATS operator mode; it replaces nats_user.
-	NATSCreds  string           `json:"nats_creds,omitempty"`
-	Socket     string           `json:"socket,omitempty"`
-	Provenance provenanceConfig `json:"provenance,omitzero"`
+	NATSCreds string `json:"nats_creds,omitempty"`
+	// NATSLeaderAffinity, when set, turns leader affinity on or off (see
+	// connect.Affinity) unless --nats-leader-affinity is given.
+	NATSLeaderAffinity *bool            `json:"nats_leader_affinity,omitempty"`
+	Socket             string           `json:"socket,omitempty"`
+	Provenance         provenanceConfig `json:"provenance,omitzero"`
 	// Route is the route this runtime's calls are work under, when
 	// WRIT_ROUTE does not name one (worker-agent cron sets it for its
 	// command); the grants bind the owner's current lease generation.
@@ -157,7 +160,7 @@ func checkExactKeys(raw []byte) error {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return err
 	}
-	if err := onlyKeys(m, "", "worker", "lane", "subagents", "replace_prompt", "nats_url", "nats_user", "nats_password_file", "nats_ca", "nats_creds", "socket", "provenance", "route", "subagents_as_workers"); err != nil {
+	if err := onlyKeys(m, "", "worker", "lane", "subagents", "replace_prompt", "nats_url", "nats_user", "nats_password_file", "nats_ca", "nats_creds", "nats_leader_affinity", "socket", "provenance", "route", "subagents_as_workers"); err != nil {
 		return err
 	}
 	if raw, ok := m["provenance"]; ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
@@ -372,6 +375,9 @@ func (a *AdapterFlags) resolve(flags *pflag.FlagSet, g *Agent) (*workerConfig, e
 		if !changed(o.flag) && o.v != "" {
 			*o.dst = o.v
 		}
+	}
+	if !changed("nats-leader-affinity") && cfg.NATSLeaderAffinity != nil {
+		g.Conn.LeaderAffinity = *cfg.NATSLeaderAffinity
 	}
 	if a.lane != "" {
 		if err := api.ValidID(a.lane); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/grants"
 )
 
@@ -36,11 +37,16 @@ type Client struct {
 	Worker string
 	// Attempt bounds one try; Client retries until ctx ends.
 	Attempt time.Duration
+	// Leader, when set, is NC's leader affinity: requests go through it,
+	// and the leader's URL in answers and status moves NC to the leader's
+	// server (see connect.Affinity). nil sends requests as they are.
+	Leader *connect.Affinity
 }
 
-// New returns a client for worker (empty for operators).
+// New returns a client for worker (empty for operators), with the leader
+// affinity connect.Dial gave nc, if any.
 func New(nc *nats.Conn, worker string) *Client {
-	return &Client{NC: nc, Worker: worker, Attempt: 2 * time.Second}
+	return &Client{NC: nc, Worker: worker, Attempt: 2 * time.Second, Leader: connect.AffinityOf(nc)}
 }
 
 // workerSubject is the subject of op for the client's worker, as it is now.
@@ -306,6 +312,9 @@ func (c *Client) Status(ctx context.Context) (api.Status, error) {
 	if err := json.Unmarshal(data, &st); err != nil {
 		return st, fmt.Errorf("client: decoding status: %w", err)
 	}
+	if st.State == "Leader" {
+		c.Leader.Hint(st.NATSURL)
+	}
 	return st, nil
 }
 
@@ -352,7 +361,7 @@ func (c *Client) send(ctx context.Context, subj string, payload []byte, env *gra
 	var last error
 	for {
 		actx, cancel := context.WithTimeout(ctx, attempt)
-		msg, err := c.NC.RequestWithContext(actx, subj, payload)
+		msg, err := c.Leader.Request(actx, c.NC, subj, payload, api.HeaderLeaderNATS)
 		cancel()
 		if err == nil {
 			retry, derr := unavailable(msg.Data, env)

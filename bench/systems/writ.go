@@ -16,6 +16,7 @@ import (
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/api/client"
+	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/grants"
 )
@@ -294,6 +295,68 @@ func dirSize(dir string) int64 {
 		return nil
 	})
 	return total
+}
+
+// Leader is the index of the node whose issuer serves writ.op.status.
+func (w *Writ) Leader() (int, error) {
+	st, err := w.LeaderStatus()
+	if err != nil {
+		return -1, err
+	}
+	for i, n := range w.Nodes {
+		if n.ID == st.Node {
+			return i, nil
+		}
+	}
+	return -1, fmt.Errorf("leader %q is no node of the cluster", st.Node)
+}
+
+// Reenter replaces the two worker connections: each is given urls, in
+// order, and with affinity set keeps to the leader's server (connect's
+// leader affinity, as worker-agent's default). The clients of the old
+// connections must be idle.
+func (w *Writ) Reenter(urls []string, affinity bool) error {
+	for c := range w.conns {
+		var (
+			nc  *nats.Conn
+			err error
+		)
+		name := fmt.Sprintf("writ-bench-worker-%d", c)
+		if affinity {
+			nc, err = connect.Options{URL: strings.Join(urls, ","), Name: name, Timeout: 10 * time.Second, LeaderAffinity: true}.Dial()
+		} else {
+			nc, err = nats.Connect(strings.Join(urls, ","), nats.Name(name), nats.DontRandomize(),
+				nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+		}
+		if err != nil {
+			return err
+		}
+		if old := w.conns[c]; old != nil {
+			old.Close()
+		}
+		w.conns[c] = nc
+		for k := range Workers {
+			w.clients[c][k] = client.New(nc, fmt.Sprintf("w%d", k))
+		}
+	}
+	return nil
+}
+
+// ConnectedTo returns, for each worker connection, the index of the node
+// whose server it is connected to (-1: none).
+func (w *Writ) ConnectedTo() []int {
+	var out []int
+	for _, nc := range w.conns {
+		at := -1
+		u := nc.ConnectedUrl()
+		for i, n := range w.Nodes {
+			if u != "" && strings.HasSuffix(u, fmt.Sprintf(":%d", n.NATSPort)) {
+				at = i
+			}
+		}
+		out = append(out, at)
+	}
+	return out
 }
 
 func (w *Writ) Close() error {

@@ -55,8 +55,9 @@ func BuildIssuer(root, dir string) (string, error) {
 
 // StartWritProcesses starts three `issuer serve` processes from bin, the
 // way README's three-node cluster runs (embedded NATS clustered, R3
-// receipt stream), without NATS auth, and waits until they serve.
-func StartWritProcesses(ctx context.Context, bin, dir string, payload int) (*Writ, error) {
+// receipt stream), without NATS auth, and waits until they serve. extra
+// arguments are added to every `issuer serve`.
+func StartWritProcesses(ctx context.Context, bin, dir string, payload int, extra ...string) (*Writ, error) {
 	nodes, err := newNodes(dir)
 	if err != nil {
 		return nil, err
@@ -100,6 +101,7 @@ func StartWritProcesses(ctx context.Context, bin, dir string, payload int) (*Wri
 			"--nats-host", "127.0.0.1", "--nats-port", fmt.Sprint(n.NATSPort),
 			"--cluster-port", fmt.Sprint(n.ClusterPort), "--routes", strings.Join(routes, ","),
 			"--stream-replicas", "3", "--log-level", "warn")
+		cmd.Args = append(cmd.Args, extra...)
 		cmd.Stdout, cmd.Stderr = logf, logf
 		err = spawn(cmd)
 		logf.Close()

@@ -40,6 +40,7 @@ type serveFlags struct {
 	natsURL      string
 	natsHost     string
 	natsPort     int
+	natsAdv      string
 	clusterPort  int
 	routes       string
 	authFile     string
@@ -135,6 +136,8 @@ host must reach it; the endpoint has no authentication.`,
 	fl.StringVar(&f.natsURL, "nats-url", "", "use this NATS cluster instead of an embedded server")
 	fl.StringVar(&f.natsHost, "nats-host", "127.0.0.1", "embedded NATS client listen host")
 	fl.IntVar(&f.natsPort, "nats-port", 4222, "embedded NATS client port")
+	fl.StringVar(&f.natsAdv, "nats-advertise", "",
+		"client URL of the embedded NATS server that status reports and, on the leader, answers carry so clients can enter at the leader's server; default its listen address (none when --nats-host is 0.0.0.0 or ::), \"off\" for none")
 	fl.IntVar(&f.clusterPort, "cluster-port", 0, "embedded NATS route port (enables the NATS cluster)")
 	fl.StringVar(&f.routes, "routes", "", "NATS route URLs of the cluster, comma separated")
 	fl.StringVar(&f.authFile, "auth", "", "JSON file of NATS users (see above)")
@@ -443,6 +446,9 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	icfg.PublishLinger = f.linger
 	icfg.NATSServer, icfg.RaftTLS, icfg.NATSTLS, icfg.Auth = ns, f.sec.tls(), f.sec.tls(), f.authFile != "" || opMode != nil
 	icfg.Credentials = creds
+	if icfg.AdvertiseNATS, err = f.advertiseNATS(ns); err != nil {
+		return usageError{err}
+	}
 	icfg.Reviewers = reviewers
 	rh.set(func() (uint64, uint64) { return node.Raft().CurrentTerm(), node.Raft().AppliedIndex() })
 	if icfg.StreamReplicas == 0 {
@@ -548,4 +554,31 @@ func waitResolvable(ctx context.Context, adv, bind string, limit time.Duration, 
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// advertiseNATS is the client URL this node advertises for its embedded
+// NATS server (see issuer.Config.AdvertiseNATS): --nats-advertise, else
+// the server's listen address unless it listens on every interface (then
+// no address is one every client can use). "" without an embedded server
+// or with --nats-advertise off.
+func (f *serveFlags) advertiseNATS(ns *server.Server) (string, error) {
+	switch f.natsAdv {
+	case "off":
+		return "", nil
+	case "":
+		if ns == nil {
+			return "", nil
+		}
+		if ip := net.ParseIP(f.natsHost); ip != nil && ip.IsUnspecified() {
+			return "", nil
+		}
+		return natsbus.ClientURL(ns), nil
+	}
+	if strings.Contains(f.natsAdv, ",") {
+		return "", fmt.Errorf("--nats-advertise %q: want one URL", f.natsAdv)
+	}
+	if err := connect.CheckURL(f.natsAdv); err != nil {
+		return "", fmt.Errorf("--nats-advertise: %w", err)
+	}
+	return f.natsAdv, nil
 }

@@ -36,6 +36,9 @@ func operatorRows(st api.Status) [][2]string {
 		{"security", fmt.Sprintf("raft TLS %s, NATS TLS %s, NATS auth %s", yes(st.RaftTLS), yes(st.NATSTLS), yes(st.Auth))},
 		{"receipt format", receiptFormat(st)},
 	}
+	if st.NATSURL != "" {
+		rows = append(rows, [2]string{"nats", st.NATSURL + " (advertised to clients)"})
+	}
 	if st.PublishError != "" {
 		rows = append(rows, [2]string{"publish error", st.PublishError})
 	}
