@@ -14,3 +14,9 @@ func (s *Service) AdmissionOn() bool {
 	a := s.adm.Load()
 	return a != nil && a.on.Load()
 }
+
+// IdleWorkers is how many request goroutines wait for a request.
+func (s *Service) IdleWorkers() int { return int(s.idle.Load()) }
+
+// MaxIdleWorkers exposes maxIdleWorkers.
+const MaxIdleWorkers = maxIdleWorkers

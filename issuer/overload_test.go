@@ -39,8 +39,11 @@ func overloadService(t *testing.T) (*Service, *nats.Conn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
+	quit := make(chan struct{})
+	t.Cleanup(func() { close(quit) })
 	return &Service{nc: nc, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		sem: make(chan struct{}, 2), snapSlot: make(chan struct{}, 1)}, nc
+		sem: make(chan struct{}, 2), snapSlot: make(chan struct{}, 1),
+		work: make(chan request), quit: quit}, nc
 }
 
 // answer runs deliver for a request on subject and returns the envelope

@@ -37,6 +37,12 @@ type Service struct {
 	pub  *natsbus.Publisher
 	log  *slog.Logger
 	sem  chan struct{}
+	// work hands a request to an idle worker goroutine (unbuffered: a
+	// send succeeds only if one is waiting); idle counts those waiting,
+	// and quit, closed when Run returns, ends them (see spawn).
+	work chan request
+	idle atomic.Int32
+	quit chan struct{}
 	// snapSlot holds the one snapshot answer being sent, if any.
 	snapSlot chan struct{}
 	// noReply counts API requests dropped for having no reply subject.
@@ -90,6 +96,7 @@ func New(cfg Config, node *raftnode.Node, nc *nats.Conn) (*Service, error) {
 		cfg: cfg, node: node, nc: nc, js: js, pub: natsbus.NewPublisher(js),
 		log: lg.With("node", node.ID()), sem: make(chan struct{}, cfg.MaxInFlight),
 		snapSlot: make(chan struct{}, 1), leaderHdr: hdr,
+		work: make(chan request), quit: make(chan struct{}),
 	}
 	if cfg.Credentials != nil {
 		// Revocations of spawned workers long ended leave the account
@@ -112,6 +119,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("issuer: subscribing to node snapshots: %w", err)
 	}
 	defer snapSub.Unsubscribe()
+	defer close(s.quit) // idle workers end; busy ones end after their request
 
 	var (
 		leadCancel context.CancelFunc
@@ -363,11 +371,27 @@ const (
 // inFlightLimit is the detail of a request refused at the in-flight limit.
 const inFlightLimit = "issuer is at its in-flight limit: " + grants.KeptUndecided + "; " + grants.KeptRetrySame
 
-// spawn runs the handler h for m in its own goroutine, bounded by
-// MaxInFlight, so that concurrent requests can share one raft entry. When
-// the bound is reached the request is answered issuer_unavailable at once
-// (the client retries). h is a name rather than a func value, so the
-// goroutine's arguments are its only allocation.
+// maxIdleWorkers is how many request goroutines, their request answered,
+// wait for the next one rather than end. A request goroutine's stack
+// grows to some tens of KiB on the commit path (fsm.Command and
+// grants.Envelope are passed by value down it); a goroutine that ends
+// gives that stack back and a new one grows its own again, copying it
+// at every doubling. Keeping a few hundred alive, enough for the
+// concurrency that batches well into one raft entry, saves those copies.
+const maxIdleWorkers = 256
+
+// request is a request handed to a worker goroutine.
+type request struct {
+	m *nats.Msg
+	h handler
+}
+
+// spawn runs the handler h for m on a goroutine of its own, bounded by
+// MaxInFlight, so that concurrent requests can share one raft entry: an
+// idle worker goroutine if one is waiting, else a new one. When the bound
+// is reached the request is answered issuer_unavailable at once (the
+// client retries). Handing a request to an idle worker never waits, so
+// a request is never queued behind another.
 //
 // A request without a reply subject is dropped before anything reads its
 // body: nobody can receive its answer, and a flood of them must cost no
@@ -379,9 +403,33 @@ func (s *Service) spawn(m *nats.Msg, h handler) {
 	}
 	select {
 	case s.sem <- struct{}{}:
-		go s.serve(m, h)
+		select {
+		case s.work <- request{m, h}:
+		default:
+			go s.workLoop(m, h)
+		}
 	default:
 		s.respond(m, grants.Refuse(grants.ReasonIssuerUnavail, "capacity", inFlightLimit))
+	}
+}
+
+// workLoop serves m with h, then waits for further requests from spawn
+// while fewer than maxIdleWorkers others wait, until Run returns.
+func (s *Service) workLoop(m *nats.Msg, h handler) {
+	for {
+		s.serve(m, h)
+		if s.idle.Add(1) > maxIdleWorkers {
+			s.idle.Add(-1)
+			return
+		}
+		select {
+		case r := <-s.work:
+			s.idle.Add(-1)
+			m, h = r.m, r.h
+		case <-s.quit:
+			s.idle.Add(-1)
+			return
+		}
 	}
 }
 

@@ -2,10 +2,11 @@ package issuer_test
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,8 +23,8 @@ import (
 )
 
 // benchCallers is how many requests the service benchmarks keep in
-// flight (SetParallelism(benchCallers/GOMAXPROCS) goroutines).
-const benchCallers = 64
+// flight: 64 unless -bench-callers says otherwise.
+var benchCallers = flag.Int("bench-callers", 64, "requests the service benchmarks keep in flight")
 
 // quiet discards the service's log, which would interleave with the
 // benchmark's output.
@@ -44,24 +45,38 @@ func grantBody(i int) []byte {
 	return fmt.Appendf(nil, `{"v":1,"lane":"coordinator","tool":"Bash","args":{"command":"echo %d"},"idempotency_key":"g-%d"}`, i, i)
 }
 
-// parallel runs f(i) for i in [0, b.N) on benchCallers goroutines,
-// timed.
+// parallel runs f(i) for i in [0, b.N) on *benchCallers goroutines,
+// timed, and reports the CPU time per request and the p50 and p99 of the
+// requests' latencies.
 func parallel(b *testing.B, f func(i int) error) {
-	var next atomic.Int64
-	b.SetParallelism(max(1, benchCallers/runtime.GOMAXPROCS(0)))
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	lat := make([]time.Duration, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu := benchcpu.Start()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if err := f(int(next.Add(1) - 1)); err != nil {
-				b.Error(err)
-				return
+	for range max(1, *benchCallers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < b.N; i = int(next.Add(1) - 1) {
+				t0 := time.Now()
+				if err := f(i); err != nil {
+					b.Error(err)
+					return
+				}
+				lat[i] = time.Since(t0)
 			}
-		}
-	})
+		}()
+	}
+	wg.Wait()
 	b.StopTimer()
 	cpu.Report(b)
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2])/1e6, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100])/1e6, "p99-ms")
 }
 
 // BenchmarkServiceGrant is the issuer's whole request path for grants on
@@ -98,7 +113,7 @@ func BenchmarkServiceSpend(b *testing.B) {
 		fail atomic.Value
 	)
 	gsubj := api.WorkerSubject("w1", api.OpGrant)
-	for range benchCallers {
+	for range max(1, *benchCallers) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -47,15 +48,25 @@ func main() {
 		limit    = flag.Duration("limit", 15*time.Second, "time bound of each mint or spend run")
 		advOff   = flag.Bool("advertise-off", false, "start the issuers with --nats-advertise off (no leader header on answers)")
 		modesArg = flag.String("modes", "follower,leader,affinity", "entries to measure")
+		concArg  = flag.String("conc", "1,64", "concurrencies to measure (c=1 runs -n1 grants, every other -n64)")
 	)
 	flag.Parse()
-	if err := run(*issuer, *root, *n1, *n64, *rounds, *limit, *advOff, strings.Split(*modesArg, ",")); err != nil {
+	var concs []int
+	for _, f := range strings.Split(*concArg, ",") {
+		c, err := strconv.Atoi(f)
+		if err != nil || c < 1 {
+			fmt.Fprintf(os.Stderr, "entrybench: bad -conc %q\n", *concArg)
+			os.Exit(2)
+		}
+		concs = append(concs, c)
+	}
+	if err := run(*issuer, *root, *n1, *n64, *rounds, *limit, *advOff, strings.Split(*modesArg, ","), concs); err != nil {
 		fmt.Fprintln(os.Stderr, "entrybench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin, root string, n1, n64, rounds int, limit time.Duration, advOff bool, modes []string) error {
+func run(bin, root string, n1, n64, rounds int, limit time.Duration, advOff bool, modes []string, concs []int) error {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "entrybench-")
 	if err != nil {
@@ -127,10 +138,10 @@ func run(bin, root string, n1, n64, rounds int, limit time.Duration, advOff bool
 	}
 	var results []result
 	for r := range rounds {
-		for ci, c := range []int{1, 64} {
-			n := n1
-			if c == 64 {
-				n = n64
+		for ci, c := range concs {
+			n := n64
+			if c == 1 {
+				n = n1
 			}
 			for k := range modes {
 				mode := modes[(k+r+ci)%len(modes)]
@@ -159,7 +170,7 @@ func run(bin, root string, n1, n64, rounds int, limit time.Duration, advOff bool
 						}
 					}
 				}
-				fmt.Printf("round %d %-8s c=%-2d at %v: spend %s; CPU %.0fus/spend; spent %d of %d, double %d\n",
+				fmt.Printf("round %d %-8s c=%-3d at %v: spend %s; CPU %.0fus/spend; spent %d of %d, double %d\n",
 					r, mode, c, w.ConnectedTo(), res.spend, res.cpuUsSpend, res.spent, n, res.double)
 				results = append(results, res)
 				if _, err := w.WaitPublished(ctx, 60*time.Second); err != nil {
@@ -171,7 +182,7 @@ func run(bin, root string, n1, n64, rounds int, limit time.Duration, advOff bool
 	fmt.Println()
 	fmt.Println("| entry | c | spend p50 ms | spend p99 ms | spends/s | CPU us/spend | mint p50 ms | double spends |")
 	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- |")
-	for _, c := range []int{1, 64} {
+	for _, c := range concs {
 		for _, mode := range modes {
 			var p50, p99, rate, cpuUs, mp50 []float64
 			double := 0
