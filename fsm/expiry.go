@@ -57,10 +57,10 @@ const kindBits = 4
 // expiryItem schedules one entry for removal at At. Ord is the entry's
 // event sequence number shifted left by kindBits, or-ed with its kind (a
 // sequence number beyond 2^60, which no chain reaches, would wrap: only
-// the order would change, never what is removed). Ref
-// points at what the item removes: the *grants.Grant, the *idemID, the
-// *ledgerEntry, *preauthUse or *quotaWindow, or the *source, as it was
-// when the item was scheduled; prune looks the entry up again by its key
+// the order would change, never what is removed). Ref points at what the
+// item removes: the *grants.Grant (or the *permitRecords of a grant and
+// its request's record), the *idemID, the *ledgerEntry, *preauthUse or
+// *quotaWindow, or the *source, as it was when the item was scheduled; prune looks the entry up again by its key
 // and removes what the map holds only if its retention ends at At.
 type expiryItem struct {
 	At  int64
@@ -73,6 +73,8 @@ func (it *expiryItem) key() (string, string) {
 	switch r := it.Ref.(type) {
 	case *grants.Grant:
 		return r.ID, ""
+	case *permitRecords:
+		return r.grant.ID, ""
 	case *idemID:
 		return r.Worker, r.Key
 	case *ledgerEntry:
@@ -298,6 +300,18 @@ func (s *State) prune() {
 			// The request's record shares this item (see addGrant).
 			if r.IdemKey != "" {
 				s.dropIdem(idemID{r.Worker, r.IdemKey}, it.At)
+			}
+		case *permitRecords:
+			g := &r.grant
+			if cur, ok := s.grants[g.ID]; ok && RetainUntil(cur.ExpiresAt) == it.At {
+				s.dropGrant(cur)
+			}
+			// The record is immutable once added and its retention is
+			// the grant's (it.At): when the map still holds this very
+			// record, there is no need to read it.
+			k := idemID{g.Worker, g.IdemKey}
+			if cur, ok := s.idem[k]; ok && (cur == &r.idem || cur.Until == it.At) {
+				delete(s.idem, k)
 			}
 		case *idemID:
 			s.dropIdem(*r, it.At)

@@ -65,6 +65,10 @@ func ExpiryRemovals(s *State) (removed, left []string) {
 			if r.IdemKey != "" {
 				drop(it.At, "idem "+r.Worker+"/"+r.IdemKey)
 			}
+		case *permitRecords:
+			g := &r.grant
+			drop(it.At, "grant "+g.ID)
+			drop(it.At, "idem "+g.Worker+"/"+g.IdemKey)
 		case *idemID:
 			drop(it.At, "idem "+r.Worker+"/"+r.Key)
 		case *ledgerEntry:

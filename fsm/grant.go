@@ -252,8 +252,9 @@ func (s *State) evolvePermit(e *events.Event) {
 	// item (see addGrant), so neither keeps the other alive for long.
 	var g *grants.Grant
 	var rec *idemRecord
+	var both *permitRecords
 	if e.IdemKey != "" {
-		both := new(permitRecords)
+		both = new(permitRecords)
 		g, rec = &both.grant, &both.idem
 	} else {
 		g = new(grants.Grant)
@@ -272,7 +273,11 @@ func (s *State) evolvePermit(e *events.Event) {
 	// Shared copies replace the event's lists (which the caller may
 	// reuse) and repeated strings.
 	s.intern.share(g)
-	s.addGrant(g)
+	if both != nil {
+		s.addPermit(both)
+	} else {
+		s.addGrant(g)
+	}
 	s.charge(e)
 	if e.ReviewID != "" {
 		s.consumeApproval(*e)
@@ -290,10 +295,13 @@ func (s *State) evolvePermit(e *events.Event) {
 }
 
 // permitRecords is a permit's grant and its request's idempotency record,
-// allocated together.
+// allocated together. Its expiry item refers to both (see addPermit), so
+// that prune recognises the record by its address instead of reading it.
+// The record comes first: prune reads it next to the grant's id and
+// expiry, in the same few cache lines.
 type permitRecords struct {
-	grant grants.Grant
 	idem  idemRecord
+	grant grants.Grant
 }
 
 // evolveRefusal records a refused request (deny or approval_required):

@@ -323,6 +323,15 @@ func (s *State) addGrant(g *grants.Grant) {
 	s.schedule(RetainUntil(g.ExpiresAt), g.PermitSeq, expireGrant, g)
 }
 
+// addPermit is addGrant for a grant allocated with its request's
+// idempotency record (which the caller adds, covered, with addIdem): the
+// expiry item refers to both. It is ordered as addGrant's item for the
+// grant alone, so the order of expiry is the same.
+func (s *State) addPermit(p *permitRecords) {
+	s.putGrant(&p.grant)
+	s.schedule(RetainUntil(p.grant.ExpiresAt), p.grant.PermitSeq, expireGrant, p)
+}
+
 // putGrant records g without scheduling it (Restore schedules in bulk).
 func (s *State) putGrant(g *grants.Grant) {
 	if s.byWorker == nil {
