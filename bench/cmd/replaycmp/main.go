@@ -30,8 +30,12 @@ func main() {
 	only := flag.String("only", "", "variant")
 	projN := flag.Int("projn", 200000, "receipts for the proj variant")
 	prof := flag.String("prof", "", "write a CPU profile of the first round here (with -only)")
+	scattered := flag.Bool("scattered", false, "hold each receipt in its own allocation, as fsm's outbox hands them out (default: one buffer, gen.Contiguous)")
 	flag.Parse()
 	raw, st, _ := gen.Stream(*n, 64, time.Second)
+	if !*scattered {
+		raw = gen.Contiguous(raw)
+	}
 	want := st.Digest()
 	wantDigest = want
 	if *only == "proj" {
