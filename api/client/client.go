@@ -85,19 +85,7 @@ func NewKey() string { return uuid.NewString() }
 
 // Grant asks for a grant. An empty IdempotencyKey is filled in.
 func (c *Client) Grant(ctx context.Context, r api.GrantRequest) (grants.Envelope, error) {
-	r.V = api.Version
-	if r.IdempotencyKey == "" {
-		r.IdempotencyKey = NewKey()
-	}
-	bp := getBody(r.SizeHint())
-	payload, err := r.AppendJSON(*bp)
-	if err != nil {
-		putBody(bp, payload)
-		return grants.Envelope{}, encodeError(err)
-	}
-	env, err := c.envelopeFor(ctx, c.workerSubject(api.OpGrant), payload)
-	putBody(bp, payload)
-	return env, err
+	return c.grantOp(ctx, api.OpGrant, r)
 }
 
 // GrantSpend asks for a grant and spends it at once (api.OpGrantSpend):
@@ -105,6 +93,12 @@ func (c *Client) Grant(ctx context.Context, r api.GrantRequest) (grants.Envelope
 // empty IdempotencyKey is filled in. An issuer of an earlier build
 // answers invalid_request naming the subject: see GrantSpendUnsupported.
 func (c *Client) GrantSpend(ctx context.Context, r api.GrantRequest) (grants.Envelope, error) {
+	return c.grantOp(ctx, api.OpGrantSpend, r)
+}
+
+// grantOp sends r as a grant request under op (api.OpGrant or
+// api.OpGrantSpend), encoded into a pooled buffer.
+func (c *Client) grantOp(ctx context.Context, op string, r api.GrantRequest) (grants.Envelope, error) {
 	r.V = api.Version
 	if r.IdempotencyKey == "" {
 		r.IdempotencyKey = NewKey()
@@ -115,7 +109,7 @@ func (c *Client) GrantSpend(ctx context.Context, r api.GrantRequest) (grants.Env
 		putBody(bp, payload)
 		return grants.Envelope{}, encodeError(err)
 	}
-	env, err := c.envelopeFor(ctx, c.workerSubject(api.OpGrantSpend), payload)
+	env, err := c.envelopeFor(ctx, c.workerSubject(op), payload)
 	putBody(bp, payload)
 	return env, err
 }
