@@ -74,9 +74,33 @@ func serverConfigs(t *testing.T, a *Authority, n int) []natsbus.ServerConfig {
 
 func startServers(t *testing.T, cfgs []natsbus.ServerConfig) []*server.Server {
 	t.Helper()
+	// A port freePort found free can be taken by another test process
+	// before the server binds it: start the set again on fresh ports.
+	for attempt := 1; ; attempt++ {
+		out, errs := startServersOnce(cfgs)
+		var failed error
+		for i, err := range errs {
+			if err != nil && failed == nil {
+				failed = fmt.Errorf("server %d: %w", i, err)
+			}
+		}
+		if failed == nil {
+			t.Cleanup(func() { stopServers(out) })
+			return out
+		}
+		stopServers(out)
+		if attempt == 3 || !strings.Contains(failed.Error(), "address already in use") {
+			t.Fatal(failed)
+		}
+		t.Logf("%v; starting the servers again on other ports", failed)
+		repickPorts(t, cfgs)
+	}
+}
+
+func startServersOnce(cfgs []natsbus.ServerConfig) ([]*server.Server, []error) {
 	out := make([]*server.Server, len(cfgs))
-	var wg sync.WaitGroup
 	errs := make([]error, len(cfgs))
+	var wg sync.WaitGroup
 	for i := range cfgs {
 		wg.Add(1)
 		go func() {
@@ -85,20 +109,34 @@ func startServers(t *testing.T, cfgs []natsbus.ServerConfig) []*server.Server {
 		}()
 	}
 	wg.Wait()
-	t.Cleanup(func() {
-		for _, s := range out {
-			if s != nil {
-				s.Shutdown()
-				s.WaitForShutdown()
-			}
-		}
-	})
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("server %d: %v", i, err)
+	return out, errs
+}
+
+func stopServers(srvs []*server.Server) {
+	for _, s := range srvs {
+		if s != nil {
+			s.Shutdown()
+			s.WaitForShutdown()
 		}
 	}
-	return out
+}
+
+// repickPorts gives every config fresh client and cluster ports and the
+// routes between them.
+func repickPorts(t *testing.T, cfgs []natsbus.ServerConfig) {
+	var routes []string
+	for i := range cfgs {
+		cfgs[i].Port = freePort(t)
+		if cfgs[i].ClusterPort != 0 {
+			cfgs[i].ClusterPort = freePort(t)
+			routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", cfgs[i].ClusterPort))
+		}
+	}
+	if routes != nil {
+		for i := range cfgs {
+			cfgs[i].Routes = routes
+		}
+	}
 }
 
 // dial connects with a credential and its inbox prefix, collecting the
