@@ -1001,10 +1001,13 @@ func readOrdered(ctx context.Context, s jetstream.Stream, first, last uint64) (o
 	if err != nil {
 		return nil, nil, next
 	}
+	// The bulk read itself runs until ctx ends, as long as batches come:
+	// each Fetch waits at most 5s, and a consumer that cannot recover
+	// returns an error that hands over to the one-at-a-time reads. (A
+	// large stream on a loaded machine takes longer than the consumer's
+	// creation bound, and reading its rest one message at a time took
+	// longer than ctx.)
 	for next <= last && ctx.Err() == nil {
-		if cctx.Err() != nil {
-			return out, missing, next
-		}
 		batch, err := cons.Fetch(min(1024, int(last-next+1)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			return out, missing, next

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/api/client"
@@ -63,7 +64,9 @@ func Mint(t testing.TB, ctx context.Context, c *client.Client, i int, key string
 // any violation.
 func (c *Cluster) CheckedStream(t testing.TB, st api.Status) []events.Event {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), ConvergeTimeout)
+	// A second more for every 2,000 receipts: a load test's stream of a
+	// hundred thousand is read, checked and audited under -race.
+	ctx, cancel := context.WithTimeout(context.Background(), ConvergeTimeout+time.Duration(st.StreamLastSeq/2000)*time.Second)
 	defer cancel()
 	si, rs, err := c.Receipts(ctx, st.StreamLastSeq)
 	if err != nil {
