@@ -148,28 +148,8 @@ func TestServeOperatorModeProcess(t *testing.T) {
 		t.Fatal("anonymous client connected to an operator-mode issuer")
 	}
 
-	type conn struct {
-		*nats.Conn
-		errs   chan error
-		closed chan struct{}
-	}
-	dial := func(file, name string) (*conn, error) {
-		c := &conn{errs: make(chan error, 16), closed: make(chan struct{})}
-		nc, err := nats.Connect(url, nats.UserCredentials(file), nats.CustomInboxPrefix("_INBOX."+name), nats.NoReconnect(),
-			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-				select {
-				case c.errs <- err:
-				default:
-				}
-			}),
-			nats.ClosedHandler(func(*nats.Conn) { close(c.closed) }))
-		if err != nil {
-			return nil, err
-		}
-		c.Conn = nc
-		t.Cleanup(nc.Close)
-		return c, nil
-	}
+	type conn = credsConn
+	dial := func(file, name string) (*conn, error) { return dialCreds(t, url, file, name) }
 	mustDial := func(file, name string) *conn {
 		t.Helper()
 		c, err := dial(file, name)
