@@ -169,7 +169,80 @@ func (r *Reader) uvarint() (uint64, bool) {
 
 // Next decodes the next field into f. It returns false at the end of input
 // or on error (check Err).
+//
+// Most fields of an event are a one- or two-byte key with a tag above the
+// previous one (or repeating a length-delimited one), then either a length
+// below 128 or a varint value. Next
+// reads those in one pass with local copies of the offset, and hands
+// everything else (repeats, longer keys and lengths, and all input it
+// would reject) to next, which starts again at the same offset: the fast
+// path changes nothing until it has accepted the whole field, so both
+// paths accept exactly the same fields.
 func (r *Reader) Next(f *Field) bool {
+	data, off := r.data, r.off
+	if r.err != nil || off+1 >= len(data) {
+		return r.next(f)
+	}
+	k := uint32(data[off])
+	if k < 0x80 {
+		off++
+	} else if c := data[off+1]; c < 0x80 && c != 0 {
+		k = k&0x7f | uint32(c)<<7
+		off += 2
+	} else {
+		return r.next(f)
+	}
+	tag, wt := k>>3, uint8(k&7)
+	if tag < r.lastTag || tag == r.lastTag && (wt != wireBytes || r.lastWT != wireBytes) || off >= len(data) {
+		// tag 0, a repeated scalar, an out-of-order tag, or a key at the
+		// very end.
+		return r.next(f)
+	}
+	switch wt {
+	case wireBytes:
+		n := int(data[off])
+		off++
+		if n >= 0x80 || n > len(data)-off {
+			return r.next(f)
+		}
+		f.Tag, f.Wire, f.Uint, f.Data = tag, wt, 0, data[off:off+n]
+		off += n
+	case wireVarint:
+		v, m := fastUvarint(data[off:])
+		if m == 0 {
+			return r.next(f)
+		}
+		f.Tag, f.Wire, f.Uint, f.Data = tag, wt, v, nil
+		off += m
+	default:
+		return r.next(f)
+	}
+	r.off, r.lastTag, r.lastWT = off, tag, wt
+	return true
+}
+
+// fastUvarint reads a minimal, non-zero uvarint of up to nine bytes from
+// the start of p and returns it with its length, or a length of 0 for
+// anything else (a zero value, a non-minimal or truncated encoding, or one
+// of ten bytes), which the caller leaves to the checking path.
+func fastUvarint(p []byte) (uint64, int) {
+	var v uint64
+	for i := 0; i < len(p) && i < 9; i++ {
+		b := p[i]
+		if b < 0x80 {
+			if b == 0 {
+				// A zero value, or a non-minimal encoding.
+				return 0, 0
+			}
+			return v | uint64(b)<<(7*i), i + 1
+		}
+		v |= uint64(b&0x7f) << (7 * i)
+	}
+	return 0, 0
+}
+
+// next is Next's checking path: every field the fast path does not take.
+func (r *Reader) next(f *Field) bool {
 	if r.err != nil || r.off >= len(r.data) {
 		return false
 	}

@@ -1055,14 +1055,16 @@ func (d *decoder) hash(dst *Hash) bool {
 	return true
 }
 
-// list appends one element of a string list. At the list's first element
-// it sizes the slice for the whole run of elements, so a list costs one
-// allocation (none when DecodeInto's slice already has the room).
+// list appends one element of a string list. At the first element of a
+// list in a slice with no room, it sizes the slice for the whole run of
+// elements, so a list costs one allocation. A slice DecodeInto reuses keeps
+// the room of the lists before it and is not sized again: counting the
+// run costs more than the rare append that outgrows it.
 func (d *decoder) list(dst *[]string) bool {
 	if !d.r.Expect(&d.f, wireBytes) {
 		return false
 	}
-	if len(*dst) == 0 {
+	if len(*dst) == 0 && cap(*dst) == 0 {
 		*dst = slices.Grow(*dst, 1+d.rest())
 	}
 	*dst = append(*dst, d.data())
@@ -1080,7 +1082,7 @@ func (d *decoder) counter(dst *[]Counter) bool {
 		d.r.Failf("counter value is not a minimal varint")
 		return false
 	}
-	if len(*dst) == 0 {
+	if len(*dst) == 0 && cap(*dst) == 0 {
 		*dst = slices.Grow(*dst, 1+d.rest())
 	}
 	*dst = append(*dst, Counter{Key: d.data()[n:], Value: v})
@@ -1111,7 +1113,7 @@ func (d *decoder) quota(dst *[]QuotaWindow) bool {
 		d.r.Failf("quota window times are not minimal varints")
 		return false
 	}
-	if len(*dst) == 0 {
+	if len(*dst) == 0 && cap(*dst) == 0 {
 		*dst = slices.Grow(*dst, 1+d.rest())
 	}
 	*dst = append(*dst, QuotaWindow{Key: d.data()[n:], Start: start, Until: until})
