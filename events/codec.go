@@ -3,6 +3,7 @@ package events
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 )
 
 // Wire types of a field key (the low three bits).
@@ -224,21 +225,47 @@ func (r *Reader) Next(f *Field) bool {
 // fastUvarint reads a minimal, non-zero uvarint of up to nine bytes from
 // the start of p and returns it with its length, or a length of 0 for
 // anything else (a zero value, a non-minimal or truncated encoding, or one
-// of ten bytes), which the caller leaves to the checking path.
+// of ten bytes), which the caller leaves to the checking path. With eight
+// bytes to read it finds the end and gathers the 7-bit groups in a few
+// word operations instead of a loop (event timestamps take nine bytes).
 func fastUvarint(p []byte) (uint64, int) {
-	var v uint64
-	for i := 0; i < len(p) && i < 9; i++ {
-		b := p[i]
-		if b < 0x80 {
-			if b == 0 {
-				// A zero value, or a non-minimal encoding.
-				return 0, 0
+	if len(p) < 8 {
+		var v uint64
+		for i, b := range p {
+			if b < 0x80 {
+				if b == 0 {
+					// A zero value, or a non-minimal encoding.
+					return 0, 0
+				}
+				return v | uint64(b)<<(7*i), i + 1
 			}
-			return v | uint64(b)<<(7*i), i + 1
+			v |= uint64(b&0x7f) << (7 * i)
 		}
-		v |= uint64(b&0x7f) << (7 * i)
+		return 0, 0
 	}
-	return 0, 0
+	x := binary.LittleEndian.Uint64(p)
+	ends := ^x & 0x8080808080808080 // the high bit of each byte that ends a varint
+	if ends == 0 {
+		// Eight continuation bytes: a ninth, non-zero, ends it.
+		if len(p) < 9 || p[8] >= 0x80 || p[8] == 0 {
+			return 0, 0
+		}
+		return gather7(x) | uint64(p[8])<<56, 9
+	}
+	n := bits.TrailingZeros64(ends)/8 + 1
+	if p[n-1] == 0 {
+		return 0, 0
+	}
+	return gather7(x & (1<<(8*n) - 1)), n
+}
+
+// gather7 packs the low seven bits of each byte of x, least significant
+// byte first, into 56 bits.
+func gather7(x uint64) uint64 {
+	x &= 0x7f7f7f7f7f7f7f7f
+	x = x&0x007f007f007f007f | x&0x7f007f007f007f00>>1
+	x = x&0x00003fff00003fff | x&0x3fff00003fff0000>>2
+	return x&0x000000000fffffff | x&0x0fffffff00000000>>4
 }
 
 // next is Next's checking path: every field the fast path does not take.

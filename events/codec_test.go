@@ -440,3 +440,41 @@ func TestReaderFieldValues(t *testing.T) {
 		t.Fatalf("reader stopped at %d of %d", r.Offset(), w.Len())
 	}
 }
+
+// TestFastUvarintMatchesChecked: the fast varint reader accepts exactly the
+// minimal, non-zero encodings of up to nine bytes, with the value and
+// length binary.Uvarint gives, and refuses everything else (which Next then
+// leaves to its checking path). Drawn bytes cover truncated, non-minimal,
+// zero and overlong input; drawn values cover every length exactly.
+func TestFastUvarintMatchesChecked(t *testing.T) {
+	check := func(t interface{ Fatalf(string, ...any) }, p []byte) {
+		v, n := fastUvarint(p)
+		want, m := binary.Uvarint(p)
+		ok := m > 0 && m <= 9 && want != 0 && (m == 1 || p[m-1] != 0)
+		switch {
+		case ok && (n != m || v != want):
+			t.Fatalf("% x: fast (%d, %d), checked (%d, %d)", p, v, n, want, m)
+		case !ok && n != 0:
+			t.Fatalf("% x: fast accepted (%d, %d), checked (%d, %d) refuses", p, v, n, want, m)
+		}
+	}
+	for _, p := range [][]byte{
+		{}, {0}, {1}, {0x7f}, {0x80}, {0x80, 0}, {0x80, 1}, {0xff, 0x7f},
+		{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 1},
+		{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0},
+		{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f},
+		{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1},
+		{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0xff, 0xff},
+		{0x81, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0, 5, 5},
+	} {
+		check(t, p)
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		p := rapid.SliceOfN(rapid.Byte(), 0, 12).Draw(t, "p")
+		check(t, p)
+		v := rapid.Uint64().Draw(t, "v") >> rapid.IntRange(0, 63).Draw(t, "shift")
+		enc := binary.AppendUvarint(nil, v)
+		enc = append(enc, rapid.SliceOfN(rapid.Byte(), 0, 8).Draw(t, "tail")...)
+		check(t, enc)
+	})
+}
