@@ -158,9 +158,18 @@ session's context across a restart, never its authority.
 	pf.StringVar(&g.Worker, "worker", os.Getenv(EnvWorker), "this worker's id (env "+EnvWorker+")")
 	pf.BoolVar(&g.Pretty, "pretty", false, "indent the JSON envelope")
 
-	root.AddCommand(newRequestCmd(g), newSpendCmd(g), newEffectCmd(g),
-		newHookCmd(g), newInstallCmd(g, true), newInstallCmd(g, false), newMCPCmd(g), newRunCmd(g),
-		newDoctorCmd(g), newReviewCmd(g), newRouteCmd(g), newCronCmd(g), newSpawnCmd(g), newCheckpointCmd(g))
+	if len(args) > 0 && args[0] == "hook" {
+		// A hook process runs before every tool call: it builds only the
+		// command tree it runs. Everything a hook's arguments reach (its
+		// subcommands, flags, help and errors) lies in that subtree and
+		// the root's persistent flags, so it answers as with the whole
+		// tree, without building the other commands' flag sets.
+		root.AddCommand(newHookCmd(g))
+	} else {
+		root.AddCommand(newRequestCmd(g), newSpendCmd(g), newEffectCmd(g),
+			newHookCmd(g), newInstallCmd(g, true), newInstallCmd(g, false), newMCPCmd(g), newRunCmd(g),
+			newDoctorCmd(g), newReviewCmd(g), newRouteCmd(g), newCronCmd(g), newSpawnCmd(g), newCheckpointCmd(g))
+	}
 	version.Setup(root)
 
 	cmd, err := root.ExecuteContextC(ctx)
