@@ -158,7 +158,8 @@ session's context across a restart, never its authority.
 	pf.StringVar(&g.Worker, "worker", os.Getenv(EnvWorker), "this worker's id (env "+EnvWorker+")")
 	pf.BoolVar(&g.Pretty, "pretty", false, "indent the JSON envelope")
 
-	if len(args) > 0 && args[0] == "hook" {
+	hookOnly := len(args) > 0 && args[0] == "hook"
+	if hookOnly {
 		// A hook process runs before every tool call: it builds only the
 		// command tree it runs. Everything a hook's arguments reach (its
 		// subcommands, flags, help and errors) lies in that subtree and
@@ -171,6 +172,11 @@ session's context across a restart, never its authority.
 			newDoctorCmd(g), newReviewCmd(g), newRouteCmd(g), newCronCmd(g), newSpawnCmd(g), newCheckpointCmd(g))
 	}
 	version.Setup(root)
+	if hookOnly {
+		// Nor cobra's "completion" command and its four shells' commands:
+		// it is reached only as the first argument.
+		root.CompletionOptions.DisableDefaultCmd = true
+	}
 
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
