@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/internal/jsonwire"
 )
 
 // authority is what the harness adapters ask: the issuer, reached directly
@@ -140,7 +142,7 @@ func (s *viaSocket) do(ctx context.Context, op string, body any) (grants.Envelop
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var env grants.Envelope
-	b, err := json.Marshal(body)
+	b, err := sidecarBody(body)
 	if err != nil {
 		return env, err
 	}
@@ -151,11 +153,7 @@ func (s *viaSocket) do(ctx context.Context, op string, body any) (grants.Envelop
 		req.TimeoutMS = max(1, time.Until(dl).Milliseconds()-sidecarMargin.Milliseconds())
 		_ = s.conn.SetDeadline(dl)
 	}
-	line, err := json.Marshal(req)
-	if err != nil {
-		return env, err
-	}
-	if _, err := s.conn.Write(append(line, '\n')); err != nil {
+	if _, err := s.conn.Write(req.appendLine(make([]byte, 0, len(b)+128))); err != nil {
 		return env, fmt.Errorf("%w: %v", errSidecar, err)
 	}
 	resp, err := s.r.ReadBytes('\n')
@@ -165,17 +163,57 @@ func (s *viaSocket) do(ctx context.Context, op string, body any) (grants.Envelop
 		}
 		return env, fmt.Errorf("%w: %v", errSidecar, err)
 	}
-	var sr sidecarResponse
+	// A sidecarResponse, its envelope left raw for grants.DecodeEnvelope
+	// (the reflection-free decoder of the NATS path): decoding *Envelope
+	// by reflection cost a hook process more than the rest of the answer.
+	var sr struct {
+		Envelope json.RawMessage `json:"envelope"`
+		Code     string          `json:"code"`
+		Error    string          `json:"error"`
+	}
 	if err := json.Unmarshal(resp, &sr); err != nil {
 		return env, fmt.Errorf("%w: unreadable answer: %v", errSidecar, err)
 	}
 	switch {
 	case sr.Code == sidecarUnavailable:
 		return env, fmt.Errorf("%w: %s", client.ErrUnavailable, sr.Error)
-	case sr.Code != "" || sr.Envelope == nil:
+	case sr.Code != "" || len(sr.Envelope) == 0 || string(sr.Envelope) == "null":
 		return env, fmt.Errorf("%w: %s: %s", errSidecar, sr.Code, sr.Error)
 	}
-	return *sr.Envelope, nil
+	if env, err = grants.DecodeEnvelope(sr.Envelope); err != nil {
+		return grants.Envelope{}, fmt.Errorf("%w: unreadable answer: %v", errSidecar, err)
+	}
+	return env, nil
+}
+
+// sidecarBody is json.Marshal(body), without reflection for the requests
+// every tool call sends (their AppendJSON methods write the same bytes).
+func sidecarBody(body any) ([]byte, error) {
+	switch r := body.(type) {
+	case api.GrantRequest:
+		return r.AppendJSON(make([]byte, 0, r.SizeHint()))
+	case api.SpendRequest:
+		return r.AppendJSON(make([]byte, 0, r.SizeHint()))
+	case api.EffectRequest:
+		return r.AppendJSON(make([]byte, 0, r.SizeHint())), nil
+	}
+	return json.Marshal(body)
+}
+
+// appendLine appends json.Marshal(r) and the newline that ends a request.
+// Body is compact JSON (sidecarBody's), which json.Marshal would copy as
+// it is.
+func (r *sidecarRequest) appendLine(dst []byte) []byte {
+	dst = strconv.AppendInt(append(dst, `{"v":`...), int64(r.V), 10)
+	dst = jsonwire.AppendString(append(dst, `,"op":`...), r.Op)
+	dst = jsonwire.AppendString(append(dst, `,"worker":`...), r.Worker)
+	dst = strconv.AppendInt(append(dst, `,"timeout_ms":`...), r.TimeoutMS, 10)
+	dst = append(dst, `,"body":`...)
+	if r.Body == nil {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, r.Body...)
+	return append(dst, "}\n"...)
 }
 
 // fallback prefers the sidecar and switches to a direct connection, for

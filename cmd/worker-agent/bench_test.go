@@ -32,7 +32,9 @@ import (
 // i.e. process start, flag parsing and decoding. "issuer" is the other
 // floor: the same grant and spend from inside this process over a held
 // connection, no hook process at all. Besides ns/op it reports the p50 and
-// p99 of each call's wall time in milliseconds.
+// p99 of each call's wall time in milliseconds, and for the hook processes
+// the median of their CPU time, user and system (cpu-p50-ms), which a
+// loaded machine inflates less than the wall time.
 //
 //	go test -run '^$' -bench ClaudeCodePreToolUse -benchtime 200x ./cmd/worker-agent/
 func BenchmarkClaudeCodePreToolUse(b *testing.B) {
@@ -78,52 +80,100 @@ func BenchmarkClaudeCodePreToolUse(b *testing.B) {
 		b.StopTimer()
 		reportPercentiles(b, times)
 	})
+	// WRIT_BENCH_OTHER_WORKER names another worker-agent binary (an
+	// earlier build, to compare against): each iteration then runs both
+	// hooks, in alternating order, so both see the same machine load, and
+	// the other's results are reported as other-*. The warm path gives it
+	// a sidecar of its own build.
+	other := os.Getenv("WRIT_BENCH_OTHER_WORKER")
 	for _, path := range []string{"start", "cold", "warm"} {
 		b.Run(path, func(b *testing.B) {
-			sock := filepath.Join(dir, "no-sidecar.sock")
+			sock, otherSock := filepath.Join(dir, "no-sidecar.sock"), filepath.Join(dir, "no-sidecar.sock")
 			if path == "warm" {
 				startSidecar(b, cfg, socket)
 				sock = socket
+				if other != "" {
+					otherSock = filepath.Join(dir, "run", "w1-other.sock")
+					startSidecarOf(b, func(testing.TB) string { return other }, cfg, otherSock)
+				}
 			}
 			// Fresh calls every time: a replayed idempotency key would
 			// skip the raft commits.
 			run := time.Now().UnixNano()
-			inputs := make([][]byte, b.N)
-			for i := range inputs {
-				inputs[i] = patch(b, base, map[string]any{"tool_use_id": fmt.Sprintf("toolu_%s_%d_%d", path, run, i)})
+			input := func(i int, who string) []byte {
 				if path == "start" {
-					inputs[i] = fixture(b, "claude-code/session_start.json")
+					return fixture(b, "claude-code/session_start.json")
+				}
+				return patch(b, base, map[string]any{"tool_use_id": fmt.Sprintf("toolu_%s%s_%d_%d", path, who, run, i)})
+			}
+			inputs, otherInputs := make([][]byte, b.N), make([][]byte, b.N)
+			for i := range inputs {
+				inputs[i] = input(i, "")
+				if other != "" {
+					otherInputs[i] = input(i, "-other")
 				}
 			}
-			times := make([]time.Duration, 0, b.N)
+			var this, that hookTimes
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				cmd := exec.Command(bin, "hook", "claude-code", "--config", cfg, "--socket", sock)
-				cmd.Dir = dir
-				cmd.Env = binEnv(dir)
-				cmd.Stdin = bytes.NewReader(inputs[i])
-				var out bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &out, &out
-				start := time.Now()
-				err := cmd.Run()
-				times = append(times, time.Since(start))
-				if err != nil || out.Len() != 0 {
-					b.Fatalf("hook: %v %s", err, out.String())
+				if other == "" {
+					this.run(b, bin, cfg, sock, dir, inputs[i])
+					continue
+				}
+				if i%2 == 0 {
+					this.run(b, bin, cfg, sock, dir, inputs[i])
+					that.run(b, other, cfg, otherSock, dir, otherInputs[i])
+				} else {
+					that.run(b, other, cfg, otherSock, dir, otherInputs[i])
+					this.run(b, bin, cfg, sock, dir, inputs[i])
 				}
 			}
 			b.StopTimer()
-			reportPercentiles(b, times)
+			reportPercentiles(b, this.wall)
+			b.ReportMetric(median(this.cpu), "cpu-p50-ms")
+			if other != "" {
+				b.ReportMetric(percentile(that.wall, 0.50), "other-p50-ms")
+				b.ReportMetric(percentile(that.wall, 0.99), "other-p99-ms")
+				b.ReportMetric(median(that.cpu), "other-cpu-p50-ms")
+			}
 		})
 	}
 }
 
-func reportPercentiles(b *testing.B, times []time.Duration) {
-	slices.Sort(times)
-	pct := func(p float64) float64 {
-		return float64(times[min(len(times)-1, int(p*float64(len(times))))].Microseconds()) / 1000
+// hookTimes are the wall times of hook runs and the CPU time (user and
+// system) each process used: on a loaded machine the wall time includes
+// waiting for a core, the CPU time does not.
+type hookTimes struct{ wall, cpu []time.Duration }
+
+// run runs one hook process of bin on in and records its times.
+func (h *hookTimes) run(b *testing.B, bin, cfg, sock, dir string, in []byte) {
+	cmd := exec.Command(bin, "hook", "claude-code", "--config", cfg, "--socket", sock)
+	cmd.Dir = dir
+	cmd.Env = binEnv(dir)
+	cmd.Stdin = bytes.NewReader(in)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	h.wall = append(h.wall, time.Since(start))
+	if err != nil || out.Len() != 0 {
+		b.Fatalf("hook %s: %v %s", bin, err, out.String())
 	}
-	b.ReportMetric(pct(0.50), "p50-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
+	h.cpu = append(h.cpu, cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime())
+}
+
+// percentile is the p-quantile of times in milliseconds (times gets
+// sorted).
+func percentile(times []time.Duration, p float64) float64 {
+	slices.Sort(times)
+	return float64(times[min(len(times)-1, int(p*float64(len(times))))].Microseconds()) / 1000
+}
+
+func median(times []time.Duration) float64 { return percentile(times, 0.50) }
+
+func reportPercentiles(b *testing.B, times []time.Duration) {
+	b.ReportMetric(percentile(times, 0.50), "p50-ms")
+	b.ReportMetric(percentile(times, 0.99), "p99-ms")
 }
 
 // BenchmarkClaudeCodeHookCycle measures one hooked call end to end: the

@@ -158,10 +158,25 @@ session's context across a restart, never its authority.
 	pf.StringVar(&g.Worker, "worker", os.Getenv(EnvWorker), "this worker's id (env "+EnvWorker+")")
 	pf.BoolVar(&g.Pretty, "pretty", false, "indent the JSON envelope")
 
-	root.AddCommand(newRequestCmd(g), newSpendCmd(g), newEffectCmd(g),
-		newHookCmd(g), newInstallCmd(g, true), newInstallCmd(g, false), newMCPCmd(g), newRunCmd(g),
-		newDoctorCmd(g), newReviewCmd(g), newRouteCmd(g), newCronCmd(g), newSpawnCmd(g), newCheckpointCmd(g))
+	hookOnly := len(args) > 0 && args[0] == "hook"
+	if hookOnly {
+		// A hook process runs before every tool call: it builds only the
+		// command tree it runs. Everything a hook's arguments reach (its
+		// subcommands, flags, help and errors) lies in that subtree and
+		// the root's persistent flags, so it answers as with the whole
+		// tree, without building the other commands' flag sets.
+		root.AddCommand(newHookCmd(g))
+	} else {
+		root.AddCommand(newRequestCmd(g), newSpendCmd(g), newEffectCmd(g),
+			newHookCmd(g), newInstallCmd(g, true), newInstallCmd(g, false), newMCPCmd(g), newRunCmd(g),
+			newDoctorCmd(g), newReviewCmd(g), newRouteCmd(g), newCronCmd(g), newSpawnCmd(g), newCheckpointCmd(g))
+	}
 	version.Setup(root)
+	if hookOnly {
+		// Nor cobra's "completion" command and its four shells' commands:
+		// it is reached only as the first argument.
+		root.CompletionOptions.DisableDefaultCmd = true
+	}
 
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {

@@ -490,3 +490,38 @@ func TestIssuerUnavailable(t *testing.T) {
 		})
 	}
 }
+
+// A hook process builds only the hook commands (run): what its arguments
+// reach must answer exactly as in the whole tree. "help hook ..." and a
+// global flag before "hook" go through the whole tree; the same request
+// with "hook" first goes through the hook's subtree alone.
+func TestHookSubtreeAnswersAsTheWholeTree(t *testing.T) {
+	cleanEnv(t)
+	for _, tc := range []struct{ name, stdin string }{{"help", ""}, {"errors", "{}"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pairs := [][2][]string{
+				{{"help", "hook"}, {"hook", "--help"}},
+				{{"help", "hook", "claude-code"}, {"hook", "claude-code", "--help"}},
+				{{"help", "hook", "codex"}, {"hook", "codex", "-h"}},
+			}
+			if tc.name == "errors" {
+				pairs = [][2][]string{
+					{{"--pretty", "hook"}, {"hook", "--pretty"}},
+					{{"--pretty", "hook", "claude"}, {"hook", "claude", "--pretty"}},
+					{{"--pretty", "hook", "claude-code", "--bogus"}, {"hook", "claude-code", "--bogus", "--pretty"}},
+					{{"--pretty", "hook", "codex", "--deadline", "0s"}, {"hook", "codex", "--deadline", "0s", "--pretty"}},
+					{{"--pretty", "hook", "claude-code", "extra"}, {"hook", "claude-code", "extra", "--pretty"}},
+				}
+			}
+			for _, p := range pairs {
+				whole, sub := runCLI(t, tc.stdin, p[0]...), runCLI(t, tc.stdin, p[1]...)
+				if whole != sub {
+					t.Errorf("%q: exit %d\n%s%s\n%q (hook subtree): exit %d\n%s%s", p[0], whole.code, whole.stdout, whole.stderr, p[1], sub.code, sub.stdout, sub.stderr)
+				}
+				if whole.stdout+whole.stderr == "" {
+					t.Errorf("%q answered nothing", p[0])
+				}
+			}
+		})
+	}
+}

@@ -38,7 +38,13 @@ func (l *lockedBuffer) String() string {
 // startSidecar runs `worker-agent run` and waits for its socket.
 func startSidecar(t testing.TB, cfg, socket string) (*exec.Cmd, *lockedBuffer) {
 	t.Helper()
-	cmd := binRun{}.command(t, "run", "--config", cfg, "--socket", socket)
+	return startSidecarOf(t, builtBinary, cfg, socket)
+}
+
+// startSidecarOf is startSidecar with the binary bin returns.
+func startSidecarOf(t testing.TB, bin func(testing.TB) string, cfg, socket string) (*exec.Cmd, *lockedBuffer) {
+	t.Helper()
+	cmd := binRun{binary: bin}.command(t, "run", "--config", cfg, "--socket", socket)
 	logs := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
