@@ -209,9 +209,11 @@ func (r *Reader) Next(f *Field) bool {
 		f.Tag, f.Wire, f.Uint, f.Data = tag, wt, 0, data[off:off+n]
 		off += n
 	case wireVarint:
-		v, m := fastUvarint(data[off:])
-		if m == 0 {
-			return r.next(f)
+		v, m := uint64(data[off]), 1
+		if v >= 0x80 || v == 0 {
+			if v, m = fastUvarint(data[off:]); m == 0 {
+				return r.next(f)
+			}
 		}
 		f.Tag, f.Wire, f.Uint, f.Data = tag, wt, v, nil
 		off += m

@@ -714,23 +714,29 @@ func decode(b []byte, e *Event) error {
 		if !d.r.Next(&d.f) {
 			break
 		}
-		if hashAt >= 0 {
-			d.r.Failf("field %d after hash", d.f.Tag)
-			break
+		tag := d.f.Tag
+		// Tags ascend (the Reader enforces it), so a field after the hash
+		// has a tag at or above the hash's, and a repeat has the previous
+		// tag: one comparison each for every other field.
+		if tag >= tagHash || tag == prev {
+			if hashAt >= 0 {
+				d.r.Failf("field %d after hash", tag)
+				break
+			}
+			// The Reader allows length-delimited tags to repeat; only
+			// list fields (and unknown tags, which may be lists) may do
+			// so here, or one event would have several encodings.
+			if tag == prev && !repeatable(tag) {
+				d.r.Failf("repeated field %d", tag)
+				break
+			}
+			if tag == tagHash {
+				hashAt = 1 + pos
+			}
 		}
-		// The Reader allows length-delimited tags to repeat; only list
-		// fields (and unknown tags, which may be lists) may do so here, or
-		// one event would have several encodings.
-		if d.f.Tag == prev && !repeatable(d.f.Tag) {
-			d.r.Failf("repeated field %d", d.f.Tag)
-			break
-		}
-		prev = d.f.Tag
+		prev = tag
 		if !d.field(e) {
 			break
-		}
-		if d.f.Tag == tagHash {
-			hashAt = 1 + pos
 		}
 	}
 	if err := d.r.Err(); err != nil {
