@@ -56,7 +56,15 @@ type Config struct {
 
 	HeartbeatTimeout time.Duration
 	ElectionTimeout  time.Duration
-	LeaderLease      time.Duration
+	// LeaderLease is how long a leader keeps leading without hearing
+	// from a quorum before it steps down (at most HeartbeatTimeout). The
+	// default equals HeartbeatTimeout, as etcd's check-quorum uses its
+	// election timeout: with one node down the leader's quorum is a single
+	// follower, and a shorter lease turns any pause of that follower (a
+	// slow fsync, a starved scheduler on a busy host) into a step-down and
+	// seconds without a leader. It guards liveness only: no decision rests
+	// on it, every grant, spend and revocation is a committed log entry.
+	LeaderLease time.Duration
 	// LogLevel for raft's own logger: "error", "warn", "info", "debug".
 	LogLevel string
 	// Logger, when set, receives raft's own lines (see SlogLogger) instead
@@ -94,7 +102,7 @@ func DefaultConfig() Config {
 		SnapshotRetain:    2,
 		HeartbeatTimeout:  1000 * time.Millisecond,
 		ElectionTimeout:   1000 * time.Millisecond,
-		LeaderLease:       500 * time.Millisecond,
+		LeaderLease:       1000 * time.Millisecond,
 		LogLevel:          "warn",
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/internal/testing/cluster"
+	"github.com/writ-dev/writ/internal/testing/faultproxy"
 )
 
 // TestStallKeepsTheClusterServing SIGSTOPs one node under load: the raft
@@ -193,5 +194,53 @@ func stallScenario(t *testing.T, stall time.Duration, follower bool) {
 	mu.Lock()
 	checkAuthority(t, rs, grantWorker)
 	mu.Unlock()
+	checkDigests(t, c)
+}
+
+// TestLeaderRidesOutAFollowerHiccup stalls one follower (SIGSTOP), which
+// leaves the leader a single follower to form its quorum with, and then
+// silences the raft link between the two for 550 ms, five times over: the
+// kind of pause a busy host gives a process (a slow fsync, a starved
+// scheduler). Invariant: the leader keeps its leadership and term through
+// every hiccup shorter than the heartbeat timeout. A leader lease shorter
+// than that turns each such pause into a step-down and an election, seconds
+// without a leader, which is what a stall of another node must not cost.
+func TestLeaderRidesOutAFollowerHiccup(t *testing.T) {
+	needFull(t)
+	const (
+		hiccups = 5
+		silence = 550 * time.Millisecond
+		between = 1500 * time.Millisecond
+	)
+	c := cluster.StartWith(t, 3, cluster.Options{Proxy: true, Seed: 17})
+	leader := c.Leader()
+	var followers []int
+	for i := range c.Nodes {
+		if i != leader {
+			followers = append(followers, i)
+		}
+	}
+	stalled, partner := followers[0], followers[1]
+	c.Pause(stalled)
+	// Let the leader settle with one follower before measuring its term.
+	time.Sleep(between)
+	before := c.Status(leader)
+	if before.State != "Leader" {
+		t.Fatalf("%s is %s, not the leader, with %s stalled and before any hiccup", c.Nodes[leader].ID, before.State, c.Nodes[stalled].ID)
+	}
+	for k := range hiccups {
+		c.Link(leader, partner).Raft.Set(faultproxy.Faults{Blackhole: true})
+		c.Link(partner, leader).Raft.Set(faultproxy.Faults{Blackhole: true})
+		time.Sleep(silence)
+		c.Link(leader, partner).Raft.Set(faultproxy.Faults{})
+		c.Link(partner, leader).Raft.Set(faultproxy.Faults{})
+		time.Sleep(between)
+		st := c.Status(leader)
+		if st.State != "Leader" || st.Term != before.Term {
+			t.Fatalf("invariant a follower's %s hiccup costs no leadership: after hiccup %d of %d, %s is %s in term %d (was the leader in term %d)",
+				silence, k+1, hiccups, c.Nodes[leader].ID, st.State, st.Term, before.Term)
+		}
+	}
+	c.Resume(stalled)
 	checkDigests(t, c)
 }
