@@ -234,7 +234,7 @@ func (g *Agent) taskSpawn(ctx context.Context, cfg *workerConfig, stateDir, sess
 // the fleet level, and a refusal envelope when the spawn was refused (the
 // call is then blocked with it).
 func (g *Agent) subagentChild(ctx context.Context, stateDir, session string, call harness.Call, mainLane string, sp subagentSpec) (string, *grants.Envelope, error) {
-	if child, ok := claimPending(stateDir, session, call.AgentType, call.AgentID); ok {
+	if child, ok := claimPending(ctx, stateDir, session, call.AgentType, call.AgentID); ok {
 		return child, nil, nil
 	}
 	child := SubagentChildID(g.Worker, session, call.AgentID)
@@ -303,25 +303,39 @@ func claimedChild(stateDir, session, agentID string) (string, bool) {
 }
 
 // claimPending returns the subagent's claimed child, claiming a pending
-// one of its type first if it has none. Two hook processes of one
-// subagent end with the same claim: the claim file is created once, and
-// a child taken by the loser goes back to pending.
-func claimPending(stateDir, session, typ, agentID string) (string, bool) {
+// one of its type first if it has none. The hook processes of every
+// subagent of one type in a session take an exclusive lock on that type's
+// pending directory for the whole check-and-claim, so two processes of
+// one subagent end with the same claim, two subagents never claim the
+// same child, and no child is ever held half-claimed where a third
+// process would skip it. Without the lock (ctx ended) nothing is claimed.
+func claimPending(ctx context.Context, stateDir, session, typ, agentID string) (string, bool) {
 	if child, ok := claimedChild(stateDir, session, agentID); ok {
 		return child, true
 	}
 	dir := pendingDir(stateDir, session, typ)
-	ents, err := os.ReadDir(dir)
+	if _, err := os.Stat(dir); err != nil {
+		return "", false // nothing was ever left pending for this type
+	}
+	l, err := lockFile(ctx, filepath.Join(dir, ".lock"), true)
 	if err != nil {
 		return "", false
 	}
-	claim := claimPath(stateDir, session, agentID)
-	if _, err := os.Stat(claim); err == nil {
-		// A claim that claimedChild did not take has ended: its child
-		// is gone, and so is the subagent's authority through it.
-		_ = os.Remove(claim)
+	defer l.unlock()
+	// Another process of this subagent may have claimed while this one
+	// waited for the lock.
+	if child, ok := claimedChild(stateDir, session, agentID); ok {
+		return child, true
 	}
+	claim := claimPath(stateDir, session, agentID)
+	// A claim that claimedChild did not take has ended: its child is
+	// gone, and so is the subagent's authority through it.
+	_ = os.Remove(claim)
 	if err := os.MkdirAll(filepath.Dir(claim), 0o700); err != nil {
+		return "", false
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
 		return "", false
 	}
 	for _, e := range ents {
@@ -329,31 +343,28 @@ func claimPending(stateDir, session, typ, agentID string) (string, bool) {
 		if strings.HasPrefix(child, ".") {
 			continue
 		}
-		src := filepath.Join(dir, child)
-		taken := filepath.Join(dir, "."+child+".claim-"+hashName(agentID))
-		if os.Rename(src, taken) != nil {
-			continue // another subagent took it
+		// Out of pending first, then claimed: a crash in between loses
+		// the child (the subagent then gets a new one), never hands it
+		// to two subagents.
+		taken := filepath.Join(dir, "."+child+".taken")
+		if os.Rename(filepath.Join(dir, child), taken) != nil {
+			continue
 		}
 		b, err := os.ReadFile(taken)
 		until, perr := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		_ = os.Remove(taken)
 		if err != nil || perr != nil || time.Now().UnixNano() >= until {
-			_ = os.Remove(taken) // ended: nobody can use it
-			continue
+			continue // ended: nobody can use it
 		}
-		tmp := claim + "." + hashName(child) + ".tmp"
+		tmp := claim + ".tmp"
 		if err := os.WriteFile(tmp, []byte(child+" "+strconv.FormatInt(until, 10)+"\n"), 0o600); err != nil {
-			_ = os.Rename(taken, src)
+			_ = os.Remove(tmp)
 			return "", false
 		}
-		// Link, unlike rename, never replaces a claim another hook
-		// process of this subagent made first.
-		lerr := os.Link(tmp, claim)
-		_ = os.Remove(tmp)
-		if lerr != nil {
-			_ = os.Rename(taken, src)
-			return claimedChild(stateDir, session, agentID)
+		if err := os.Rename(tmp, claim); err != nil {
+			_ = os.Remove(tmp)
+			return "", false
 		}
-		_ = os.Remove(taken)
 		return child, true
 	}
 	return "", false

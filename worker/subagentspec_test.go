@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -83,7 +84,7 @@ func TestSubagentsClaimTaskChildrenOnce(t *testing.T) {
 			wg.Add(1)
 			go func(agent string) {
 				defer wg.Done()
-				c, ok := claimPending(dir, "s1", "Explore", agent)
+				c, ok := claimPending(context.Background(), dir, "s1", "Explore", agent)
 				mu.Lock()
 				defer mu.Unlock()
 				if ok {
@@ -109,7 +110,7 @@ func TestSubagentsClaimTaskChildrenOnce(t *testing.T) {
 		t.Fatalf("%d of %d subagents claimed a child: %v", len(got), n, got)
 	}
 	// Nothing left, and another type never sees these.
-	if c, ok := claimPending(dir, "s1", "Explore", "agent_late"); ok {
+	if c, ok := claimPending(context.Background(), dir, "s1", "Explore", "agent_late"); ok {
 		t.Fatalf("claimed %s with none pending", c)
 	}
 	// An ended pending child is dropped, not claimed.
@@ -118,7 +119,7 @@ func TestSubagentsClaimTaskChildrenOnce(t *testing.T) {
 	if err := addPending(dir, "s1", "Plan", ended); err != nil {
 		t.Fatal(err)
 	}
-	if c, ok := claimPending(dir, "s1", "Plan", "agent_p"); ok {
+	if c, ok := claimPending(context.Background(), dir, "s1", "Plan", "agent_p"); ok {
 		t.Fatalf("claimed ended child %s", c)
 	}
 }
