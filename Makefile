@@ -14,10 +14,12 @@ help: ## list targets
 # only gets for the net package's libc resolver; NATS hosts are then
 # resolved by Go's own resolver from /etc/hosts and DNS) it is a static
 # binary that starts without the dynamic loader, libc and pthreads.
-build: ## build issuer, worker-agent and auditor into ./bin
+# writ-hook, the thin hook client install prefers when it sits beside
+# worker-agent, links only the standard library.
+build: ## build issuer, worker-agent, writ-hook and auditor into ./bin
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -o $(BIN)/ ./cmd/issuer ./cmd/auditor
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker-agent
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/worker-agent ./cmd/writ-hook
 
 test: ## run every test with the race detector (real raft, boltdb, NATS, processes)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
@@ -74,7 +76,7 @@ images: ## build static binaries and the FROM-scratch image $(IMAGE) (deploy/Doc
 	mkdir -p $(IMAGE_CTX)/rootfs/tmp $(IMAGE_CTX)/data
 	chmod 1777 $(IMAGE_CTX)/rootfs/tmp
 	chmod 0700 $(IMAGE_CTX)/data
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(IMAGE_CTX)/rootfs/ ./cmd/issuer ./cmd/worker-agent ./cmd/auditor
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(IMAGE_CTX)/rootfs/ ./cmd/issuer ./cmd/worker-agent ./cmd/writ-hook ./cmd/auditor
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(IMAGE_CTX)/rootfs/writ-load ./deploy/loadgen
 	docker build -f deploy/Dockerfile -t $(IMAGE) $(IMAGE_CTX)
 

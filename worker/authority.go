@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/internal/hookwire"
 	"github.com/writ-dev/writ/internal/jsonwire"
 )
 
@@ -55,11 +57,11 @@ func (g *Agent) dialDirect(ctx context.Context) (authority, error) {
 
 // Sidecar protocol: one JSON object per line each way over the unix
 // socket; a connection carries any number of requests, one at a time.
-const sidecarVersion = 1
+const sidecarVersion = hookwire.Version
 
 type sidecarRequest struct {
 	V         int             `json:"v"`
-	Op        string          `json:"op"`     // api.OpGrant, OpSpend, OpEffect, OpSource, OpGrantSpend, OpEffectSource or an OpPlugin* op
+	Op        string          `json:"op"`     // api.OpGrant, OpSpend, OpEffect, OpSource, OpGrantSpend, OpEffectSource, an OpPlugin* op or hookwire.OpRun
 	Worker    string          `json:"worker"` // must be the sidecar's own
 	TimeoutMS int64           `json:"timeout_ms"`
 	Body      json.RawMessage `json:"body"` // the api request body
@@ -74,7 +76,9 @@ const (
 
 type sidecarResponse struct {
 	Envelope *grants.Envelope `json:"envelope,omitempty"`
-	Plugin   *PluginAnswer    `json:"plugin,omitempty"` // the answer to an openclaw.* op
+	Plugin   *PluginAnswer    `json:"plugin,omitempty"`  // the answer to an openclaw.* op
+	Started  bool             `json:"started,omitempty"` // hook.run: the hook may act (hookwire.Reply)
+	Hook     *hookwire.Answer `json:"hook,omitempty"`    // hook.run: the hook's answer
 	Code     string           `json:"code,omitempty"`
 	Error    string           `json:"error,omitempty"`
 }
@@ -227,6 +231,7 @@ type fallback struct {
 
 	mu     sync.Mutex
 	sock   *viaSocket
+	hosted authority // the sidecar's own connection, for a hook it runs
 	direct authority
 	tried  bool // the socket was tried
 	used   string
@@ -252,8 +257,16 @@ func (f *fallback) pick(ctx context.Context) (authority, error) {
 	if f.sock != nil {
 		return f.sock, nil
 	}
+	if f.hosted != nil {
+		return f.hosted, nil
+	}
 	if !f.tried && f.socket != "" {
 		f.tried = true
+		if h := f.g.hosted; h != nil && filepath.Clean(f.g.abs(f.socket)) == h.socket {
+			// Run by the sidecar this socket leads to: its connection.
+			f.hosted = h.local
+			return f.hosted, nil
+		}
 		if s, err := dialSocket(ctx, f.socket, f.g.Worker); err == nil {
 			f.sock = s
 			return s, nil
@@ -289,7 +302,7 @@ func (f *fallback) call(ctx context.Context, do func(authority) (grants.Envelope
 			continue
 		}
 		f.mu.Lock()
-		if _, ok := a.(*viaSocket); ok {
+		if _, ok := a.(*viaSocket); ok || a == f.hosted {
 			f.used = "socket"
 		} else {
 			f.used = "direct"

@@ -314,6 +314,7 @@ func (a *AdapterFlags) resolve(flags *pflag.FlagSet, g *Agent) (*workerConfig, e
 	if a.stateDir == "" {
 		a.stateDir = defaultStateDir()
 	}
+	a.stateDir, a.config, a.socket = g.abs(a.stateDir), g.abs(a.config), g.abs(a.socket)
 	cfg := &workerConfig{}
 	switch {
 	case a.config != "":
@@ -324,7 +325,7 @@ func (a *AdapterFlags) resolve(flags *pflag.FlagSet, g *Agent) (*workerConfig, e
 		cfg = c
 	default:
 		for _, p := range []string{ProjectConfig, filepath.Join(a.stateDir, "worker.json")} {
-			c, err := loadConfig(p)
+			c, err := loadConfig(g.abs(p))
 			if errors.Is(err, os.ErrNotExist) {
 				continue
 			}
@@ -395,7 +396,12 @@ func (a *AdapterFlags) resolve(flags *pflag.FlagSet, g *Agent) (*workerConfig, e
 		return nil, fmt.Errorf("NATS user %q is not the worker %q: the issuer takes a worker's identity from its NATS user", g.Conn.User, g.Worker)
 	}
 	if a.socket == "" {
-		a.socket = cfg.Socket
+		a.socket = g.abs(cfg.Socket)
+	}
+	// Files named relative to the working directory, which for a hook
+	// the sidecar runs is the hook process's, not the sidecar's.
+	for _, p := range []*string{&g.Conn.PasswordFile, &g.Conn.CAFile, &g.Conn.CredsFile} {
+		*p = g.abs(*p)
 	}
 	if a.socket == "" {
 		a.socket = defaultSocket(a.stateDir, g.Worker)

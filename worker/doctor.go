@@ -194,6 +194,14 @@ func checkInstalled(ctx context.Context, h string, t target, path string, cmds m
 		if err := checkExecutable(inv.Binary); err != nil {
 			return checkFail(name, fmt.Sprintf("%s: the hook runs %s: %v (every call is blocked)", path, inv.Binary, err), "reinstall worker-agent there, or "+reinstall+" from the worker-agent you want it to run")
 		}
+		if filepath.Base(inv.Binary) == HookClientName {
+			// The thin client runs worker-agent beside it whenever the
+			// sidecar does not take an event.
+			agent := filepath.Join(filepath.Dir(inv.Binary), "worker-agent")
+			if err := checkExecutable(agent); err != nil {
+				return checkFail(name, fmt.Sprintf("%s: the hook runs %s, which needs %s beside it: %v (calls are blocked whenever the sidecar is not running)", path, inv.Binary, agent, err), "reinstall worker-agent beside writ-hook, or "+reinstall)
+			}
+		}
 		if err := probeHook(ctx, c, timeout); err != nil {
 			return checkFail(name, fmt.Sprintf("%s: the installed hook command does not answer a probe: %v", path, err), "run the command by hand to see why, then "+reinstall)
 		}

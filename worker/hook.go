@@ -28,6 +28,7 @@ const DefaultHookDeadline = 5 * time.Second
 // the answer on g.Stdout or g.Stderr and its exit code as an *ExitError.
 // flags are the command's, to tell flags given from the config's values.
 func (g *Agent) Hook(ctx context.Context, flags *pflag.FlagSet, name string, af *AdapterFlags, deadline time.Duration) error {
+	g.hosted = hostedFrom(ctx)
 	var rec *callRecord
 	a := g.runHook(ctx, flags, name, af, deadline, &rec)
 	err := g.answer(a)
@@ -130,6 +131,9 @@ func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, 
 	lane, err := cfg.laneFor(call.AgentType)
 	if err != nil {
 		return fail(err)
+	}
+	if err := g.hostBegin(af); err != nil {
+		return fail(err) // declined: the sidecar sends the client to run it itself
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		g.Conn.Timeout = time.Until(dl)
@@ -345,6 +349,9 @@ func (g *Agent) sourceHook(ctx context.Context, flags *pflag.FlagSet, af *Adapte
 	cfg, err := af.resolve(flags, g)
 	if err != nil {
 		return fail(err)
+	}
+	if err := g.hostBegin(af); err != nil {
+		return fail(err) // declined: the sidecar sends the client to run it itself
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		g.Conn.Timeout = time.Until(dl)

@@ -42,7 +42,19 @@ type InstallFlags struct {
 	Config   string // the worker config the hook reads
 	Binary   string // the worker-agent the hook runs; "" for this executable
 	StateDir string
+	// HookClient is HookClientAuto (writ-hook beside Binary, when present
+	// and Config is given) or HookClientNone (worker-agent itself).
+	HookClient string
 }
+
+// The values of InstallFlags.HookClient.
+const (
+	HookClientAuto = "auto"
+	HookClientNone = "none"
+)
+
+// HookClientName is the thin hook client's file name, beside worker-agent.
+const HookClientName = "writ-hook"
 
 // KnownHarness reports whether install, uninstall and doctor know the
 // harness name.
@@ -216,6 +228,19 @@ func hookSpec(t target, f InstallFlags) (harness.HookSpec, error) {
 			return harness.HookSpec{}, err
 		}
 		args = append(args, "--config", c)
+		switch f.HookClient {
+		case "", HookClientAuto:
+			if thin := filepath.Join(filepath.Dir(bin), HookClientName); checkExecutable(thin) == nil {
+				socket, err := installSocket(c, f.StateDir)
+				if err != nil {
+					return harness.HookSpec{}, err
+				}
+				bin, args = thin, append(args, "--socket", socket)
+			}
+		case HookClientNone:
+		default:
+			return harness.HookSpec{}, Usagef("--hook-client %q: want %s or %s", f.HookClient, HookClientAuto, HookClientNone)
+		}
 	}
 	cmd, err := harness.WrapHookCommand(bin, args...)
 	if err != nil {
@@ -225,6 +250,25 @@ func hookSpec(t target, f InstallFlags) (harness.HookSpec, error) {
 		Events: t.events, Matcher: t.matcher, Command: cmd,
 		Timeout: installTimeout, Owns: harness.OwnsCommand(t.harness),
 	}, nil
+}
+
+// installSocket is the sidecar socket of the worker the config at path
+// names, as worker-agent run finds it with that config: the config's
+// "socket", else worker-<worker>.sock in the state directory.
+func installSocket(path, stateDir string) (string, error) {
+	c, err := loadConfig(path)
+	if err != nil {
+		return "", Usagef("--config: %v", err)
+	}
+	socket := c.Socket
+	if socket == "" {
+		socket = defaultSocket(stateDir, c.Worker)
+	}
+	abs, err := filepath.Abs(socket)
+	if err != nil {
+		return "", Usagef("the sidecar socket %s: %v", socket, err)
+	}
+	return abs, nil
 }
 
 // checkExecutable reports why path cannot be run as a program.

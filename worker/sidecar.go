@@ -20,6 +20,7 @@ import (
 	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
+	"github.com/writ-dev/writ/internal/hookwire"
 )
 
 // maxSidecarTimeout caps the time a sidecar spends on one request.
@@ -83,7 +84,12 @@ func (g *Agent) serveSidecarState(ctx context.Context, socket, stateDir string, 
 	}
 	fmt.Fprintf(g.Stderr, "worker-agent run: serving worker %s on %s (NATS %s)\n", g.Worker, socket, g.Conn.URL)
 
-	s := &sidecar{client: client, worker: g.Worker, conn: g.Conn, stateDir: stateDir, maxBytes: maxBytes, conns: map[net.Conn]struct{}{}}
+	abs, err := filepath.Abs(socket)
+	if err != nil {
+		l.Close()
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("socket path: %v", err)}
+	}
+	s := &sidecar{client: client, worker: g.Worker, socket: abs, runHook: g.HookRunner, conn: g.Conn, stateDir: stateDir, maxBytes: maxBytes, conns: map[net.Conn]struct{}{}}
 	go func() {
 		<-ctx.Done()
 		l.Close()
@@ -105,9 +111,11 @@ func (g *Agent) serveSidecarState(ctx context.Context, socket, stateDir string, 
 }
 
 type sidecar struct {
-	client *client.Client
-	worker string
-	conn   connect.Options // the worker's; a plugin's reviewer dials the same servers
+	client  *client.Client
+	worker  string
+	socket  string          // where it serves, absolute and clean
+	runHook HookRunner      // runs hosted hooks (nil: hook.run is declined)
+	conn    connect.Options // the worker's; a plugin's reviewer dials the same servers
 
 	stateDir string // plugin sessions' provenance registries ("" keeps none)
 	maxBytes int64
@@ -155,7 +163,15 @@ func (s *sidecar) serve(ctx context.Context, conn net.Conn) {
 			return
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
-			if !s.reply(conn, s.handle(ctx, line)) {
+			var ok bool
+			if req, resp := s.decode(line); resp != nil {
+				ok = s.reply(conn, *resp)
+			} else if req.Op == hookwire.OpRun {
+				ok = s.hostHook(ctx, conn, req)
+			} else {
+				ok = s.reply(conn, s.handle(ctx, req))
+			}
+			if !ok {
 				return
 			}
 		}
@@ -175,14 +191,21 @@ func (s *sidecar) reply(conn net.Conn, resp sidecarResponse) bool {
 	return err == nil
 }
 
-func (s *sidecar) handle(ctx context.Context, line []byte) sidecarResponse {
-	var req sidecarRequest
-	if err := json.Unmarshal(line, &req); err != nil {
-		return sidecarResponse{Code: sidecarBadRequest, Error: err.Error()}
+// decode reads one request line; a line it cannot take gets the answer
+// resp.
+func (s *sidecar) decode(line []byte) (req *sidecarRequest, resp *sidecarResponse) {
+	req = new(sidecarRequest)
+	if err := json.Unmarshal(line, req); err != nil {
+		return nil, &sidecarResponse{Code: sidecarBadRequest, Error: err.Error()}
 	}
 	if req.V != sidecarVersion {
-		return sidecarResponse{Code: sidecarBadRequest, Error: fmt.Sprintf("sidecar protocol version %d; this sidecar speaks %d", req.V, sidecarVersion)}
+		return nil, &sidecarResponse{Code: sidecarBadRequest, Error: fmt.Sprintf("sidecar protocol version %d; this sidecar speaks %d", req.V, sidecarVersion)}
 	}
+	return req, nil
+}
+
+// handle answers one request of the ops that carry an api request.
+func (s *sidecar) handle(ctx context.Context, req *sidecarRequest) sidecarResponse {
 	if req.Worker != s.worker {
 		return sidecarResponse{Code: sidecarWrongWorker, Error: fmt.Sprintf("this sidecar serves worker %s, not %s", s.worker, req.Worker)}
 	}

@@ -28,6 +28,12 @@ type Agent struct {
 	// HardExit, when set, ends the process if a hook overruns its
 	// deadline however it got stuck; in-process tests leave it nil.
 	HardExit func(code int)
+
+	// HookRunner, when set, lets the sidecar run hooks for writ-hook in
+	// its own process (hookrun.go).
+	HookRunner HookRunner
+
+	hosted *hostedHook // the sidecar's run of this hook, if it is one
 }
 
 // ExitError carries a process exit code. Whatever the user should see has

@@ -250,3 +250,28 @@ func mintCreds(t *testing.T, dir, worker string, mode os.FileMode) string {
 	}
 	return p
 }
+
+// An entry that runs writ-hook passes doctor, its probe answered through
+// worker-agent beside it; without that worker-agent doctor fails, since
+// every event the sidecar does not take would then be blocked.
+func TestDoctorThinClient(t *testing.T) {
+	isolateInstall(t)
+	dir := thinDir(t, true)
+	env := testenv.StartSingle(t, t.TempDir(), nil)
+	good := writeJSON(t, t.TempDir(), "w1.json", workerConfigFor(env.URL))
+	project := t.TempDir()
+	if r := runCLI(t, "", "install", "claude-code", "--project", project, "--binary", filepath.Join(dir, "worker-agent"), "--config", good); r.code != 0 || !strings.Contains(r.stdout, "writ-hook") {
+		t.Fatalf("install: %+v", r)
+	}
+	rep, _ := doctorJSON(t, "claude-code", "--project", project)
+	if c := rep.status()["hooks claude-code"]; !rep.OK || c.Status != "ok" || !strings.Contains(c.Detail, filepath.Join(dir, "writ-hook")) {
+		t.Fatalf("report: %+v", rep)
+	}
+	if err := os.Remove(filepath.Join(dir, "worker-agent")); err != nil {
+		t.Fatal(err)
+	}
+	rep, _ = doctorJSON(t, "claude-code", "--project", project)
+	if c := rep.status()["hooks claude-code"]; rep.OK || c.Status != "fail" || !strings.Contains(c.Detail, "needs "+filepath.Join(dir, "worker-agent")) {
+		t.Fatalf("report without worker-agent: %+v", rep)
+	}
+}

@@ -20,6 +20,14 @@ harnesses block a call only when the hook exits 2, so the wrapper turns a
 missing, moved or crashing worker-agent (exit 127, 126, 1, a signal) into
 exit 2 with a line saying what to do. The call is blocked, never let run.
 
+With --config, and writ-hook beside the worker-agent binary (make build
+puts it there), the entry runs writ-hook instead, with the same arguments
+and --socket, the worker's sidecar socket: a small client that hands the
+event to the sidecar (worker-agent run), which runs the same hook in its
+own process, and runs worker-agent hook itself when there is no sidecar or
+it declines. Same answers, without starting worker-agent for each event.
+--hook-client none keeps worker-agent in the entry.
+
 Before writing, install checks what the hook will need: the binary
 (--binary, default this executable) must exist and be executable, and the
 worker config (--config) must exist, parse and name the worker and the
@@ -116,6 +124,7 @@ func newInstallCmd(g *globals, install bool) *cobra.Command {
 	if install {
 		fl.StringVar(&f.Config, "config", "", "worker config the hook should read (checked now; written into the hook command as an absolute path); for openclaw, the OpenClaw config file")
 		fl.StringVar(&f.Binary, "binary", "", "worker-agent binary the hook runs (default: this executable)")
+		fl.StringVar(&f.HookClient, "hook-client", worker.HookClientAuto, "auto: the entry runs writ-hook, the thin client, when it sits beside the worker-agent binary and --config is given; none: it runs worker-agent")
 		fl.StringVar(&o.Socket, "socket", "", "openclaw: the sidecar socket every agent uses (default: each worker's worker-<worker>.sock in the state dir)")
 		fl.StringArrayVar(&o.Agents, "agent", nil, "openclaw: AGENT_ID=WORKER:LANE, repeatable: the writ worker and lane an OpenClaw agent's calls run as")
 		fl.StringVar(&o.ReviewerUser, "reviewer-user", "", "openclaw: the operator NATS user that forwards an allow-once to writ (never a worker)")

@@ -363,3 +363,67 @@ func TestInstallAndUninstallHelp(t *testing.T) {
 		t.Fatalf("hook claude-code --help:\n%s", claude.stdout)
 	}
 }
+
+// With writ-hook beside the binary and a config, install writes writ-hook
+// into the entry with the worker's sidecar socket; --hook-client none, or
+// no --config, keeps worker-agent there. Uninstall removes either form.
+func TestInstallPrefersTheThinClient(t *testing.T) {
+	isolateInstall(t)
+	stateDir := os.Getenv(worker.EnvStateDir)
+	bin := fakeBinary(t)
+	thin := filepath.Join(filepath.Dir(bin), worker.HookClientName)
+	if err := os.WriteFile(thin, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeJSON(t, t.TempDir(), "w1.json", map[string]any{"worker": "w1", "lane": "coordinator"})
+	project := t.TempDir()
+	settings := filepath.Join(project, ".claude", "settings.json")
+	command := func() string {
+		t.Helper()
+		raw, err := os.ReadFile(settings)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Hooks map[string][]struct {
+				Hooks []struct{ Command string } `json:"hooks"`
+			} `json:"hooks"`
+		}
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc.Hooks["PreToolUse"][0].Hooks[0].Command
+	}
+	install := func(extra ...string) result {
+		return runCLI(t, "", append([]string{"install", "claude-code", "--project", project, "--binary", bin}, extra...)...)
+	}
+	socket := filepath.Join(stateDir, "worker-w1.sock")
+	wantThin, _ := harness.WrapHookCommand(thin, "hook", "claude-code", "--config", cfg, "--socket", socket)
+	wantAgent, _ := harness.WrapHookCommand(bin, "hook", "claude-code", "--config", cfg)
+	wantBare, _ := harness.WrapHookCommand(bin, "hook", "claude-code")
+
+	if r := install("--config", cfg); r.code != 0 || command() != wantThin {
+		t.Fatalf("thin: %+v\n%s\nwant %s", r, command(), wantThin)
+	}
+	if r := install("--config", cfg, "--hook-client", "none"); r.code != 0 || command() != wantAgent {
+		t.Fatalf("--hook-client none: %+v\n%s", r, command())
+	}
+	if r := install("--hook-client", "auto"); r.code != 0 || command() != wantBare {
+		t.Fatalf("no --config: %+v\n%s", r, command())
+	}
+	if r := install("--config", cfg, "--hook-client", "fast"); r.code != 2 || !strings.Contains(r.stderr, `--hook-client "fast": want auto or none`) {
+		t.Fatalf("bad --hook-client: %+v", r)
+	}
+	// A config that names its own socket: that one.
+	own := writeJSON(t, t.TempDir(), "w2.json", map[string]any{"worker": "w2", "lane": "coordinator", "socket": "/run/writ/w2.sock"})
+	wantOwn, _ := harness.WrapHookCommand(thin, "hook", "claude-code", "--config", own, "--socket", "/run/writ/w2.sock")
+	if r := install("--config", own); r.code != 0 || command() != wantOwn {
+		t.Fatalf("config socket: %+v\n%s", r, command())
+	}
+	if r := runCLI(t, "", "uninstall", "claude-code", "--project", project); r.code != 0 {
+		t.Fatalf("uninstall: %+v", r)
+	}
+	if _, err := os.Stat(settings); !os.IsNotExist(err) {
+		t.Fatalf("settings left after uninstall: %v", err)
+	}
+}
