@@ -34,7 +34,10 @@ import (
 // connection, no hook process at all. Besides ns/op it reports the p50 and
 // p99 of each call's wall time in milliseconds, and for the hook processes
 // the median of their CPU time, user and system (cpu-p50-ms), which a
-// loaded machine inflates less than the wall time.
+// loaded machine inflates less than the wall time. "thin" is the warm
+// path through writ-hook, the thin client, whose sidecar runs the hook
+// in its own process: its cpu-p50-ms is writ-hook's alone (the hook's
+// work moved into the sidecar, which "warm" does not count either).
 //
 //	go test -run '^$' -bench ClaudeCodePreToolUse -benchtime 200x ./cmd/worker-agent/
 func BenchmarkClaudeCodePreToolUse(b *testing.B) {
@@ -86,9 +89,26 @@ func BenchmarkClaudeCodePreToolUse(b *testing.B) {
 	// the other's results are reported as other-*. The warm path gives it
 	// a sidecar of its own build.
 	other := os.Getenv("WRIT_BENCH_OTHER_WORKER")
-	for _, path := range []string{"start", "cold", "warm"} {
+	for _, path := range []string{"start", "cold", "warm", "thin"} {
 		b.Run(path, func(b *testing.B) {
 			sock, otherSock := filepath.Join(dir, "no-sidecar.sock"), filepath.Join(dir, "no-sidecar.sock")
+			bin := bin
+			if path == "thin" {
+				// writ-hook (worker-agent beside it) and a sidecar in the
+				// hooks' own environment, so that it runs them itself.
+				bin = filepath.Join(thinDir(b, true), "writ-hook")
+				sock = filepath.Join(dir, "run", "w1-thin.sock")
+				cmd := binRun{dir: dir}.command(b, "run", "--config", cfg, "--socket", sock)
+				logs := &lockedBuffer{}
+				cmd.Stdout, cmd.Stderr = logs, logs
+				if err := cmd.Start(); err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+				testenv.WaitFor(b, testenv.SetupTimeout, "the sidecar socket", func() bool {
+					return strings.Contains(logs.String(), "serving worker")
+				})
+			}
 			if path == "warm" {
 				startSidecar(b, cfg, socket)
 				sock = socket

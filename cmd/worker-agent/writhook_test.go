@@ -17,7 +17,7 @@ import (
 // it when agent is set. Without it, any run of worker-agent by writ-hook
 // fails (exit 2, "running .../worker-agent"), which shows that writ-hook
 // fell back.
-func thinDir(t *testing.T, agent bool) string {
+func thinDir(t testing.TB, agent bool) string {
 	t.Helper()
 	dir := t.TempDir()
 	hook, err := bins.Path("github.com/writ-dev/writ/cmd/writ-hook")

@@ -25,8 +25,9 @@
 //     blocked; running the hook again could act twice);
 //   - worker-agent missing beside it when it is needed: exit 2.
 //
-// It links the standard library and hookwire only, so that it starts in
-// a fraction of worker-agent's time.
+// It links the standard library and hookwire only, and not even package
+// net (unixconn.go), so that it is a static binary that starts in a
+// fraction of worker-agent's time.
 package main
 
 import (
@@ -36,7 +37,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -176,13 +176,12 @@ func (c *client) viaSidecar(socket string, deadline time.Duration, event []byte)
 	if err != nil || !filepath.IsAbs(dir) {
 		return 0, false
 	}
-	conn, err := net.DialTimeout("unix", socket, dialTimeout)
+	wait := deadline + answerMargin
+	conn, err := dialUnix(socket, dialTimeout, wait)
 	if err != nil {
 		return 0, false
 	}
 	defer conn.Close()
-	wait := deadline + answerMargin
-	_ = conn.SetDeadline(time.Now().Add(wait))
 	req := hookwire.Request{
 		V: hookwire.Version, Op: hookwire.OpRun, TimeoutMS: wait.Milliseconds(),
 		Body: &hookwire.Run{Args: c.args, Env: hookwire.Env(os.Environ()), Dir: dir, Stdin: event},
@@ -202,8 +201,7 @@ func (c *client) viaSidecar(socket string, deadline time.Duration, event []byte)
 			if !started {
 				return 0, false
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if isTimeout(err) {
 				return c.block("the sidecar on %s began this hook but gave no answer within %v", socket, wait), true
 			}
 			return c.block("the sidecar on %s began this hook and went away before answering (%v)", socket, err), true
