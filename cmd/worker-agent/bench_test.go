@@ -98,16 +98,7 @@ func BenchmarkClaudeCodePreToolUse(b *testing.B) {
 				// hooks' own environment, so that it runs them itself.
 				bin = filepath.Join(thinDir(b, true), "writ-hook")
 				sock = filepath.Join(dir, "run", "w1-thin.sock")
-				cmd := binRun{dir: dir}.command(b, "run", "--config", cfg, "--socket", sock)
-				logs := &lockedBuffer{}
-				cmd.Stdout, cmd.Stderr = logs, logs
-				if err := cmd.Start(); err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-				testenv.WaitFor(b, testenv.SetupTimeout, "the sidecar socket", func() bool {
-					return strings.Contains(logs.String(), "serving worker")
-				})
+				startSidecarIn(b, dir, cfg, sock)
 			}
 			if path == "warm" {
 				startSidecar(b, cfg, socket)
@@ -209,7 +200,8 @@ func reportPercentiles(b *testing.B, times []time.Duration) {
 // before the combined ones (grant, spend, the grant asked for again at
 // PostToolUse, effect, source), "issuer-combined" the two. Besides ns/op
 // it reports the p50 and p99 of each cycle's wall time in milliseconds.
-// WRIT_BENCH_OTHER_WORKER names another worker-agent binary to run the
+// "format11-thin" runs both hooks through writ-hook, whose sidecar runs
+// them in its own process. WRIT_BENCH_OTHER_WORKER names another worker-agent binary to run the
 // hooks with instead (its results are named format*-other).
 //
 //	go test -run '^$' -bench ClaudeCodeHookCycle -benchtime 100x ./cmd/worker-agent/
@@ -227,7 +219,7 @@ func BenchmarkClaudeCodeHookCycle(b *testing.B) {
 			// against), run against this issuer.
 			bin, name = other, name+"-other"
 		}
-		b.Run(name, func(b *testing.B) {
+		cycle := func(b *testing.B, bin string, extra ...string) {
 			run := time.Now().UnixNano()
 			times := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
@@ -235,7 +227,7 @@ func BenchmarkClaudeCodeHookCycle(b *testing.B) {
 				id := map[string]any{"tool_use_id": fmt.Sprintf("toolu_cycle_%d_%d", run, i)}
 				start := time.Now()
 				for _, in := range [][]byte{patch(b, pre, id), patch(b, post, id)} {
-					cmd := exec.Command(bin, "hook", "claude-code", "--config", cfg)
+					cmd := exec.Command(bin, append([]string{"hook", "claude-code", "--config", cfg}, extra...)...)
 					cmd.Dir = dir
 					cmd.Env = binEnv(dir)
 					cmd.Stdin = bytes.NewReader(in)
@@ -249,10 +241,18 @@ func BenchmarkClaudeCodeHookCycle(b *testing.B) {
 			}
 			b.StopTimer()
 			reportPercentiles(b, times)
-		})
+		}
+		b.Run(name, func(b *testing.B) { cycle(b, bin) })
 		if level < fsm.ReceiptFormatGrantSpend {
 			continue
 		}
+		// The same two hooks through writ-hook and a sidecar that runs
+		// them in its own process.
+		b.Run(name+"-thin", func(b *testing.B) {
+			sock := filepath.Join(dir, "run", "w1.sock")
+			startSidecarIn(b, dir, cfg, sock)
+			cycle(b, filepath.Join(thinDir(b, true), "writ-hook"), "--socket", sock)
+		})
 		in, err := harness.Decode(bytes.NewReader(pre))
 		if err != nil {
 			b.Fatal(err)

@@ -80,7 +80,15 @@ func newThinWorld(t *testing.T) *thinWorld {
 // sidecar starts worker-agent run for w1 on w.socket, from w.home.
 func (w *thinWorld) sidecar(t *testing.T) func() {
 	t.Helper()
-	cmd := binRun{dir: w.home}.command(t, "run", "--config", w.cfgs["good"], "--socket", w.socket)
+	return startSidecarIn(t, w.home, w.cfgs["good"], w.socket)
+}
+
+// startSidecarIn starts worker-agent run on socket with the environment
+// binRun gives a run in dir (the hooks' own, when they run in dir too),
+// waits for its socket and returns a function that stops it.
+func startSidecarIn(t testing.TB, dir, cfg, socket string) func() {
+	t.Helper()
+	cmd := binRun{dir: dir}.command(t, "run", "--config", cfg, "--socket", socket)
 	logs := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
