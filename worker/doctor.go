@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/x509"
@@ -8,6 +9,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +24,7 @@ import (
 	"github.com/writ-dev/writ/connect"
 	"github.com/writ-dev/writ/grants"
 	"github.com/writ-dev/writ/harness"
+	"github.com/writ-dev/writ/internal/hookwire"
 )
 
 // ExitDoctor is doctor's exit code when a check failed.
@@ -206,7 +209,68 @@ func checkInstalled(ctx context.Context, h string, t target, path string, cmds m
 			return checkFail(name, fmt.Sprintf("%s: the installed hook command does not answer a probe: %v", path, err), "run the command by hand to see why, then "+reinstall)
 		}
 	}
-	return checkOK(name, fmt.Sprintf("%s: %d events, fail-closed wrapper, %s answers", path, len(t.events), strings.Join(binaries(h, all), ", ")))
+	detail := fmt.Sprintf("%s: %d events, fail-closed wrapper, %s answers", path, len(t.events), strings.Join(binaries(h, all), ", "))
+	for _, c := range all {
+		if inv, _ := harness.ParseHookCommand(h, c); filepath.Base(inv.Binary) == HookClientName {
+			detail += "; " + sidecarHosting(ctx, inv.Args, timeout)
+			break
+		}
+	}
+	return checkOK(name, detail)
+}
+
+// sidecarHosting says whether the sidecar an installed writ-hook entry
+// names (its --socket) runs hooks sent from this environment, by sending
+// it the doctor's probe event as writ-hook would. A sidecar that declines
+// is not a failure: writ-hook then runs worker-agent, slower, same answer.
+func sidecarHosting(ctx context.Context, args []string, timeout time.Duration) string {
+	var socket string
+	for i, a := range args {
+		if a == "--socket" && i+1 < len(args) {
+			socket = args[i+1]
+		} else if v, ok := strings.CutPrefix(a, "--socket="); ok {
+			socket = v
+		}
+	}
+	if socket == "" {
+		return "writ-hook has no --socket, so every event starts worker-agent (run install again)"
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", socket)
+	if err != nil {
+		return fmt.Sprintf("no sidecar on %s: every event starts worker-agent until 'worker-agent run' serves it", socket)
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	dir, _ := os.Getwd()
+	line, err := json.Marshal(hookwire.Request{V: hookwire.Version, Op: hookwire.OpRun, TimeoutMS: timeout.Milliseconds(),
+		Body: &hookwire.Run{Args: args, Env: hookwire.Env(os.Environ()), Dir: dir, Stdin: []byte(doctorProbe)}})
+	if err != nil {
+		return err.Error()
+	}
+	if _, err := conn.Write(append(line, '\n')); err != nil {
+		return fmt.Sprintf("the sidecar on %s: %v", socket, err)
+	}
+	r := bufio.NewReader(conn)
+	for {
+		b, err := r.ReadBytes('\n')
+		if err != nil {
+			return fmt.Sprintf("the sidecar on %s gave no answer to a hook (%v): is it an older build? every event starts worker-agent", socket, err)
+		}
+		rep, err := hookwire.DecodeReply(b)
+		switch {
+		case err != nil || rep.Code != "" && rep.Code != hookwire.CodeDeclined:
+			return fmt.Sprintf("the sidecar on %s does not run hooks (an older build?): every event starts worker-agent", socket)
+		case rep.Code == hookwire.CodeDeclined:
+			return fmt.Sprintf("the sidecar on %s declines hooks from this environment (%s): start it from the environment the harness runs hooks in, or every event starts worker-agent", socket, rep.Error)
+		case rep.Hook != nil:
+			return fmt.Sprintf("the sidecar on %s runs hooks from this environment", socket)
+		}
+	}
 }
 
 func binaries(h string, cmds []string) []string {

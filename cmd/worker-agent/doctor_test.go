@@ -264,8 +264,27 @@ func TestDoctorThinClient(t *testing.T) {
 		t.Fatalf("install: %+v", r)
 	}
 	rep, _ := doctorJSON(t, "claude-code", "--project", project)
-	if c := rep.status()["hooks claude-code"]; !rep.OK || c.Status != "ok" || !strings.Contains(c.Detail, filepath.Join(dir, "writ-hook")) {
+	if c := rep.status()["hooks claude-code"]; !rep.OK || c.Status != "ok" || !strings.Contains(c.Detail, filepath.Join(dir, "writ-hook")) ||
+		!strings.Contains(c.Detail, "no sidecar on") {
 		t.Fatalf("report: %+v", rep)
+	}
+	// With the sidecar running: doctor from the sidecar's environment sees
+	// it run hooks; from another environment (this process's home), it
+	// sees the sidecar decline them, and says why. Neither is a failure.
+	stateDir := os.Getenv(worker.EnvStateDir)
+	home, same := t.TempDir(), []string{worker.EnvStateDir + "=" + stateDir}
+	startSidecarIn(t, home, good, filepath.Join(stateDir, "worker-w1.sock"), same...)
+	r := binRun{dir: home, env: same}.run(t, "doctor", "--json", "claude-code", "--project", project)
+	var fromSame doctorReport
+	if err := json.Unmarshal([]byte(r.stdout), &fromSame); err != nil {
+		t.Fatalf("%v: %+v", err, r)
+	}
+	if c := fromSame.status()["hooks claude-code"]; !fromSame.OK || !strings.Contains(c.Detail, "runs hooks from this environment") {
+		t.Fatalf("doctor from the sidecar's environment: %+v", fromSame)
+	}
+	rep, _ = doctorJSON(t, "claude-code", "--project", project)
+	if c := rep.status()["hooks claude-code"]; !rep.OK || !strings.Contains(c.Detail, "declines hooks from this environment") || !strings.Contains(c.Detail, "HOME") {
+		t.Fatalf("doctor from another environment: %+v", rep)
 	}
 	if err := os.Remove(filepath.Join(dir, "worker-agent")); err != nil {
 		t.Fatal(err)

@@ -84,11 +84,12 @@ func (w *thinWorld) sidecar(t *testing.T) func() {
 }
 
 // startSidecarIn starts worker-agent run on socket with the environment
-// binRun gives a run in dir (the hooks' own, when they run in dir too),
-// waits for its socket and returns a function that stops it.
-func startSidecarIn(t testing.TB, dir, cfg, socket string) func() {
+// binRun gives a run in dir with env (the hooks' own, when they run in
+// dir with env too), waits for its socket and returns a function that
+// stops it.
+func startSidecarIn(t testing.TB, dir, cfg, socket string, env ...string) func() {
 	t.Helper()
-	cmd := binRun{dir: dir}.command(t, "run", "--config", cfg, "--socket", socket)
+	cmd := binRun{dir: dir, env: env}.command(t, "run", "--config", cfg, "--socket", socket)
 	logs := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
