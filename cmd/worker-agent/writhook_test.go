@@ -1,16 +1,22 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/internal/testing/testenv"
 	"github.com/writ-dev/writ/policy"
+	"github.com/writ-dev/writ/worker"
 )
 
 // thinDir lays out writ-hook as make build does, with worker-agent beside
@@ -267,5 +273,67 @@ func TestWritHookWithoutASidecar(t *testing.T) {
 	}
 	if got := strings.Join(decided(receipts(t, w.env), "none-1"), ","); got != "w1/permit" {
 		t.Fatalf("none-1: %q", got)
+	}
+}
+
+// Hosted hooks run concurrently in one sidecar: this one runs in the test
+// process (under the race detector), and eight writ-hook processes ask it
+// at once. Each call is permitted exactly once, each with its own grant.
+func TestWritHookConcurrentHostedHooks(t *testing.T) {
+	cleanEnv(t)
+	t.Setenv(worker.EnvStateDir, t.TempDir())
+	env := testenv.StartSingle(t, t.TempDir(), testenv.WithInitialPolicy(policy.LegacyDefault().Canonical()))
+	cfg := writeJSON(t, t.TempDir(), "w1.json", workerConfigFor(env.URL))
+	sockDir, err := os.MkdirTemp("", "wtc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	socket := filepath.Join(sockDir, "w1.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs lockedBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"run", "--config", cfg, "--socket", socket}, strings.NewReader(""), &logs, &logs, nil)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	testenv.WaitFor(t, testenv.SetupTimeout, "the sidecar socket", func() bool {
+		return strings.Contains(logs.String(), "serving worker")
+	})
+	alone := filepath.Join(thinDir(t, false), "writ-hook")
+	const n = 8
+	results := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in := patch(t, fixture(t, "claude-code/pre_bash.json"), map[string]any{"session_id": "conc", "tool_use_id": fmt.Sprint("toolu_conc_", i)})
+			cmd := exec.Command(alone, "hook", "claude-code", "--config", cfg, "--socket", socket)
+			cmd.Env = os.Environ()
+			cmd.Stdin = bytes.NewReader(in)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			err := cmd.Run()
+			results[i] = fmt.Sprint(err, " ", out.String())
+		}()
+	}
+	wg.Wait()
+	for i, r := range results {
+		if r != "<nil> " {
+			t.Errorf("hook %d: %s", i, r)
+		}
+	}
+	grantsSeen := map[string]bool{}
+	for _, e := range receipts(t, env) {
+		if e.Kind == events.KindPermit && e.Session == "conc" {
+			grantsSeen[e.GrantID] = true
+		}
+	}
+	if len(grantsSeen) != n {
+		t.Fatalf("%d distinct permits, want %d", len(grantsSeen), n)
 	}
 }
