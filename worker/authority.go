@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -262,7 +261,7 @@ func (f *fallback) pick(ctx context.Context) (authority, error) {
 	}
 	if !f.tried && f.socket != "" {
 		f.tried = true
-		if h := f.g.hosted; h != nil && filepath.Clean(f.g.abs(f.socket)) == h.socket {
+		if h := f.g.hosted; h != nil && h.serves(f.g.abs(f.socket)) {
 			// Run by the sidecar this socket leads to: its connection.
 			f.hosted = h.local
 			return f.hosted, nil

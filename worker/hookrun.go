@@ -84,7 +84,7 @@ func (g *Agent) hostBegin(af *AdapterFlags) error {
 	switch sock := g.abs(af.socket); {
 	case g.Worker != h.worker:
 		h.declined = fmt.Sprintf("the hook is worker %s's; this sidecar serves %s", g.Worker, h.worker)
-	case filepath.Clean(sock) != h.socket:
+	case !h.serves(sock):
 		h.declined = fmt.Sprintf("the hook's socket is %s; this sidecar serves %s", sock, h.socket)
 	}
 	if h.declined != "" {
@@ -92,6 +92,20 @@ func (g *Agent) hostBegin(af *AdapterFlags) error {
 	}
 	h.begun = true
 	return h.started()
+}
+
+// serves reports whether socket (absolute) is the sidecar's own: the same
+// path, or another name of the same file (a symlinked directory).
+func (h *hostedHook) serves(socket string) bool {
+	if filepath.Clean(socket) == h.socket {
+		return true
+	}
+	a, err := os.Stat(socket)
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(h.socket)
+	return err == nil && os.SameFile(a, b)
 }
 
 // abs is path made absolute against the hook process's directory when the

@@ -169,6 +169,18 @@ func TestWritHookRunsTheHookInTheSidecar(t *testing.T) {
 		t.Fatalf("repeated pre via writ-hook: %+v", again)
 	}
 
+	// The socket under another name (a symlinked directory) is still the
+	// sidecar's own.
+	link := filepath.Join(w.home, "sock-link")
+	if err := os.Symlink(filepath.Dir(w.socket), link); err != nil {
+		t.Fatal(err)
+	}
+	viaLink := binRun{dir: w.home, stdin: patch(t, fixture(t, "claude-code/pre_bash.json"), map[string]any{"session_id": "thin-6"}),
+		binary: func(testing.TB) string { return alone }}.run(t, "hook", "claude-code", "--config", w.cfgs["blind"], "--socket", filepath.Join(link, filepath.Base(w.socket)))
+	if viaLink.code != 0 || viaLink.stdout != "" {
+		t.Fatalf("socket through a symlink: %+v", viaLink)
+	}
+
 	// Declined: another worker's hook, and a hook whose environment
 	// differs. writ-hook then runs worker-agent, missing here.
 	for name, r := range map[string]result{
@@ -186,7 +198,7 @@ func TestWritHookRunsTheHookInTheSidecar(t *testing.T) {
 		session string
 		want    string
 	}{
-		{"thin-1", "w1/permit"}, {"thin-2", "w1/deny"}, {"direct-2", "w1/deny"},
+		{"thin-1", "w1/permit"}, {"thin-2", "w1/deny"}, {"direct-2", "w1/deny"}, {"thin-6", "w1/permit"},
 		{"thin-3", ""}, {"thin-4", ""}, {"thin-5", ""},
 	} {
 		if got := strings.Join(decided(evs, c.session), ","); got != c.want {
