@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/x509"
@@ -247,30 +246,17 @@ func sidecarHosting(ctx context.Context, args []string, timeout time.Duration) s
 		_ = conn.SetDeadline(dl)
 	}
 	dir, _ := os.Getwd()
-	line, err := json.Marshal(hookwire.Request{V: hookwire.Version, Op: hookwire.OpRun, TimeoutMS: timeout.Milliseconds(),
+	rep, _, err := hookwire.Exchange(conn, hookwire.Request{V: hookwire.Version, Op: hookwire.OpRun, TimeoutMS: timeout.Milliseconds(),
 		Body: &hookwire.Run{Args: args, Env: hookwire.Env(os.Environ()), Dir: dir, Stdin: []byte(doctorProbe)}})
-	if err != nil {
-		return err.Error()
+	switch {
+	case err != nil && !errors.Is(err, hookwire.ErrMalformed):
+		return fmt.Sprintf("the sidecar on %s gave no answer to a hook (%v): is it an older build? every event starts worker-agent", socket, err)
+	case err != nil || rep.Code != "" && rep.Code != hookwire.CodeDeclined:
+		return fmt.Sprintf("the sidecar on %s does not run hooks (an older build?): every event starts worker-agent", socket)
+	case rep.Code == hookwire.CodeDeclined:
+		return fmt.Sprintf("the sidecar on %s declines hooks from this environment (%s): start it from the environment the harness runs hooks in, or every event starts worker-agent", socket, rep.Error)
 	}
-	if _, err := conn.Write(append(line, '\n')); err != nil {
-		return fmt.Sprintf("the sidecar on %s: %v", socket, err)
-	}
-	r := bufio.NewReader(conn)
-	for {
-		b, err := r.ReadBytes('\n')
-		if err != nil {
-			return fmt.Sprintf("the sidecar on %s gave no answer to a hook (%v): is it an older build? every event starts worker-agent", socket, err)
-		}
-		rep, err := hookwire.DecodeReply(b)
-		switch {
-		case err != nil || rep.Code != "" && rep.Code != hookwire.CodeDeclined:
-			return fmt.Sprintf("the sidecar on %s does not run hooks (an older build?): every event starts worker-agent", socket)
-		case rep.Code == hookwire.CodeDeclined:
-			return fmt.Sprintf("the sidecar on %s declines hooks from this environment (%s): start it from the environment the harness runs hooks in, or every event starts worker-agent", socket, rep.Error)
-		case rep.Hook != nil:
-			return fmt.Sprintf("the sidecar on %s runs hooks from this environment", socket)
-		}
-	}
+	return fmt.Sprintf("the sidecar on %s runs hooks from this environment", socket)
 }
 
 func binaries(h string, cmds []string) []string {

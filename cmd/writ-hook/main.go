@@ -31,9 +31,7 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -186,42 +184,20 @@ func (c *client) viaSidecar(socket string, deadline time.Duration, event []byte)
 		V: hookwire.Version, Op: hookwire.OpRun, TimeoutMS: wait.Milliseconds(),
 		Body: &hookwire.Run{Args: c.args, Env: hookwire.Env(os.Environ()), Dir: dir, Stdin: event},
 	}
-	line, err := json.Marshal(req)
-	if err != nil {
-		return 0, false
+	rep, started, err := hookwire.Exchange(conn, req)
+	switch {
+	case !started && (err != nil || rep.Code != ""):
+		return 0, false // nothing begun: declined, an older sidecar, or gone
+	case err != nil && isTimeout(err):
+		return c.block("the sidecar on %s began this hook but gave no answer within %v", socket, wait), true
+	case errors.Is(err, hookwire.ErrMalformed):
+		return c.block("the sidecar on %s began this hook and then sent an unreadable answer: %v", socket, err), true
+	case err != nil:
+		return c.block("the sidecar on %s began this hook and went away before answering (%v)", socket, err), true
+	case rep.Code != "":
+		return c.block("the sidecar on %s began this hook and then failed: %s: %s", socket, rep.Code, rep.Error), true
 	}
-	if _, err := conn.Write(append(line, '\n')); err != nil {
-		return 0, false
-	}
-	r := bufio.NewReaderSize(conn, 64<<10)
-	started := false
-	for {
-		line, err := r.ReadBytes('\n')
-		if err != nil {
-			if !started {
-				return 0, false
-			}
-			if isTimeout(err) {
-				return c.block("the sidecar on %s began this hook but gave no answer within %v", socket, wait), true
-			}
-			return c.block("the sidecar on %s began this hook and went away before answering (%v)", socket, err), true
-		}
-		rep, err := hookwire.DecodeReply(line)
-		switch {
-		case err != nil && started:
-			return c.block("the sidecar on %s began this hook and then sent an unreadable answer: %v", socket, err), true
-		case err != nil:
-			return 0, false
-		case rep.Started:
-			started = true
-		case rep.Code != "" && !started:
-			return 0, false // declined, or a sidecar of another build
-		case rep.Code != "":
-			return c.block("the sidecar on %s began this hook and then failed: %s: %s", socket, rep.Code, rep.Error), true
-		default:
-			return c.answer(rep.Hook), true
-		}
-	}
+	return c.answer(rep.Hook), true
 }
 
 // answer prints the hook's answer and returns its exit status.

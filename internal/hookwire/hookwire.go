@@ -20,9 +20,11 @@
 package hookwire
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 )
@@ -171,4 +173,34 @@ func EnvDiff(a, b map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Exchange is the client's side of one hook.run: it writes req as a line
+// on rw and reads the sidecar's lines up to its answer (rep.Hook) or its
+// refusal (rep.Code), reporting whether Started came first. An error
+// (writing, reading, an unreadable line) comes with started as it stood:
+// before Started the client may run the hook itself, after it never.
+func Exchange(rw io.ReadWriter, req Request) (rep Reply, started bool, err error) {
+	line, err := json.Marshal(req)
+	if err != nil {
+		return Reply{}, false, err
+	}
+	if _, err := rw.Write(append(line, '\n')); err != nil {
+		return Reply{}, false, err
+	}
+	r := bufio.NewReaderSize(rw, 64<<10)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			return Reply{}, started, err
+		}
+		rep, err := DecodeReply(line)
+		if err != nil {
+			return Reply{}, started, err
+		}
+		if !rep.Started {
+			return rep, started, nil
+		}
+		started = true
+	}
 }

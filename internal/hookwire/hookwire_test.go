@@ -1,8 +1,10 @@
 package hookwire
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -133,3 +135,45 @@ func FuzzDecodeRun(f *testing.F) {
 		}
 	})
 }
+
+// Exchange reports Started as it stood when the exchange ended: the line
+// that decides whether a client may still run the hook itself.
+func TestExchange(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		replies string
+		started bool
+		hook    bool
+		code    string
+		err     error // nil, ErrMalformed, or io.EOF
+	}{
+		{"answer", `{"started":true}` + "\n" + `{"hook":{"exit":0}}` + "\n", true, true, "", nil},
+		{"answer without started", `{"hook":{"exit":2,"stderr":"x"}}` + "\n", false, true, "", nil},
+		{"declined", `{"code":"declined","error":"env"}` + "\n", false, false, CodeDeclined, nil},
+		{"code after started", `{"started":true}` + "\n" + `{"code":"unavailable"}` + "\n", true, false, "unavailable", nil},
+		{"gone before started", ``, false, false, "", io.EOF},
+		{"gone after started", `{"started":true}` + "\n", true, false, "", io.EOF},
+		{"unreadable after started", `{"started":true}` + "\n{}\n", true, false, "", ErrMalformed},
+		{"unterminated answer", `{"hook":{"exit":0}}`, false, false, "", io.EOF},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rw := &fakeConn{in: strings.NewReader(tc.replies)}
+			rep, started, err := Exchange(rw, Request{V: Version, Op: OpRun, Body: &Run{Args: []string{"hook", "codex"}, Dir: "/"}})
+			if started != tc.started || (rep.Hook != nil) != tc.hook || rep.Code != tc.code || !errors.Is(err, tc.err) && err != tc.err {
+				t.Fatalf("got %+v started=%v err=%v", rep, started, err)
+			}
+			var req Request
+			if err := json.Unmarshal(rw.out.Bytes(), &req); err != nil || req.Op != OpRun || !strings.HasSuffix(rw.out.String(), "\n") {
+				t.Fatalf("request line %q: %v", rw.out.String(), err)
+			}
+		})
+	}
+}
+
+type fakeConn struct {
+	in  io.Reader
+	out bytes.Buffer
+}
+
+func (f *fakeConn) Read(p []byte) (int, error)  { return f.in.Read(p) }
+func (f *fakeConn) Write(p []byte) (int, error) { return f.out.Write(p) }
