@@ -74,7 +74,10 @@ The worker id, the lanes of the main session and of each subagent type, and
 the NATS connection come from the worker config (--config, else
 ` + worker.ProjectConfig + ` here, else worker.json in the state dir). The hook uses
 the sidecar (worker-agent run) when its socket answers, else connects
-directly.`,
+directly. writ-hook, the thin client install writes when it sits beside
+worker-agent, has the sidecar run this same command in its own process
+(same arguments, stdin and environment, same answer) and runs it here
+when the sidecar declines or is not running.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// One line: a misconfigured hook's stderr goes to the model.
