@@ -247,7 +247,7 @@ func sidecarHosting(ctx context.Context, args []string, timeout time.Duration) s
 	}
 	dir, _ := os.Getwd()
 	rep, _, err := hookwire.Exchange(conn, hookwire.Request{V: hookwire.Version, Op: hookwire.OpRun, TimeoutMS: timeout.Milliseconds(),
-		Body: &hookwire.Run{Args: args, Env: hookwire.Env(os.Environ()), Dir: dir, Stdin: []byte(doctorProbe)}})
+		Body: &hookwire.Run{Args: args, Env: hookwire.Env(os.Environ()), Dir: dir, Stdin: []byte(doctorProbe)}}, nil)
 	switch {
 	case err != nil && !errors.Is(err, hookwire.ErrMalformed):
 		return fmt.Sprintf("the sidecar on %s gave no answer to a hook (%v): is it an older build? every event starts worker-agent", socket, err)

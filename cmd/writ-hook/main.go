@@ -57,6 +57,12 @@ const defaultDeadline = 5 * time.Second
 // almost nothing before the fallback.
 const dialTimeout = 200 * time.Millisecond
 
+// startTimeout bounds the wait for the sidecar's first line (Started, or
+// an answer that needed nothing, or a refusal), which a sidecar sends
+// after reading its config: one that is paused or stuck costs this much
+// before writ-hook runs the hook itself, not the whole deadline.
+const startTimeout = time.Second
+
 // answerMargin is how much longer than the hook's deadline writ-hook
 // waits for the sidecar's answer.
 const answerMargin = time.Second
@@ -175,7 +181,7 @@ func (c *client) viaSidecar(socket string, deadline time.Duration, event []byte)
 		return 0, false
 	}
 	wait := deadline + answerMargin
-	conn, err := dialUnix(socket, dialTimeout, wait)
+	conn, err := dialUnix(socket, dialTimeout, min(startTimeout, wait))
 	if err != nil {
 		return 0, false
 	}
@@ -184,10 +190,15 @@ func (c *client) viaSidecar(socket string, deadline time.Duration, event []byte)
 		V: hookwire.Version, Op: hookwire.OpRun, TimeoutMS: wait.Milliseconds(),
 		Body: &hookwire.Run{Args: c.args, Env: hookwire.Env(os.Environ()), Dir: dir, Stdin: event},
 	}
-	rep, started, err := hookwire.Exchange(conn, req)
+	// Once the sidecar began, its answer may take the hook's deadline.
+	extend := func() { _ = setTimeouts(int(conn.Fd()), wait) }
+	rep, started, err := hookwire.Exchange(conn, req, extend)
 	switch {
 	case !started && (err != nil || rep.Code != ""):
-		return 0, false // nothing begun: declined, an older sidecar, or gone
+		// Nothing begun: declined, an older sidecar, gone, or silent
+		// (paused, stuck) past startTimeout. Closing the connection
+		// makes a late Started fail in the sidecar, which then stops.
+		return 0, false
 	case err != nil && isTimeout(err):
 		return c.block("the sidecar on %s began this hook but gave no answer within %v", socket, wait), true
 	case errors.Is(err, hookwire.ErrMalformed):

@@ -134,6 +134,9 @@ func TestFallbackOnlyBeforeTheSidecarBegan(t *testing.T) {
 			_, _ = c.Write([]byte("{\"v\":\n"))
 		}},
 		{name: "no sidecar on the socket", fallback: true},
+		{name: "silent before started (paused, stuck)", fallback: true, serve: func(hookwire.Request, net.Conn) {
+			time.Sleep(3 * time.Second) // writ-hook gives up after startTimeout
+		}},
 		{name: "began then went away", stderr: "began this hook and went away", serve: func(_ hookwire.Request, c net.Conn) {
 			send(c, hookwire.Reply{Started: true})
 		}},

@@ -177,10 +177,11 @@ func EnvDiff(a, b map[string]string) []string {
 
 // Exchange is the client's side of one hook.run: it writes req as a line
 // on rw and reads the sidecar's lines up to its answer (rep.Hook) or its
-// refusal (rep.Code), reporting whether Started came first. An error
-// (writing, reading, an unreadable line) comes with started as it stood:
-// before Started the client may run the hook itself, after it never.
-func Exchange(rw io.ReadWriter, req Request) (rep Reply, started bool, err error) {
+// refusal (rep.Code), reporting whether Started came first, and calling
+// onStarted (if not nil) when it does. An error (writing, reading, an
+// unreadable line) comes with started as it stood: before Started the
+// client may run the hook itself, after it never.
+func Exchange(rw io.ReadWriter, req Request, onStarted func()) (rep Reply, started bool, err error) {
 	line, err := json.Marshal(req)
 	if err != nil {
 		return Reply{}, false, err
@@ -200,6 +201,9 @@ func Exchange(rw io.ReadWriter, req Request) (rep Reply, started bool, err error
 		}
 		if !rep.Started {
 			return rep, started, nil
+		}
+		if !started && onStarted != nil {
+			onStarted()
 		}
 		started = true
 	}

@@ -158,7 +158,11 @@ func TestExchange(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rw := &fakeConn{in: strings.NewReader(tc.replies)}
-			rep, started, err := Exchange(rw, Request{V: Version, Op: OpRun, Body: &Run{Args: []string{"hook", "codex"}, Dir: "/"}})
+			calls := 0
+			rep, started, err := Exchange(rw, Request{V: Version, Op: OpRun, Body: &Run{Args: []string{"hook", "codex"}, Dir: "/"}}, func() { calls++ })
+			if calls != map[bool]int{false: 0, true: 1}[tc.started] {
+				t.Fatalf("onStarted called %d times", calls)
+			}
 			if started != tc.started || (rep.Hook != nil) != tc.hook || rep.Code != tc.code || !errors.Is(err, tc.err) && err != tc.err {
 				t.Fatalf("got %+v started=%v err=%v", rep, started, err)
 			}
