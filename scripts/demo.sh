@@ -7,7 +7,8 @@
 # the operator applies that policy with a refund instrument added
 # (scripts/demo/preauth.yaml; the epoch moves and an older grant goes stale), a Claude Code session with an Explore subagent is
 # replayed from fixtures (scripts/demo/claude-code/) through
-# `worker-agent hook claude-code`, and the auditor verifies again. Then a
+# `worker-agent hook claude-code` (and its last calls through writ-hook and
+# the sidecar), and the auditor verifies again. Then a
 # cron worker paused past its route lease is fenced out by the next owner.
 # Last, incident response: a spawned child refused when it widens, its
 # parent revoked with the whole subtree in one entry, and a narrower,
@@ -115,14 +116,17 @@ jget() { sed -n "s/^  \"$1\": *\"\([^\"]*\)\".*/\1/p" "$2" | head -n 1; }
 # adapter, as Claude Code runs it: the event on stdin, the answer on stdout,
 # the exit code. WANT is permit (exit 0, no output), deny (exit 0 and a
 # deny naming a reason code) or review (exit 0 and a deny naming a review).
+# HOOKBIN (default worker-agent) is the hook program, HOOKARGS more flags.
 hook() {
-  local f=$FIX/$1 want=$2 note=$3 who ev tool out code got
+  local f=$FIX/$1 want=$2 note=$3 who ev tool out code got bin=${HOOKBIN:-$BIN/worker-agent}
+  [ -f "$1" ] && f=$1
   ev=$(jget hook_event_name "$f"); tool=$(jget tool_name "$f")
   who="main session, lane coordinator"
   [ -n "$(jget agent_type "$f")" ] && who="subagent $(jget agent_type "$f") $(jget agent_id "$f"), lane isolated"
   printf '\n-- %s %s (%s): %s\n' "$ev" "$tool" "$who" "$note"
-  printf '$ %s hook claude-code --config %s < %s\n' "$BIN/worker-agent" "$DEMO/worker.json" "$f"
-  set +e; out=$(WRIT_STATE_DIR="$DATA/state" "$BIN/worker-agent" hook claude-code --config "$DEMO/worker.json" <"$f" 2>"$DATA/last.err"); code=$?; set -e
+  printf '$ %s hook claude-code --config %s%s < %s\n' "$bin" "$DEMO/worker.json" "${HOOKARGS:+ $HOOKARGS}" "$f"
+  # shellcheck disable=SC2086 # HOOKARGS holds whole flags
+  set +e; out=$(WRIT_STATE_DIR="$DATA/state" "$bin" hook claude-code --config "$DEMO/worker.json" ${HOOKARGS:-} <"$f" 2>"$DATA/last.err"); code=$?; set -e
   if [ -n "$out" ]; then printf '%s\n' "$out"; else echo "(no output)"; fi
   [ -s "$DATA/last.err" ] && sed 's/^/  (stderr) /' "$DATA/last.err"
   printf '  -> exit %d\n' "$code"
@@ -208,6 +212,26 @@ echo " approval binds that exact call -- the same worker, tool and arguments -- 
 run "$BIN/issuer" approve "$RV" --ttl 5m --note "payee confirmed with the customer by phone"
 expect "issuer approve:" "$(printf '%s' "$LAST" | tr -d ' \n' | field kind)" review_approved
 hook 18_pre_refund_ticket_again.json permit "the model retries the refund (a new tool call, the same arguments): the approval covers it, once"
+
+printf '\n\033[1m-- 9e. The same session through writ-hook, the thin hook client, and the sidecar\033[0m\n'
+echo "(worker-agent install writes writ-hook into the settings when it sits beside worker-agent: a small"
+echo " static program that hands each event to the worker's sidecar, 'worker-agent run', which runs the"
+echo " same hook command in its own process over the NATS connection it holds; with no sidecar, writ-hook"
+echo " runs worker-agent hook itself. The answers are the same; each event costs one small process.)"
+SOCK=$PWD/$DATA/state/worker-shop.sock
+printf '$ %s run --config %s --socket %s &\n' "$BIN/worker-agent" "$DEMO/worker.json" "$SOCK"
+WRIT_STATE_DIR="$DATA/state" "$BIN/worker-agent" run --config "$DEMO/worker.json" --socket "$SOCK" >"$DATA/sidecar.log" 2>&1 &
+SIDECAR=$!
+trap 'kill $SIDECAR $ISSUER 2>/dev/null; wait $SIDECAR $ISSUER 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do grep -q "serving worker" "$DATA/sidecar.log" && break; sleep 0.1; done
+sed 's/^/  (sidecar) /' "$DATA/sidecar.log"
+for fx in 03_pre_grep.json 04_post_grep.json; do
+  sed 's/"tool_use_id": "\([^"]*\)"/"tool_use_id": "\1_thin"/' "$FIX/$fx" >"$DATA/thin_$fx"
+done
+HOOKBIN=$BIN/writ-hook HOOKARGS="--socket $SOCK" hook "$DATA/thin_03_pre_grep.json" permit "search the sources again (a new tool call), answered by the sidecar"
+HOOKBIN=$BIN/writ-hook HOOKARGS="--socket $SOCK" hook "$DATA/thin_04_post_grep.json" permit "the search finished: effect confirmed by harness:claude-code"
+kill "$SIDECAR" 2>/dev/null; wait "$SIDECAR" 2>/dev/null || true
+trap 'kill $ISSUER 2>/dev/null; wait $ISSUER 2>/dev/null || true' EXIT
 
 step "10. The receipts of the Claude Code session, and the auditor's verdict"
 sleep 0.3
