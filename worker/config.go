@@ -280,6 +280,10 @@ func defaultStateDir() string {
 	return filepath.Join(os.TempDir(), "writ-state")
 }
 
+// SocketNone as --socket makes a hook connect directly, never through a
+// sidecar (writ-hook passes it when the sidecar stopped answering).
+const SocketNone = "none"
+
 // defaultSocket is the sidecar socket of a worker in a state directory.
 func defaultSocket(stateDir, worker string) string {
 	return filepath.Join(stateDir, "worker-"+worker+".sock")
@@ -299,7 +303,7 @@ func (a *AdapterFlags) Add(f *pflag.FlagSet, laneHelp string, socket bool) {
 	f.StringVar(&a.config, "config", os.Getenv(EnvConfig), "worker config file (default "+ProjectConfig+" here, then worker.json in the state dir; env "+EnvConfig+")")
 	f.StringVar(&a.stateDir, "state-dir", "", "state directory (default $"+EnvStateDir+", $XDG_STATE_HOME/writ or ~/.local/state/writ)")
 	if socket {
-		f.StringVar(&a.socket, "socket", "", "sidecar socket (default worker-<worker>.sock in the state dir)")
+		f.StringVar(&a.socket, "socket", "", "sidecar socket (default worker-<worker>.sock in the state dir; "+SocketNone+": connect directly, never through a sidecar)")
 	}
 	if laneHelp != "" {
 		f.StringVar(&a.lane, "lane", "", laneHelp)
@@ -313,6 +317,10 @@ func (a *AdapterFlags) Add(f *pflag.FlagSet, laneHelp string, socket bool) {
 func (a *AdapterFlags) resolve(flags *pflag.FlagSet, g *Agent) (*workerConfig, error) {
 	if a.stateDir == "" {
 		a.stateDir = defaultStateDir()
+	}
+	noSidecar := a.socket == SocketNone
+	if noSidecar {
+		a.socket = ""
 	}
 	a.stateDir, a.config, a.socket = g.abs(a.stateDir), g.abs(a.config), g.abs(a.socket)
 	cfg := &workerConfig{}
@@ -395,7 +403,7 @@ func (a *AdapterFlags) resolve(flags *pflag.FlagSet, g *Agent) (*workerConfig, e
 	if g.Conn.User != "" && g.Conn.User != g.Worker {
 		return nil, fmt.Errorf("NATS user %q is not the worker %q: the issuer takes a worker's identity from its NATS user", g.Conn.User, g.Worker)
 	}
-	if a.socket == "" {
+	if a.socket == "" && !noSidecar {
 		a.socket = g.abs(cfg.Socket)
 	}
 	// Files named relative to the working directory, which for a hook
@@ -403,7 +411,7 @@ func (a *AdapterFlags) resolve(flags *pflag.FlagSet, g *Agent) (*workerConfig, e
 	for _, p := range []*string{&g.Conn.PasswordFile, &g.Conn.CAFile, &g.Conn.CredsFile} {
 		*p = g.abs(*p)
 	}
-	if a.socket == "" {
+	if a.socket == "" && !noSidecar {
 		a.socket = defaultSocket(a.stateDir, g.Worker)
 	}
 	return cfg, nil

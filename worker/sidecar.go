@@ -33,6 +33,9 @@ func (g *Agent) Sidecar(ctx context.Context, flags *pflag.FlagSet, af *AdapterFl
 	if err != nil {
 		return Usagef("%v", err)
 	}
+	if af.socket == "" {
+		return Usagef("--socket %s: the sidecar needs a socket to serve; give its path, or leave --socket out for worker-%s.sock in the state dir", SocketNone, g.Worker)
+	}
 	return g.serveSidecarState(ctx, af.socket, af.stateDir, cfg.Provenance.maxBytes())
 }
 

@@ -83,17 +83,18 @@ func newThinWorld(t *testing.T) *thinWorld {
 	return w
 }
 
-// sidecar starts worker-agent run for w1 on w.socket, from w.home.
+// sidecar starts worker-agent run for w1 on w.socket, from w.home, and
+// returns the function that stops it.
 func (w *thinWorld) sidecar(t *testing.T) func() {
 	t.Helper()
-	return startSidecarIn(t, w.home, w.cfgs["good"], w.socket)
+	cmd := startSidecarIn(t, w.home, w.cfgs["good"], w.socket)
+	return func() { stopSidecar(cmd) }
 }
 
 // startSidecarIn starts worker-agent run on socket with the environment
 // binRun gives a run in dir with env (the hooks' own, when they run in
-// dir with env too), waits for its socket and returns a function that
-// stops it.
-func startSidecarIn(t testing.TB, dir, cfg, socket string, env ...string) func() {
+// dir with env too) and waits for its socket; the test's end stops it.
+func startSidecarIn(t testing.TB, dir, cfg, socket string, env ...string) *exec.Cmd {
 	t.Helper()
 	cmd := binRun{dir: dir, env: env}.command(t, "run", "--config", cfg, "--socket", socket)
 	logs := &lockedBuffer{}
@@ -101,17 +102,20 @@ func startSidecarIn(t testing.TB, dir, cfg, socket string, env ...string) func()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	stop := func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			_ = cmd.Wait()
-		}
-	}
-	t.Cleanup(stop)
+	t.Cleanup(func() { stopSidecar(cmd) })
 	testenv.WaitFor(t, testenv.SetupTimeout, "the sidecar socket", func() bool {
 		return strings.Contains(logs.String(), "serving worker")
 	})
-	return stop
+	return cmd
+}
+
+// stopSidecar ends a sidecar, stopped (SIGSTOP) or not.
+func stopSidecar(cmd *exec.Cmd) {
+	if cmd.ProcessState == nil {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}
 }
 
 // hook runs bin (writ-hook or worker-agent) as an installed hook would,
@@ -347,5 +351,35 @@ func TestWritHookConcurrentHostedHooks(t *testing.T) {
 	}
 	if len(grantsSeen) != n {
 		t.Fatalf("%d distinct permits, want %d", len(grantsSeen), n)
+	}
+}
+
+// A sidecar that stops answering (paused here with SIGSTOP; a stuck or
+// swapped-out process looks the same) costs writ-hook a second: it then
+// runs worker-agent with --socket=none, which connects directly instead
+// of waiting for the same sidecar until its deadline and blocking.
+func TestWritHookAroundAStalledSidecar(t *testing.T) {
+	w := newThinWorld(t)
+	both := filepath.Join(thinDir(t, true), "writ-hook")
+	sc := startSidecarIn(t, w.home, w.cfgs["good"], w.socket)
+	if err := sc.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if r := w.hook(t, both, "good", "stalled-1", "pre_bash.json"); r.code != 0 || r.stdout != "" {
+		t.Fatalf("with the sidecar stopped: %+v", r)
+	}
+	// --socket none connects directly; a sidecar cannot serve none.
+	in := patch(t, fixture(t, "claude-code/pre_bash.json"), map[string]any{"session_id": "stalled-3"})
+	if r := (binRun{dir: w.home, stdin: in}).run(t, "hook", "claude-code", "--config", w.cfgs["good"], "--socket", "none"); r.code != 0 {
+		t.Fatalf("--socket none: %+v", r)
+	}
+	if r := (binRun{dir: w.home}).run(t, "run", "--config", w.cfgs["good"], "--socket", "none"); r.code != 2 || !strings.Contains(r.stderr, "needs a socket") {
+		t.Fatalf("run --socket none: %+v", r)
+	}
+	evs := receipts(t, w.env)
+	for s, want := range map[string]string{"stalled-1": "w1/permit", "stalled-3": "w1/permit"} {
+		if got := strings.Join(decided(evs, s), ","); got != want {
+			t.Errorf("%s: %q, want %q", s, got, want)
+		}
 	}
 }

@@ -19,7 +19,9 @@
 //   - no --socket, no sidecar on it, a sidecar that declines (another
 //     worker's, another environment) or one that goes away before it
 //     began: writ-hook runs worker-agent hook (the binary beside it) with
-//     the same arguments and stdin, and exits with its status;
+//     the same arguments and stdin, and exits with its status; a sidecar
+//     silent for a second (paused, stuck) likewise, with --socket=none
+//     added so that worker-agent connects to NATS directly;
 //   - a sidecar that began the hook and then went away, or did not answer
 //     within the deadline: exit 2 with one line on stderr (the call is
 //     blocked; running the hook again could act twice);
@@ -68,6 +70,10 @@ const startTimeout = time.Second
 const answerMargin = time.Second
 
 const agentName = "worker-agent"
+
+// socketNone is worker-agent's --socket value for "connect directly"
+// (worker.SocketNone).
+const socketNone = "none"
 
 const helpText = `writ-hook: writ's thin hook client.
 
@@ -125,10 +131,30 @@ func (c *client) run(stdin io.Reader) int {
 	if len(event) > hookwire.MaxStdin {
 		return c.fallback(io.MultiReader(bytes.NewReader(event), stdin))
 	}
-	if code, done := c.viaSidecar(socket, deadline, event); done {
+	code, done, stalled := c.viaSidecar(socket, deadline, event)
+	if done {
 		return code
 	}
+	if stalled {
+		// worker-agent would wait for the same silent sidecar until its
+		// deadline: it connects directly instead.
+		c.args = withoutSidecar(c.args)
+	}
 	return c.fallback(bytes.NewReader(event))
+}
+
+// withoutSidecar is args with --socket=none, before a "--" if any: the
+// hook's last --socket wins.
+func withoutSidecar(args []string) []string {
+	out := make([]string, 0, len(args)+1)
+	for i, a := range args {
+		if a == "--" {
+			out = append(out, "--socket="+socketNone)
+			return append(out, args[i:]...)
+		}
+		out = append(out, a)
+	}
+	return append(out, "--socket="+socketNone)
 }
 
 // options reads --socket and --deadline from the hook's arguments; ok is
@@ -174,16 +200,17 @@ func (c *client) options() (socket string, deadline time.Duration, ok bool) {
 }
 
 // viaSidecar asks the sidecar on socket to run the hook. done is false
-// when the hook is to be run by worker-agent instead: nothing was begun.
-func (c *client) viaSidecar(socket string, deadline time.Duration, event []byte) (code int, done bool) {
+// when the hook is to be run by worker-agent instead: nothing was begun;
+// stalled then says the sidecar took the connection and said nothing.
+func (c *client) viaSidecar(socket string, deadline time.Duration, event []byte) (code int, done, stalled bool) {
 	dir, err := os.Getwd()
 	if err != nil || !filepath.IsAbs(dir) {
-		return 0, false
+		return 0, false, false
 	}
 	wait := deadline + answerMargin
 	conn, err := dialUnix(socket, dialTimeout, min(startTimeout, wait))
 	if err != nil {
-		return 0, false
+		return 0, false, isTimeout(err) // a full backlog: nobody accepts
 	}
 	defer conn.Close()
 	req := hookwire.Request{
@@ -198,17 +225,17 @@ func (c *client) viaSidecar(socket string, deadline time.Duration, event []byte)
 		// Nothing begun: declined, an older sidecar, gone, or silent
 		// (paused, stuck) past startTimeout. Closing the connection
 		// makes a late Started fail in the sidecar, which then stops.
-		return 0, false
+		return 0, false, err != nil && isTimeout(err)
 	case err != nil && isTimeout(err):
-		return c.block("the sidecar on %s began this hook but gave no answer within %v", socket, wait), true
+		return c.block("the sidecar on %s began this hook but gave no answer within %v", socket, wait), true, false
 	case errors.Is(err, hookwire.ErrMalformed):
-		return c.block("the sidecar on %s began this hook and then sent an unreadable answer: %v", socket, err), true
+		return c.block("the sidecar on %s began this hook and then sent an unreadable answer: %v", socket, err), true, false
 	case err != nil:
-		return c.block("the sidecar on %s began this hook and went away before answering (%v)", socket, err), true
+		return c.block("the sidecar on %s began this hook and went away before answering (%v)", socket, err), true, false
 	case rep.Code != "":
-		return c.block("the sidecar on %s began this hook and then failed: %s: %s", socket, rep.Code, rep.Error), true
+		return c.block("the sidecar on %s began this hook and then failed: %s: %s", socket, rep.Code, rep.Error), true, false
 	}
-	return c.answer(rep.Hook), true
+	return c.answer(rep.Hook), true, false
 }
 
 // answer prints the hook's answer and returns its exit status.

@@ -124,6 +124,7 @@ func TestFallbackOnlyBeforeTheSidecarBegan(t *testing.T) {
 		serve    func(hookwire.Request, net.Conn) // nil: no sidecar at all
 		deadline string
 		fallback bool
+		direct   bool   // the fallback is told to skip the sidecar
 		stderr   string // for a block
 	}{
 		{name: "declined", fallback: true, serve: func(_ hookwire.Request, c net.Conn) {
@@ -134,7 +135,7 @@ func TestFallbackOnlyBeforeTheSidecarBegan(t *testing.T) {
 			_, _ = c.Write([]byte("{\"v\":\n"))
 		}},
 		{name: "no sidecar on the socket", fallback: true},
-		{name: "silent before started (paused, stuck)", fallback: true, serve: func(hookwire.Request, net.Conn) {
+		{name: "silent before started (paused, stuck)", fallback: true, direct: true, serve: func(hookwire.Request, net.Conn) {
 			time.Sleep(3 * time.Second) // writ-hook gives up after startTimeout
 		}},
 		{name: "began then went away", stderr: "began this hook and went away", serve: func(_ hookwire.Request, c net.Conn) {
@@ -166,7 +167,11 @@ func TestFallbackOnlyBeforeTheSidecarBegan(t *testing.T) {
 			}
 			got := runClient(t, agent, event, args...)
 			if tc.fallback {
-				want := outcome{3, "agent " + strings.Join(args, " ") + "\n" + event, ""}
+				ran := args
+				if tc.direct {
+					ran = append(ran[:len(ran):len(ran)], "--socket=none")
+				}
+				want := outcome{3, "agent " + strings.Join(ran, " ") + "\n" + event, ""}
 				if got != want {
 					t.Fatalf("got %+v, want worker-agent's run %+v", got, want)
 				}
@@ -177,6 +182,17 @@ func TestFallbackOnlyBeforeTheSidecarBegan(t *testing.T) {
 				t.Fatalf("got %+v, want exit 2 and one line saying %q, worker-agent not run", got, tc.stderr)
 			}
 		})
+	}
+}
+
+func TestWithoutSidecar(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"hook codex --socket /s", "hook codex --socket /s --socket=none"},
+		{"hook codex -- x", "hook codex --socket=none -- x"},
+	} {
+		if got := strings.Join(withoutSidecar(strings.Fields(tc.in)), " "); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }
 
