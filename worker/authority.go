@@ -350,6 +350,12 @@ func (f *fallback) Close() {
 // --timeout ends.
 const maxAttempt = 2 * time.Second
 
+// attemptWithin is one try's bound for a request that has timeout in all:
+// several tries, each with the same idempotency key, fit inside it.
+func attemptWithin(timeout time.Duration) time.Duration {
+	return min(maxAttempt, max(timeout/4, 50*time.Millisecond))
+}
+
 // Client dials NATS within ctx (retrying while NATS is unreachable) and
 // returns a client for the worker. The caller closes the connection.
 func (g *Agent) Client(ctx context.Context) (*client.Client, *nats.Conn, error) {
@@ -367,6 +373,6 @@ func (g *Agent) dial(ctx context.Context, once bool) (*client.Client, *nats.Conn
 	}
 	c := client.New(nc, g.Worker)
 	// Several tries fit inside --timeout, each with the same idempotency key.
-	c.Attempt = min(maxAttempt, max(g.Conn.Timeout/4, 50*time.Millisecond))
+	c.Attempt = attemptWithin(g.Conn.Timeout)
 	return c, nc, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/connect"
+	"github.com/writ-dev/writ/internal/hookwire"
 	"github.com/writ-dev/writ/provenance"
 )
 
@@ -282,7 +283,7 @@ func defaultStateDir() string {
 
 // SocketNone as --socket makes a hook connect directly, never through a
 // sidecar (writ-hook passes it when the sidecar stopped answering).
-const SocketNone = "none"
+const SocketNone = hookwire.SocketNone
 
 // defaultSocket is the sidecar socket of a worker in a state directory.
 func defaultSocket(stateDir, worker string) string {

@@ -125,7 +125,7 @@ type hostedAuthority struct{ c *client.Client }
 
 func (h hostedAuthority) sized(ctx context.Context) *client.Client {
 	c := *h.c
-	c.Attempt = min(maxAttempt, max(time.Until(deadlineOf(ctx))/4, 50*time.Millisecond))
+	c.Attempt = attemptWithin(time.Until(deadlineOf(ctx)))
 	return &c
 }
 
@@ -172,11 +172,7 @@ func (s *sidecar) hostHook(ctx context.Context, conn net.Conn, req *sidecarReque
 	if diff := hookwire.EnvDiff(run.Env, hookwire.Env(os.Environ())); len(diff) > 0 {
 		return decline("the hook's environment differs from the sidecar's in " + strings.Join(diff, ", "))
 	}
-	timeout := time.Duration(req.TimeoutMS) * time.Millisecond
-	if timeout <= 0 || timeout > maxSidecarTimeout {
-		timeout = maxSidecarTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, req.timeout())
 	defer cancel()
 	h := &hostedHook{
 		worker: s.worker, socket: s.socket, dir: filepath.Clean(run.Dir),

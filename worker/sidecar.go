@@ -26,6 +26,16 @@ import (
 // maxSidecarTimeout caps the time a sidecar spends on one request.
 const maxSidecarTimeout = 30 * time.Second
 
+// timeout is how long the sidecar works on r: its timeout_ms, capped at
+// maxSidecarTimeout (which also stands for none given).
+func (r *sidecarRequest) timeout() time.Duration {
+	t := time.Duration(r.TimeoutMS) * time.Millisecond
+	if t <= 0 || t > maxSidecarTimeout {
+		return maxSidecarTimeout
+	}
+	return t
+}
+
 // Sidecar resolves the worker config under flags, then serves the
 // sidecar socket until ctx ends.
 func (g *Agent) Sidecar(ctx context.Context, flags *pflag.FlagSet, af *AdapterFlags) error {
@@ -212,14 +222,11 @@ func (s *sidecar) handle(ctx context.Context, req *sidecarRequest) sidecarRespon
 	if req.Worker != s.worker {
 		return sidecarResponse{Code: sidecarWrongWorker, Error: fmt.Sprintf("this sidecar serves worker %s, not %s", s.worker, req.Worker)}
 	}
-	timeout := time.Duration(req.TimeoutMS) * time.Millisecond
-	if timeout <= 0 || timeout > maxSidecarTimeout {
-		timeout = maxSidecarTimeout
-	}
+	timeout := req.timeout()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	c := *s.client
-	c.Attempt = min(maxAttempt, max(timeout/4, 50*time.Millisecond))
+	c.Attempt = attemptWithin(timeout)
 	var (
 		env grants.Envelope
 		err error

@@ -71,10 +71,6 @@ const answerMargin = time.Second
 
 const agentName = "worker-agent"
 
-// socketNone is worker-agent's --socket value for "connect directly"
-// (worker.SocketNone).
-const socketNone = "none"
-
 const helpText = `writ-hook: writ's thin hook client.
 
 Usage (as worker-agent install writes it into a harness's settings):
@@ -149,12 +145,12 @@ func withoutSidecar(args []string) []string {
 	out := make([]string, 0, len(args)+1)
 	for i, a := range args {
 		if a == "--" {
-			out = append(out, "--socket="+socketNone)
+			out = append(out, "--socket="+hookwire.SocketNone)
 			return append(out, args[i:]...)
 		}
 		out = append(out, a)
 	}
-	return append(out, "--socket="+socketNone)
+	return append(out, "--socket="+hookwire.SocketNone)
 }
 
 // options reads --socket and --deadline from the hook's arguments; ok is

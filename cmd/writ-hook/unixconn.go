@@ -9,7 +9,7 @@ import (
 
 // dialUnix connects to the unix stream socket at path, waiting at most
 // connect, and returns the connection as a file whose reads and writes
-// each give up after wait (errTimeout).
+// each give up after wait (isTimeout).
 //
 // It goes to the socket with syscall rather than package net: net's
 // resolver makes a default build link libc dynamically, and the dynamic

@@ -35,6 +35,11 @@ const Version = 1
 // OpRun is the op of a hosted hook run.
 const OpRun = "hook.run"
 
+// SocketNone as worker-agent's --socket makes a hook connect directly,
+// never through a sidecar: writ-hook passes it when the sidecar took the
+// connection and said nothing.
+const SocketNone = "none"
+
 // CodeDeclined is the answer of a sidecar that will not run this hook
 // itself (another worker's, another environment, an older build): the
 // client runs it in its own process.
