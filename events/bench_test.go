@@ -112,6 +112,21 @@ func BenchmarkDecodeInto(b *testing.B) {
 	reportEvents(b)
 }
 
+// BenchmarkDecodeShared is BenchmarkDecodeInto without the strings' copy
+// (the mix's buffers are never changed).
+func BenchmarkDecodeShared(b *testing.B) {
+	mix := benchMix()
+	b.SetBytes(mix.n / int64(len(mix.raw)))
+	b.ReportAllocs()
+	var e Event
+	for i := 0; b.Loop(); i++ {
+		if err := DecodeShared(mix.raw[i%len(mix.raw)], &e); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportEvents(b)
+}
+
 // BenchmarkSeal seals the bench mix into a reused buffer, as a caller that
 // copies the bytes out (or publishes them) before the next event would.
 func BenchmarkSeal(b *testing.B) {

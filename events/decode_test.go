@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"pgregory.net/rapid"
 )
@@ -66,6 +67,18 @@ func checkAgainstReference(t fatalf, in []byte) {
 	}
 	if !reflect.DeepEqual(normalize(into), normalize(want)) {
 		t.Fatalf("DecodeInto differs from the reference:\n got  %+v\n want %+v", into, want)
+	}
+
+	// DecodeShared reads a buffer handed over for good: a fresh one,
+	// left alone.
+	shared := dirtyEvent()
+	own := append([]byte(nil), in...)
+	err = DecodeShared(own, &shared)
+	if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
+		t.Fatalf("DecodeShared error %v, reference %v\n%x", err, wantErr, in)
+	}
+	if !reflect.DeepEqual(normalize(shared), normalize(want)) {
+		t.Fatalf("DecodeShared differs from the reference:\n got  %+v\n want %+v", shared, want)
 	}
 }
 
@@ -245,6 +258,44 @@ func TestDecodeIntoReuse(t *testing.T) {
 	}
 }
 
+// TestDecodeSharedAliases: DecodeShared's strings are views of the input
+// (what saves the copy), so they change with it, which is why its callers
+// promise never to change it; DecodeInto's do not. The lists it reuses
+// follow DecodeInto's rule.
+func TestDecodeSharedAliases(t *testing.T) {
+	_, encs := goldenChain()
+	for _, enc := range encs {
+		want := mustDecode(t, enc)
+		if want.Worker == "" {
+			continue
+		}
+		in := append([]byte(nil), enc...)
+		var e Event
+		if err := DecodeShared(in, &e); err != nil {
+			t.Fatalf("seq %d: DecodeShared: %v", want.Seq, err)
+		}
+		at := bytes.Index(in, []byte(want.Worker))
+		if at < 0 {
+			t.Fatalf("seq %d: worker %q not in the encoding", want.Seq, want.Worker)
+		}
+		inside := func(s string) bool {
+			p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+			lo := uintptr(unsafe.Pointer(&in[0]))
+			return p >= lo && p+uintptr(len(s)) <= lo+uintptr(len(in))
+		}
+		if !inside(e.Worker) {
+			t.Fatalf("seq %d: DecodeShared copied the worker instead of viewing the input", want.Seq)
+		}
+		var copied Event
+		if err := DecodeInto(in, &copied); err != nil {
+			t.Fatal(err)
+		}
+		if inside(copied.Worker) {
+			t.Fatalf("seq %d: DecodeInto's worker points into the input", want.Seq)
+		}
+	}
+}
+
 // TestEncodedLen: bodyLen is exactly what appendBody writes, so Seal sizes
 // its buffer once. Golden events set every field; generated ones reach the
 // edges of the varints, and a long field needs a three-byte length.
@@ -304,6 +355,15 @@ func TestAllocs(t *testing.T) {
 	})
 	if got != 1 {
 		t.Errorf("DecodeInto over the mix: %v allocations per event, want 1", got)
+	}
+	got = testing.AllocsPerRun(100, func() {
+		if err := DecodeShared(mix.raw[i%len(mix.raw)], &e); err != nil {
+			t.Fatal(err)
+		}
+		i++
+	})
+	if got != 0 {
+		t.Errorf("DecodeShared over the mix: %v allocations per event, want 0", got)
 	}
 }
 

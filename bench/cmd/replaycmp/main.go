@@ -1,7 +1,8 @@
 // Command replaycmp measures the auditor's sequential replay over the
 // bench's generated receipt stream (gen.Stream, as writbench's auditor
-// phase): events.Decode + fsm.Evolve against events.DecodeInto into one
-// reused event + fsm.EvolveRef, alternating in one process, every round
+// phase): events.Decode + fsm.Evolve, events.DecodeInto into one reused
+// event + fsm.EvolveRef, and events.DecodeShared (no copy of the strings)
+// + fsm.EvolveRef, alternating in one process, every round
 // into a fresh state whose digest must equal the issuer's. It prints the
 // best and the median of the rounds, in events/s and process CPU per
 // event. -only proj applies the first -projn receipts to a fresh
@@ -81,8 +82,20 @@ func main() {
 			return nil
 		},
 	}
+	variants["shared+ref"] = func(s *fsm.State) error {
+		var e events.Event
+		for _, b := range raw {
+			if err := events.DecodeShared(b, &e); err != nil {
+				return err
+			}
+			if err := fsm.EvolveRef(s, &e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	variants["proj"] = projVariant(raw)
-	names := []string{"decode+evolve", "into+ref"}
+	names := []string{"decode+evolve", "into+ref", "shared+ref"}
 	if *only != "" {
 		names = []string{*only}
 	}
