@@ -31,11 +31,12 @@ type Decoded struct {
 const pipeBatch = 256
 
 type batch struct {
-	raw   [][]byte
-	seqs  []uint64
-	evs   []events.Event
-	errs  []error
-	ready chan struct{} // a worker sends once the batch is decoded
+	raw    [][]byte
+	seqs   []uint64
+	shared []bool // decode raw[i] with events.DecodeShared (AddShared)
+	evs    []events.Event
+	errs   []error
+	ready  chan struct{} // a worker sends once the batch is decoded
 }
 
 // ErrPipelineClosed is returned by Pipeline.Add after Close.
@@ -86,11 +87,12 @@ func NewPipeline(workers int, fold func(*Decoded) error) *Pipeline {
 	}
 	for range inFlight {
 		p.free <- &batch{
-			raw:   make([][]byte, 0, pipeBatch),
-			seqs:  make([]uint64, 0, pipeBatch),
-			evs:   make([]events.Event, pipeBatch),
-			errs:  make([]error, pipeBatch),
-			ready: make(chan struct{}, 1),
+			raw:    make([][]byte, 0, pipeBatch),
+			seqs:   make([]uint64, 0, pipeBatch),
+			shared: make([]bool, 0, pipeBatch),
+			evs:    make([]events.Event, pipeBatch),
+			errs:   make([]error, pipeBatch),
+			ready:  make(chan struct{}, 1),
 		}
 	}
 	p.decoded.Add(workers)
@@ -116,6 +118,19 @@ func (v *Verifier) Pipeline(workers int) *Pipeline {
 // modify it before Close. Add returns the fold's error once the fold has
 // failed (the message is then dropped), and ErrPipelineClosed after Close.
 func (p *Pipeline) Add(raw []byte, streamSeq uint64) error {
+	return p.add(raw, streamSeq, false)
+}
+
+// AddShared is Add for a message handed over for good, as to
+// events.DecodeShared: raw must never be modified afterwards, by anyone,
+// since the decoded strings (and whatever the fold keeps of them) view it.
+// A message received from NATS qualifies. It saves the copy of the strings
+// Add makes for each message.
+func (p *Pipeline) AddShared(raw []byte, streamSeq uint64) error {
+	return p.add(raw, streamSeq, true)
+}
+
+func (p *Pipeline) add(raw []byte, streamSeq uint64, shared bool) error {
 	if p.closed {
 		return ErrPipelineClosed
 	}
@@ -128,6 +143,7 @@ func (p *Pipeline) Add(raw []byte, streamSeq uint64) error {
 	b := p.cur
 	b.raw = append(b.raw, raw)
 	b.seqs = append(b.seqs, streamSeq)
+	b.shared = append(b.shared, shared)
 	if len(b.raw) == pipeBatch {
 		p.dispatch()
 	}
@@ -169,7 +185,11 @@ func (p *Pipeline) decode() {
 	for b := range p.work {
 		if !p.stop.Load() {
 			for i, raw := range b.raw {
-				b.errs[i] = events.DecodeInto(raw, &b.evs[i])
+				if b.shared[i] {
+					b.errs[i] = events.DecodeShared(raw, &b.evs[i])
+				} else {
+					b.errs[i] = events.DecodeInto(raw, &b.evs[i])
+				}
 			}
 		}
 		b.ready <- struct{}{}
@@ -195,7 +215,7 @@ func (p *Pipeline) run() {
 		}
 		clear(b.raw) // drop the caller's buffers
 		clear(b.errs)
-		b.raw, b.seqs = b.raw[:0], b.seqs[:0]
+		b.raw, b.seqs, b.shared = b.raw[:0], b.seqs[:0], b.shared[:0]
 		p.free <- b
 	}
 }

@@ -21,14 +21,21 @@ func positions(n int) []uint64 {
 }
 
 // pipelined checks raw (with stream sequences ss) through a Verifier's
-// Pipeline with the given number of workers.
+// Pipeline with the given number of workers. Every third message goes in
+// with AddShared (raw is never modified afterwards), so both decodes meet
+// in one batch.
 func pipelined(t *testing.T, raw [][]byte, ss []uint64, opts Options, workers int) (*Verifier, *Violation) {
 	t.Helper()
 	v := NewVerifier(opts)
 	p := v.Pipeline(workers)
 	var addErr error
 	for i, b := range raw {
-		if addErr = p.Add(b, ss[i]); addErr != nil {
+		if i%3 == 2 {
+			addErr = p.AddShared(b, ss[i])
+		} else {
+			addErr = p.Add(b, ss[i])
+		}
+		if addErr != nil {
 			break
 		}
 	}
@@ -157,6 +164,7 @@ func TestPipelineReplay(t *testing.T) {
 	m := workload(5, 700)
 	raw := m.raw()
 	replay := func(raw [][]byte, workers int) (*fsm.State, int, error) {
+		shared := workers == 3 // one of the runs below hands the messages over for good
 		s, n := fsm.New(), 0
 		p := NewPipeline(workers, func(d *Decoded) error {
 			if d.Err != nil {
@@ -169,7 +177,11 @@ func TestPipelineReplay(t *testing.T) {
 			return nil
 		})
 		for _, b := range raw {
-			if p.Add(b, 0) != nil {
+			add := p.Add
+			if shared {
+				add = p.AddShared
+			}
+			if add(b, 0) != nil {
 				break
 			}
 		}

@@ -238,6 +238,19 @@ func (v *Verifier) Add(raw []byte, streamSeq uint64) error {
 	return v.addDecoded(&v.scratch, err, streamSeq, false)
 }
 
+// AddShared is Add for a message handed over for good, as to
+// events.DecodeShared: raw must never be modified afterwards, since what
+// the Verifier keeps of it (its projection's strings) views it. A message
+// received from NATS qualifies. It saves the copy Add makes of each
+// message's strings.
+func (v *Verifier) AddShared(raw []byte, streamSeq uint64) error {
+	if v.viol != nil {
+		return v.viol
+	}
+	err := events.DecodeShared(raw, &v.scratch)
+	return v.addDecoded(&v.scratch, err, streamSeq, false)
+}
+
 // addDecoded is Add after the decode: e and err are what events.Decode or
 // DecodeInto gave for the message. owned says add may keep e's slices
 // (otherwise it copies what it keeps). Add and Pipeline share it, so both

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"sort"
 	"time"
@@ -31,6 +32,7 @@ func main() {
 	only := flag.String("only", "", "variant")
 	projN := flag.Int("projn", 200000, "receipts for the proj variant")
 	prof := flag.String("prof", "", "write a CPU profile of the first round here (with -only)")
+	freeOS := flag.Bool("free-os", false, "return the heap's free memory to the OS before each round (a fresh process's heap, as writbench's auditor phase measures)")
 	scattered := flag.Bool("scattered", false, "hold each receipt in its own allocation, as fsm's outbox hands them out (default: one buffer, gen.Contiguous)")
 	flag.Parse()
 	raw, st, _ := gen.Stream(*n, 64, time.Second)
@@ -100,14 +102,21 @@ func main() {
 		names = []string{*only}
 	}
 	res := map[string][][2]float64{}
+	allocB := map[string]float64{} // heap bytes allocated per event, last round
+	gcs := map[string]uint32{}     // collections during the last round
 	for r := 0; r < *rounds; r++ {
 		for _, name := range names {
 			runtime.GC()
+			if *freeOS {
+				debug.FreeOSMemory()
+			}
 			s := fsm.New()
 			if *prof != "" && r == 0 {
 				f, _ := os.Create(*prof)
 				pprof.StartCPUProfile(f)
 			}
+			var ms0, ms1 runtime.MemStats
+			runtime.ReadMemStats(&ms0)
 			c0 := gen.CPU(os.Getpid())
 			t := time.Now()
 			if err := variants[name](s); err != nil {
@@ -118,6 +127,9 @@ func main() {
 			if *prof != "" && r == 0 {
 				pprof.StopCPUProfile()
 			}
+			runtime.ReadMemStats(&ms1)
+			allocB[name] = float64(ms1.TotalAlloc-ms0.TotalAlloc) / float64(len(raw))
+			gcs[name] = ms1.NumGC - ms0.NumGC
 			if s.Digest() != want {
 				panic(name + ": digest differs")
 			}
@@ -133,7 +145,7 @@ func main() {
 		}
 		sort.Float64s(rates)
 		sort.Float64s(cpus)
-		fmt.Printf("%-16s events/s best %8.0f median %8.0f | CPU ns/event best %5.0f median %5.0f (n=%d, %d rounds, digest ok)\n",
-			name, rates[len(rates)-1], rates[len(rates)/2], cpus[0], cpus[len(cpus)/2], len(raw), len(rs))
+		fmt.Printf("%-16s events/s best %8.0f median %8.0f | CPU ns/event best %5.0f median %5.0f | %4.0f B allocated/event, %d GCs (n=%d, %d rounds, digest ok)\n",
+			name, rates[len(rates)-1], rates[len(rates)/2], cpus[0], cpus[len(cpus)/2], allocB[name], gcs[name], len(raw), len(rs))
 	}
 }
