@@ -229,12 +229,17 @@ func (v *Verifier) next() uint64 {
 // the first violation (a *Violation), now or from an earlier call.
 // Pipeline does the same for many messages, decoding them in parallel.
 func (v *Verifier) Add(raw []byte, streamSeq uint64) error {
+	return v.addRaw(raw, streamSeq, events.DecodeInto)
+}
+
+// addRaw is Add and AddShared with their decode.
+func (v *Verifier) addRaw(raw []byte, streamSeq uint64, decode func([]byte, *events.Event) error) error {
 	if v.viol != nil {
 		return v.viol
 	}
 	// Decoded into the Verifier's own event, whose lists the next Add
 	// overwrites: add copies what it keeps.
-	err := events.DecodeInto(raw, &v.scratch)
+	err := decode(raw, &v.scratch)
 	return v.addDecoded(&v.scratch, err, streamSeq, false)
 }
 
@@ -244,11 +249,7 @@ func (v *Verifier) Add(raw []byte, streamSeq uint64) error {
 // received from NATS qualifies. It saves the copy Add makes of each
 // message's strings.
 func (v *Verifier) AddShared(raw []byte, streamSeq uint64) error {
-	if v.viol != nil {
-		return v.viol
-	}
-	err := events.DecodeShared(raw, &v.scratch)
-	return v.addDecoded(&v.scratch, err, streamSeq, false)
+	return v.addRaw(raw, streamSeq, events.DecodeShared)
 }
 
 // addDecoded is Add after the decode: e and err are what events.Decode or

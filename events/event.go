@@ -654,14 +654,7 @@ func Decode(b []byte) (Event, error) {
 //
 // Like Decode, the result never aliases b (unless slices the caller had
 // put in *e did).
-func DecodeInto(b []byte, e *Event) error {
-	e.reset()
-	if err := decode(b, e, false); err != nil {
-		e.reset()
-		return err
-	}
-	return nil
-}
+func DecodeInto(b []byte, e *Event) error { return decodeReset(b, e, false) }
 
 // DecodeShared is DecodeInto for input the caller hands over for good: the
 // event's strings are substrings of b itself rather than of a copy, so
@@ -676,9 +669,12 @@ func DecodeInto(b []byte, e *Event) error {
 // refilled, a pooled one, or memory that is unmapped later (a bbolt value,
 // valid only in its transaction) does not, and must go to DecodeInto.
 // Keeping any string keeps all of b alive.
-func DecodeShared(b []byte, e *Event) error {
+func DecodeShared(b []byte, e *Event) error { return decodeReset(b, e, true) }
+
+// decodeReset decodes b into a reset *e, and resets it again on error.
+func decodeReset(b []byte, e *Event, shared bool) error {
 	e.reset()
-	if err := decode(b, e, true); err != nil {
+	if err := decode(b, e, shared); err != nil {
 		e.reset()
 		return err
 	}
@@ -718,7 +714,7 @@ type decoder struct {
 	shared bool
 }
 
-// decode does the work of Decode and DecodeInto. Fields of e not in b must
+// decode does the work of Decode, DecodeInto and DecodeShared. Fields of e not in b must
 // already be zero and its slices empty.
 func decode(b []byte, e *Event, shared bool) error {
 	if len(b) == 0 {
