@@ -286,6 +286,7 @@ func (s *State) prune() {
 	}
 	s.notePeaks()
 	defer s.shrinkMaps()
+	s.warmDue()
 	for {
 		next, ok := s.nextDue()
 		if !ok || next.At > s.clock {
@@ -342,4 +343,65 @@ func (s *State) prune() {
 			s.pruneUsage(it)
 		}
 	}
+}
+
+// warmDueMax bounds how many due items warmDue reads ahead.
+const warmDueMax = 128
+
+// warmDue reads ahead, before prune removes anything, the memory that
+// removing the run's due grants will read: each permit's record, the bytes
+// of its grant id and idempotency key, and the map slots that hold them.
+// All of it was last touched long ago (a grant expires minutes of stream
+// after its permit) and is likely out of the caches. In prune's loop each
+// of those misses waits for the one before it (the record, then the key's
+// bytes, then the slot). Here the loads of different items do not depend
+// on one another, so the processor overlaps their misses; prune then
+// finds the lines cached. Replaying a receipt stream, where an entry's
+// grants expire together, this measured 5-8% faster (bench/README).
+//
+// It changes nothing: it only reads, and what it computes is kept in
+// warmSink only so that the reads are not optimized away.
+func (s *State) warmDue() {
+	q := &s.expiryRun
+	end := min(len(q.items), q.head+warmDueMax)
+	var x byte
+	due := q.head
+	for ; due < end && q.items[due].At <= s.clock; due++ {
+		switch r := q.items[due].Ref.(type) {
+		case *permitRecords:
+			x ^= first(r.grant.ID) ^ first(r.grant.IdemKey)
+		case *grants.Grant:
+			x ^= first(r.ID)
+		}
+	}
+	if due-q.head < 2 {
+		// One item: nothing to overlap, and prune's own probes are as
+		// fast as these would be.
+		s.warmSink ^= x
+		return
+	}
+	for i := q.head; i < due; i++ {
+		switch r := q.items[i].Ref.(type) {
+		case *permitRecords:
+			if _, ok := s.grants[r.grant.ID]; ok {
+				x++
+			}
+			if _, ok := s.idem[idemID{r.grant.Worker, r.grant.IdemKey}]; ok {
+				x++
+			}
+		case *grants.Grant:
+			if _, ok := s.grants[r.ID]; ok {
+				x++
+			}
+		}
+	}
+	s.warmSink ^= x
+}
+
+// first is s's first byte, or 0.
+func first(s string) byte {
+	if s == "" {
+		return 0
+	}
+	return s[0]
 }

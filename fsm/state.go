@@ -120,6 +120,9 @@ type State struct {
 	// the peak sizes that decide when a map is rebuilt smaller.
 	intern interner
 	peaks  peaks
+	// warmSink keeps warmDue's reads from being optimized away; it means
+	// nothing.
+	warmSink byte
 
 	// Publication bookkeeping, not authority: excluded from Digest. format
 	// is the receipt format level (0 until raised: see ReceiptFormat).
