@@ -72,7 +72,11 @@ func Stream(n, perEntry int, step time.Duration) ([][]byte, *fsm.State, time.Dur
 			raw = append(raw, p.Data)
 		}
 	}
-	apply(1, PolicyBatch(T0))
+	// The receipt form today's issuer writes: it raises the level to the
+	// highest its build knows before anything else is decided.
+	apply(1, fsm.Batch{Time: T0, Node: "n1", Commands: []fsm.Command{
+		{Op: fsm.OpRaiseFormat, Caller: "issuer:n1", Format: fsm.MaxReceiptFormat}}})
+	apply(2, PolicyBatch(T0))
 	g := 0
 	for e := 0; len(raw) < n; e++ {
 		b := fsm.Batch{Time: T0 + int64(e+1)*int64(step), Node: "n1", Commands: make([]fsm.Command, 0, 3*perEntry+1)}
@@ -81,7 +85,7 @@ func Stream(n, perEntry int, step time.Duration) ([][]byte, *fsm.State, time.Dur
 			b.Commands = append(b.Commands, Request(g), Spend(g), Effect(g))
 			g++
 		}
-		apply(uint64(e+2), b)
+		apply(uint64(e+3), b)
 	}
 	return raw, s, applyDur
 }
