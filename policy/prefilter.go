@@ -30,7 +30,7 @@ func newPrefilter(expr string) prefilter {
 		return nil
 	}
 	set, ok := required(re.Simplify())
-	if !ok || len(set) > maxPrefilter {
+	if !ok {
 		return nil
 	}
 	for _, s := range set {
@@ -38,7 +38,32 @@ func newPrefilter(expr string) prefilter {
 			return nil
 		}
 	}
+	if set = minimal(set); len(set) > maxPrefilter {
+		return nil
+	}
 	return set
+}
+
+// minimal returns set without the literals that repeat or contain another
+// of its literals, keeping the order of the rest. It is the same condition:
+// a text that contains a literal also contains every literal inside it. A
+// large alternation that names one stem several times (".ssh/" and ".ssh",
+// say) fits within maxPrefilter this way.
+func minimal(set []string) []string {
+	out := set[:0:0]
+	for i, s := range set {
+		redundant := false
+		for j, t := range set {
+			if i != j && strings.Contains(s, t) && (len(t) < len(s) || j < i) {
+				redundant = true
+				break
+			}
+		}
+		if !redundant {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // required returns a set of literals one of which every match contains.
@@ -86,7 +111,7 @@ func required(re *syntax.Regexp) ([]string, bool) {
 			}
 			union = append(union, set...)
 		}
-		return union, true
+		return minimal(union), true
 	}
 	return nil, false
 }
