@@ -103,3 +103,16 @@ func TestMinimal(t *testing.T) {
 		}
 	}
 }
+
+// FuzzNormalizeShellFastPath: NormalizeShell's shortcut for text already
+// in normal form gives exactly what the full normalization gives.
+func FuzzNormalizeShellFastPath(f *testing.F) {
+	for _, s := range []string{"echo a b", " a", "a ", "a  b", "a\tb", "a\\\nb", "", "x", "a ; b", "\u00a0a"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := NormalizeShell(s), normalizeShell(s); got != want {
+			t.Fatalf("NormalizeShell(%q) = %q, the full normalization %q", s, got, want)
+		}
+	})
+}

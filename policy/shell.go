@@ -9,6 +9,14 @@ import "strings"
 // space inside quotes share a form (and so an effect-ledger key), which
 // only ever asks for more review. It is idempotent.
 func NormalizeShell(s string) string {
+	if isNormalShell(s) {
+		return s
+	}
+	return normalizeShell(s)
+}
+
+// normalizeShell is NormalizeShell without its check for the common form.
+func normalizeShell(s string) string {
 	if strings.Contains(s, "\\\n") || strings.Contains(s, "\\\r\n") {
 		s = strings.ReplaceAll(strings.ReplaceAll(s, "\\\r\n", ""), "\\\n", "")
 	}
@@ -38,6 +46,24 @@ func NormalizeShell(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// isNormalShell reports whether NormalizeShell would return s unchanged:
+// no line break or blank other than a space, and every space single and
+// between two other bytes. Most commands are already in that form, and
+// the check costs one pass and no allocation.
+func isNormalShell(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\t', '\v', '\f', '\r', '\n':
+			return false
+		case ' ':
+			if i == 0 || i == len(s)-1 || s[i+1] == ' ' {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // ScreenText is what shape rules see of a sink value: NormalizeShell's
