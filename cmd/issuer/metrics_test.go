@@ -13,8 +13,9 @@ import (
 )
 
 // TestServeMetricsListen: --metrics-listen serves the node's metrics on
-// the given address, only bounded label values among them, and without
-// the flag nothing listens there.
+// the given address, raft's stage timers among them (the entries a
+// starting leader commits pass through its append and the commit), only bounded label values, and without the flag nothing
+// listens there.
 func TestServeMetricsListen(t *testing.T) {
 	cleanEnv(t)
 	natsPort, metricsPort := freePort(t), freePort(t)
@@ -32,7 +33,8 @@ func TestServeMetricsListen(t *testing.T) {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		body = string(b)
-		return strings.Contains(body, `writ_issuer_raft_state{node="dev",state="Leader"} 1`)
+		return strings.Contains(body, `writ_issuer_raft_state{node="dev",state="Leader"} 1`) &&
+			raftStageSeen(body, telemetry.StageLeaderAppend) && raftStageSeen(body, telemetry.StageCommit)
 	})
 	if _, err := telemetry.CheckExposition(body, map[string]map[string]bool{"node": {"dev": true}}); err != nil {
 		t.Fatal(err)
@@ -48,4 +50,16 @@ func TestServeMetricsListen(t *testing.T) {
 	if _, err := http.Get("http://" + addr + "/metrics"); err == nil {
 		t.Error("the metrics listener outlived serve")
 	}
+}
+
+// raftStageSeen reports whether a scrape counts at least one sample of a
+// raft stage.
+func raftStageSeen(body, stage string) bool {
+	prefix := `writ_raft_stage_seconds_count{node="dev",stage="` + stage + `"} `
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			return v != "0"
+		}
+	}
+	return false
 }

@@ -112,7 +112,10 @@ per line, for a log shipper).
 --metrics-listen ADDR (off by default) serves Prometheus metrics at
 http://ADDR/metrics: requests by operation, grant decisions by decision,
 lane and consequence class, refusals by reason, commit and spend latency
-histograms, raft state, outbox depth and stream lag, each labelled with
+histograms, raft state, outbox depth, stream lag and the time raft
+spends in each stage of a commit (the leader's log append, the
+AppendEntries round trip, a follower's append, commit, state machine
+apply: writ_raft_stage_seconds), each labelled with
 this node's id and never with worker ids, targets or tokens. Listen on
 loopback (--metrics-listen 127.0.0.1:9464) unless a scraper on another
 host must reach it; the endpoint has no authentication.`,
@@ -433,6 +436,15 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 		defer closeSys()
 	}
 
+	var mx *metricsServer
+	if f.metricsAddr != "" {
+		// Before raft starts, so its stage timers cover the log it replays
+		// and the entries a starting leader commits.
+		if mx, err = serveMetrics(f.metricsAddr, f.nodeID, lg); err != nil {
+			return err
+		}
+		defer mx.stop()
+	}
 	node, err := raftnode.Start(rcfg, stderr)
 	if err != nil {
 		return err
@@ -461,12 +473,8 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageError{err}
 	}
-	if f.metricsAddr != "" {
-		stopMetrics, err := serveMetrics(f.metricsAddr, svc, lg)
-		if err != nil {
-			return err
-		}
-		defer stopMetrics()
+	if mx != nil {
+		svc.EnableMetrics(mx.reg)
 	}
 	if f.dev {
 		devBanner(stdout, f, connURL)

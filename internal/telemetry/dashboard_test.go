@@ -37,6 +37,7 @@ func (r *recorder) Unregister(prometheus.Collector) bool { return true }
 func TestDashboardUsesOnlyOurSeries(t *testing.T) {
 	rec := &recorder{names: map[string]bool{}}
 	NewIssuer(rec, "n1", IssuerGauges{RaftState: func() string { return "" }, Outbox: func() float64 { return 0 }, StreamLag: func() float64 { return 0 }})
+	NewRaftStages(rec, "n1")
 	NewAuditor(rec)
 	data, err := os.ReadFile("../../deploy/grafana/writ-dashboard.json")
 	if err != nil {

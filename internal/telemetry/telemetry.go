@@ -132,7 +132,7 @@ func Allowed() map[string]map[string]bool {
 	return map[string]map[string]bool{
 		"lane": laneSet, "consequence": consequenceSet, "reason": reasonSet,
 		"decision": decisionSet, "op": opSet, "outcome": outcomeSet, "kind": kindSet,
-		"state": raftSet,
+		"state": raftSet, "stage": stageSet,
 	}
 }
 
