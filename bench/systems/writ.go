@@ -40,6 +40,9 @@ type Node struct {
 	NATSPort    int
 	ClusterPort int
 	DataDir     string
+	// MetricsPort serves the node's /metrics (issuer processes only; 0
+	// for in-process nodes).
+	MetricsPort int
 }
 
 // URL is the node's NATS client URL.
@@ -65,7 +68,7 @@ type Writ struct {
 }
 
 func newNodes(dir string) ([]*Node, error) {
-	ports, err := FreePorts(9)
+	ports, err := FreePorts(12)
 	if err != nil {
 		return nil, err
 	}
@@ -75,6 +78,7 @@ func newNodes(dir string) ([]*Node, error) {
 		nodes = append(nodes, &Node{
 			ID: id, RaftAddr: fmt.Sprintf("127.0.0.1:%d", ports[3*i]),
 			NATSPort: ports[3*i+1], ClusterPort: ports[3*i+2], DataDir: filepath.Join(dir, id),
+			MetricsPort: ports[9+i],
 		})
 	}
 	return nodes, nil

@@ -27,6 +27,9 @@ func StartWritInProcess(ctx context.Context, dir string, payload int) (*Writ, er
 	if err != nil {
 		return nil, err
 	}
+	for _, n := range nodes {
+		n.MetricsPort = 0 // raft's timers are process-wide: three nodes here would mix
+	}
 	var peers []raftnode.Peer
 	var routes []string
 	for _, n := range nodes {

@@ -100,7 +100,8 @@ func StartWritProcesses(ctx context.Context, bin, dir string, payload int, extra
 			"--peers", strings.Join(peers, ","),
 			"--nats-host", "127.0.0.1", "--nats-port", fmt.Sprint(n.NATSPort),
 			"--cluster-port", fmt.Sprint(n.ClusterPort), "--routes", strings.Join(routes, ","),
-			"--stream-replicas", "3", "--log-level", "warn")
+			"--stream-replicas", "3", "--log-level", "warn",
+			"--metrics-listen", fmt.Sprintf("127.0.0.1:%d", n.MetricsPort))
 		cmd.Args = append(cmd.Args, extra...)
 		cmd.Stdout, cmd.Stderr = logf, logf
 		err = spawn(cmd)

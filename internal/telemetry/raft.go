@@ -42,6 +42,7 @@ var raftKeys = map[string]string{
 	"raft.commitTime":                    StageCommit,
 	"raft.fsm.enqueue":                   StageFSMEnqueue,
 	"raft.fsm.applyBatch":                StageFSMApply,
+	"raft.fsm.apply":                     StageFSMApply,
 }
 
 // stageBuckets reach below a millisecond: a local log write takes a

@@ -28,6 +28,8 @@ func TestRaftStagesKeepsListedTimers(t *testing.T) {
 	m.MeasureSinceWithLabels([]string{"raft", "replication", "appendEntries", "rpc"}, start,
 		[]gometrics.Label{{Name: "peer_id", Value: "worker-7"}})
 	m.MeasureSince([]string{"raft", "replication", "appendEntries", "rpc", "worker-7"}, start)
+	m.MeasureSince([]string{"raft", "fsm", "apply"}, start)
+	m.MeasureSince([]string{"raft", "fsm", "applyBatch"}, start)
 	m.MeasureSince([]string{"raft", "snapshot", "create"}, start)
 	m.MeasureSince([]string{"other", "commitTime"}, start)
 	m.IncrCounter([]string{"raft", "apply"}, 1)
@@ -39,7 +41,7 @@ func TestRaftStagesKeepsListedTimers(t *testing.T) {
 	if _, err := CheckExposition(text, map[string]map[string]bool{"node": {"n1": true}}); err != nil {
 		t.Fatal(err)
 	}
-	for stage, want := range map[string]string{StageCommit: "2", StageAppendRPC: "1", StageLeaderAppend: "0"} {
+	for stage, want := range map[string]string{StageCommit: "2", StageAppendRPC: "1", StageFSMApply: "2", StageLeaderAppend: "0"} {
 		line := `writ_raft_stage_seconds_count{node="n1",stage="` + stage + `"} ` + want + "\n"
 		if !strings.Contains(text, line) {
 			t.Errorf("want %q in\n%s", line, text)

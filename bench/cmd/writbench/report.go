@@ -90,6 +90,43 @@ func (r *Report) perSys(section, metric, unit string, c int, get func(*SpendRun)
 	}
 }
 
+// stageRows lays out where one level's spends spent their time: the
+// client's mean round trip, then the leader's own histograms from the
+// outside in (request to answer, proposal to answer, raft's stages), and
+// the followers' log append. Means, not medians: a histogram's sum over
+// its count is exact where its quantiles are not.
+func (r *Report) stageRows(run *SpendRun) {
+	if len(run.Stages) == 0 || run.StagesLeader < 0 || run.StagesLeader >= len(run.Stages) {
+		return
+	}
+	s := "1b. where a spend's time goes, writ only (means over each spend level; the leader's histograms unless named)"
+	c := run.Conc
+	ms := func(t systems.Timing) *float64 { return f(t.Mean() * 1e3) }
+	lead := run.Stages[run.StagesLeader]
+	var spend, follower systems.Timing
+	for i, st := range run.Stages {
+		spend.Count, spend.Sum = spend.Count+st["spend"].Count, spend.Sum+st["spend"].Sum
+		if i != run.StagesLeader {
+			fa := st["raft/follower_append"]
+			follower.Count, follower.Sum = follower.Count+fa.Count, follower.Sum+fa.Sum
+		}
+	}
+	entries := lead["raft/leader_append"].Count
+	if run.Spend.Ops > 0 {
+		r.add(Row{Section: s, Metric: fmt.Sprintf("c=%d client round trip (c x wall / spends)", c), Unit: "ms",
+			Writ: f(float64(c) * run.Spend.Seconds * 1e3 / float64(run.Spend.Ops))})
+	}
+	r.add(Row{Section: s, Metric: fmt.Sprintf("c=%d issuer: request in -> answer out", c), Unit: "ms", Writ: ms(spend),
+		Note: fmt.Sprintf("%.0f spends answered", spend.Count)})
+	r.add(Row{Section: s, Metric: fmt.Sprintf("c=%d issuer: proposed -> answer committed", c), Unit: "ms", Writ: ms(lead["commit/spend"])})
+	r.add(Row{Section: s, Metric: fmt.Sprintf("c=%d raft: leader append -> commit", c), Unit: "ms", Writ: ms(lead["raft/commit"])})
+	r.add(Row{Section: s, Metric: fmt.Sprintf("c=%d raft: leader log append", c), Unit: "ms", Writ: ms(lead["raft/leader_append"]),
+		Note: fmt.Sprintf("%.0f entries, %.1f spends per entry", entries, float64(run.Spend.Ops)/max(1, entries))})
+	r.add(Row{Section: s, Metric: fmt.Sprintf("c=%d raft: AppendEntries round trip", c), Unit: "ms", Writ: ms(lead["raft/append_rpc"])})
+	r.add(Row{Section: s, Metric: fmt.Sprintf("c=%d raft: follower log append (both followers)", c), Unit: "ms", Writ: ms(follower)})
+	r.add(Row{Section: s, Metric: fmt.Sprintf("c=%d raft: state machine apply, per entry", c), Unit: "ms", Writ: ms(lead["raft/fsm_apply"])})
+}
+
 func (r *Report) build() {
 	r.Rows = nil
 	for _, c := range r.Params.Conc {
@@ -102,6 +139,11 @@ func (r *Report) build() {
 		r.perSys(s, fmt.Sprintf("spend c=%d double spends", c), "count", c, func(x *SpendRun) float64 { return float64(x.DoubleSpends) })
 		r.perSys(s, fmt.Sprintf("spend c=%d errors", c), "count", c, func(x *SpendRun) float64 { return float64(x.Spend.Errors) })
 		r.perSys(s, fmt.Sprintf("spend c=%d CPU per spend, all processes", c), "us", c, func(x *SpendRun) float64 { return x.SpendCPUus })
+	}
+	for _, c := range r.Params.Conc {
+		if run := r.run("writ", c); run != nil {
+			r.stageRows(run)
+		}
 	}
 	for _, c := range r.Params.Conc {
 		s := "2. mint (request -> permit; etcd/KV: create-if-absent)"

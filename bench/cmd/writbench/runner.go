@@ -51,6 +51,11 @@ type SpendRun struct {
 	MintCPUus     float64 `json:"mint_cpu_us_per_op"`
 	SpendCPUus    float64 `json:"spend_cpu_us_per_op"`
 	LoadAvgBefore string  `json:"loadavg_before"`
+	// Stages is what each writ node's latency histograms took in during
+	// the spend phase (issuer processes only), and StagesLeader the index
+	// of the node that led throughout it (-1 when leadership moved).
+	Stages       []systems.Timings `json:"writ_stage_timings,omitempty"`
+	StagesLeader int               `json:"writ_stage_leader,omitempty"`
 }
 
 func logf(format string, args ...any) {
@@ -263,6 +268,8 @@ func (r *Runner) spendRun(ctx context.Context, sys systems.System, c int) SpendR
 	c1 := cpu()
 	run.MintCPUus = float64(c1-c0) / 1e3 / float64(max(1, run.Mint.Ops))
 	succ := make([]atomic.Int32, n)
+	w, _ := sys.(*systems.Writ)
+	before, leader := r.scrapeStages(ctx, w)
 	run.Spend = load.Run(ctx, 2*n, c, r.P.Limit, 30*time.Second, func(ctx context.Context, k int) (bool, error) {
 		i := k / 2
 		client := (i + k%2) % 2 // the two attempts on grant i use different clients
@@ -273,6 +280,15 @@ func (r *Runner) spendRun(ctx context.Context, sys systems.System, c int) SpendR
 		return ok, err
 	})
 	run.SpendCPUus = float64(cpu()-c1) / 1e3 / float64(max(1, run.Spend.Ops))
+	if after, leaderAfter := r.scrapeStages(ctx, w); before != nil && after != nil {
+		for i := range after {
+			run.Stages = append(run.Stages, after[i].Sub(before[i]))
+		}
+		run.StagesLeader = leader
+		if leaderAfter != leader {
+			run.StagesLeader = -1
+		}
+	}
 	for i := range succ {
 		switch v := succ[i].Load(); {
 		case v > 1:
@@ -283,6 +299,28 @@ func (r *Runner) spendRun(ctx context.Context, sys systems.System, c int) SpendR
 		}
 	}
 	return run
+}
+
+// scrapeStages reads every node's latency histograms and the leader's
+// index, or nil when w is not a cluster of issuer processes or a node
+// does not answer (the run goes on; its stage rows are left out).
+func (r *Runner) scrapeStages(ctx context.Context, w *systems.Writ) ([]systems.Timings, int) {
+	if w == nil || w.Mode != "processes" {
+		return nil, -1
+	}
+	leader, err := w.Leader()
+	if err != nil {
+		logf("stage timings: %v", err)
+		return nil, -1
+	}
+	out := make([]systems.Timings, len(w.Nodes))
+	for i := range w.Nodes {
+		if out[i], err = w.Scrape(ctx, i); err != nil {
+			logf("stage timings: %v", err)
+			return nil, -1
+		}
+	}
+	return out, leader
 }
 
 // CycleRun is the full tool-call cycle through writ.
