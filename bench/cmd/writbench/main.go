@@ -41,17 +41,23 @@ type Params struct {
 	RouteN    int `json:"heartbeat_routes"`
 	RenewRate int `json:"heartbeat_renewals_per_sec"`
 	RouteConc int `json:"heartbeat_spend_concurrency"`
+	// The status-poller phase: the leader's status asked StatusRate
+	// times a second while the spend load runs at StatusConc.
+	StatusRate int `json:"status_polls_per_sec"`
+	StatusConc int `json:"status_spend_concurrency"`
 }
 
 func params(quick bool) Params {
 	if quick {
 		return Params{Mode: "quick", Conc: []int{1, 64, 256}, N: map[int]int{1: 100, 64: 2000, 256: 2000},
 			Payload: 256, Limit: 20 * time.Second, Cycles: 500, CycleConc: 64, PubEvents: 5000,
-			AuditEvents: 300_000, MemGrants: 200_000, RouteN: 2000, RenewRate: 500, RouteConc: 64}
+			AuditEvents: 300_000, MemGrants: 200_000, RouteN: 2000, RenewRate: 500, RouteConc: 64,
+			StatusRate: 10, StatusConc: 64}
 	}
 	return Params{Mode: "full", Conc: []int{1, 64, 256}, N: map[int]int{1: 500, 64: 10000, 256: 10000},
 		Payload: 256, Limit: 60 * time.Second, Cycles: 3000, CycleConc: 64, PubEvents: 20000,
-		AuditEvents: 1_000_000, MemGrants: 1_000_000, Micro: true, RouteN: 10_000, RenewRate: 1000, RouteConc: 64}
+		AuditEvents: 1_000_000, MemGrants: 1_000_000, Micro: true, RouteN: 10_000, RenewRate: 1000, RouteConc: 64,
+		StatusRate: 10, StatusConc: 64}
 }
 
 func main() {
@@ -62,9 +68,10 @@ func main() {
 		root     = flag.String("root", "..", "the writ module's directory")
 		writMode = flag.String("writ-mode", "processes", "processes (3 issuer processes) or inproc (3 nodes in this process)")
 		systems  = flag.String("systems", "etcd,kv,writ", "systems to run")
-		skip     = flag.String("skip", "", "comma-separated phases to skip: publish,audit,memory,micro,cycle,routes")
+		skip     = flag.String("skip", "", "comma-separated phases to skip: publish,audit,memory,micro,cycle,routes,status")
 		routes   = flag.Int("routes", 0, "heartbeat phase: routes to acquire and renew (default 10000; -quick 2000)")
 		rate     = flag.Int("renew-rate", 0, "heartbeat phase: renewals per second during the spend load (default 1000; -quick 500)")
+		polls    = flag.Int("status-rate", 0, "status phase: status requests per second to the leader during the spend load (default 10)")
 		profDir  = flag.String("profile", "", "write CPU/heap profiles here (writ spend path needs -writ-mode inproc)")
 		phase    = flag.String("phase", "", "internal: run one subprocess phase (audit|memory) and print JSON")
 		n        = flag.Int("n", 0, "internal: size for -phase")
@@ -93,6 +100,12 @@ func main() {
 	}
 	if *rate > 0 {
 		p.RenewRate = *rate
+	}
+	if *polls > 0 {
+		p.StatusRate = *polls
+	}
+	if _, ok := p.N[p.StatusConc]; !ok {
+		p.N[p.StatusConc] = p.N[p.Conc[len(p.Conc)-1]]
 	}
 	if _, ok := p.N[p.RouteConc]; !ok {
 		p.N[p.RouteConc] = p.N[p.Conc[len(p.Conc)-1]]

@@ -42,6 +42,7 @@ type Report struct {
 	Runs         []SpendRun          `json:"runs"`
 	Cycle        *CycleRun           `json:"cycle,omitempty"`
 	Routes       *RouteRun           `json:"heartbeat_routes,omitempty"`
+	Status       *StatusRun          `json:"status_poller,omitempty"`
 	Publication  *PublicationRun     `json:"publication,omitempty"`
 	Audit        *gen.AuditResult    `json:"audit,omitempty"`
 	Memory       *gen.MemoryResult   `json:"memory,omitempty"`
@@ -175,6 +176,30 @@ func (r *Report) build() {
 			Note: fmt.Sprintf("target %d/s; sent %d, ok %d, refused %d, errors %d, late %d", rr.Rate, rr.Renewals.Sent, rr.Renewals.OK, rr.Renewals.Refused, rr.Renewals.Errors, rr.Renewals.Late)})
 		r.add(Row{Section: s, Metric: "renewal p50", Unit: "ms", Writ: f(rr.Renewals.P50Ms)})
 		r.add(Row{Section: s, Metric: "renewal p99", Unit: "ms", Writ: f(rr.Renewals.P99Ms)})
+	}
+	if sr := r.Status; sr != nil {
+		s := fmt.Sprintf("3c. status poller, writ only (the leader's status asked %d times/s during the spend load, c=%d, N=%d; %d grants live at the start)", sr.Rate, sr.Conc, sr.Polled.N, sr.Grants)
+		quiet := func(get func(*SpendRun) float64) (float64, string) {
+			b, a := get(&sr.Before), get(&sr.After)
+			return (b + a) / 2, fmt.Sprintf("without a poller: %.3g (before), %.3g (after)", b, a)
+		}
+		apply := func(x *SpendRun) float64 { return leaderStage(x, "raft/fsm_apply") }
+		commit := func(x *SpendRun) float64 { return leaderStage(x, "commit/spend") }
+		if len(sr.Polled.Stages) > 0 {
+			_, note := quiet(apply)
+			r.add(Row{Section: s, Metric: "leader apply per entry, with the poller", Unit: "ms", Writ: f(apply(&sr.Polled)), Note: note})
+			_, note = quiet(commit)
+			r.add(Row{Section: s, Metric: "leader proposed -> answer committed, with the poller", Unit: "ms", Writ: f(commit(&sr.Polled)), Note: note})
+		}
+		q, note := quiet(func(x *SpendRun) float64 { return x.Spend.PerSec })
+		r.add(Row{Section: s, Metric: "spend throughput with the poller", Unit: "spends/s", Writ: f(sr.Polled.Spend.PerSec),
+			Note: fmt.Sprintf("%s; change %+.1f%%", note, (sr.Polled.Spend.PerSec/max(q, 1)-1)*100)})
+		_, note = quiet(func(x *SpendRun) float64 { return x.Spend.P99Ms })
+		r.add(Row{Section: s, Metric: "spend p99 with the poller", Unit: "ms", Writ: f(sr.Polled.Spend.P99Ms), Note: note})
+		r.add(Row{Section: s, Metric: "status answered", Unit: "count", Writ: f(float64(sr.Polls.Sent - sr.Polls.Errors)),
+			Note: fmt.Sprintf("sent %d, errors %d %s", sr.Polls.Sent, sr.Polls.Errors, sr.Polls.FirstErr)})
+		r.add(Row{Section: s, Metric: "status p50", Unit: "ms", Writ: f(sr.Polls.P50Ms)})
+		r.add(Row{Section: s, Metric: "status p99", Unit: "ms", Writ: f(sr.Polls.P99Ms), Note: fmt.Sprintf("max %.1f", sr.Polls.MaxMs)})
 	}
 	if p := r.Publication; p != nil {
 		s := "4. receipt publication (natsbus.Publisher, R3 stream, sync always)"

@@ -197,6 +197,9 @@ func (r *Runner) runSystems(ctx context.Context, tmp string, pubEvents [][]byte)
 			if !r.Skip["routes"] && ctx.Err() == nil {
 				r.routes(ctx, w)
 			}
+			if !r.Skip["status"] && ctx.Err() == nil && w.Mode == "processes" {
+				r.statusPoll(ctx, w)
+			}
 			r.rep.WritDisk = w.DiskUsage()
 			if st, err := w.LeaderStatus(); err == nil {
 				r.rep.WritStatus = &st
