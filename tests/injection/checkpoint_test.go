@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/writ-dev/writ/api"
 	"github.com/writ-dev/writ/api/client"
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/internal/testing/testenv"
 	wk "github.com/writ-dev/writ/worker"
 )
 
@@ -150,20 +152,26 @@ func (r *runner) check(t *testing.T, s step, env grants.Envelope, err error) {
 }
 
 // heldDigest is the request digest of a grant, as its permit recorded it.
+// Receipts reach the stream after the answer (in publication rounds), so
+// it reads the stream until the permit is there.
 func (r *runner) heldDigest(t *testing.T, id string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
-	defer cancel()
-	if err := r.readStream(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range r.seen {
-		if e.Kind == events.KindPermit && e.GrantID == id {
-			return e.Digest.String()
+	var digest string
+	testenv.WaitFor(t, stepTimeout, "the permit of grant "+id+" in the stream", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := r.readStream(ctx); err != nil {
+			return false
 		}
-	}
-	t.Fatalf("no permit for grant %s", id)
-	return ""
+		for _, e := range r.seen {
+			if e.Kind == events.KindPermit && e.GrantID == id {
+				digest = e.Digest.String()
+				return true
+			}
+		}
+		return false
+	})
+	return digest
 }
 
 // lastCaption is the caption of the session's latest review.
