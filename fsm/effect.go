@@ -70,6 +70,7 @@ func decideEffect(s *State, now int64, node string, c *Command) verdict {
 func (s *State) evolveEffect(e *events.Event) {
 	if g := s.grants[e.GrantID]; g != nil {
 		g.Status, g.Outcome, g.Verifier, g.EffectSeq = grants.StatusClosed, s.intern.str(e.Outcome), s.intern.str(e.Verifier), e.Seq
+		s.touchGrant(g.ID)
 	}
 }
 

@@ -313,6 +313,7 @@ func (s *State) prune() {
 			k := idemID{g.Worker, g.IdemKey}
 			if cur, ok := s.idem[k]; ok && (cur == &r.idem || cur.Until == it.At) {
 				delete(s.idem, k)
+				s.touchIdem(k)
 			}
 		case *idemID:
 			s.dropIdem(*r, it.At)

@@ -612,6 +612,7 @@ func (s *State) evolveIncarnation(e *events.Event) {
 	for _, id := range e.Cancelled {
 		if g := s.grants[id]; g != nil && g.Status == grants.StatusPermitted {
 			g.Status, g.RevokedSeq = grants.StatusRevoked, e.Seq
+			s.touchGrant(g.ID)
 		}
 	}
 	if e.Lane == "" {

@@ -78,6 +78,7 @@ func (s *State) evolveRevoke(e *events.Event) {
 	for _, id := range e.Cancelled {
 		if g := s.grants[id]; g != nil && g.Status == grants.StatusPermitted {
 			g.Status, g.RevokedSeq = grants.StatusRevoked, e.Seq
+			s.touchGrant(g.ID)
 		}
 	}
 }

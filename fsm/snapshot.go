@@ -39,26 +39,35 @@ type Frozen struct {
 // it returns may be encoded afterwards from any goroutine, concurrently
 // with further changes to s.
 func (s *State) Freeze() Frozen {
-	f := &State{
-		clock: s.clock, epoch: s.epoch, policy: s.policy, polDigest: s.polDigest,
-		counters: s.counters.Clone(), barred: maps.Clone(s.barred),
-		idem: maps.Clone(s.idem), sources: maps.Clone(s.sources),
-		reviews: maps.Clone(s.reviews), approvals: maps.Clone(s.approvals), replies: maps.Clone(s.replies),
-		chain: s.chain, outbox: slices.Clone(s.outbox), published: s.published,
-		format: s.format, routeFloor: s.routeFloor,
-	}
+	f := s.freezeShared()
+	f.idem = maps.Clone(s.idem) // the records themselves never change
 	f.grants = make(map[string]*grants.Grant, len(s.grants))
 	gs := make([]grants.Grant, 0, len(s.grants)) // one allocation for every copy
 	for id, g := range s.grants {
 		gs = append(gs, *g)
 		f.grants[id] = &gs[len(gs)-1]
 	}
+	return Frozen{s: f}
+}
+
+// freezeShared is Freeze without the grants and the idempotency
+// records: everything else Apply mutates is copied, what it never mutates
+// is shared.
+func (s *State) freezeShared() *State {
+	f := &State{
+		clock: s.clock, epoch: s.epoch, policy: s.policy, polDigest: s.polDigest,
+		counters: s.counters.Clone(), barred: maps.Clone(s.barred),
+		sources: maps.Clone(s.sources),
+		reviews: maps.Clone(s.reviews), approvals: maps.Clone(s.approvals), replies: maps.Clone(s.replies),
+		chain: s.chain, outbox: slices.Clone(s.outbox), published: s.published,
+		format: s.format, routeFloor: s.routeFloor,
+	}
 	f.ledger = copyRecords(s.ledger)
 	f.preauth = copyRecords(s.preauth)
 	f.quota = copyRecords(s.quota)
 	f.routes = copyRecords(s.routes) // evolveRoute changes a record in place
 	f.fleet = copyRecords(s.fleet)   // a respawn and a lift change a member in place
-	return Frozen{s: f}
+	return f
 }
 
 // copyRecords copies a map of records and the records it points to.

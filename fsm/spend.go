@@ -91,5 +91,6 @@ func orString(a, b string) string {
 func (s *State) evolveAttempt(e *events.Event) {
 	if g := s.grants[e.GrantID]; g != nil {
 		g.Status, g.AttemptKey, g.AttemptSeq = grants.StatusSpent, e.IdemKey, e.Seq
+		s.touchGrant(g.ID)
 	}
 }

@@ -123,6 +123,11 @@ type State struct {
 	// warmSink keeps warmDue's reads from being optimized away; it means
 	// nothing.
 	warmSink byte
+	// mirror is FreezeMirror's copy of the state as of its last call, and
+	// notes what changed in it since; both nil until FreezeMirror is first
+	// called (see mirror.go).
+	mirror *State
+	notes  *mirrorNotes
 
 	// Publication bookkeeping, not authority: excluded from Digest. format
 	// is the receipt format level (0 until raised: see ReceiptFormat).
@@ -337,6 +342,7 @@ func (s *State) addPermit(p *permitRecords) {
 
 // putGrant records g without scheduling it (Restore schedules in bulk).
 func (s *State) putGrant(g *grants.Grant) {
+	s.touchGrant(g.ID)
 	if s.byWorker == nil {
 		// Not indexed (a replay): replacing a grant of the same id is
 		// the map assignment alone, so one lookup instead of two.
@@ -358,6 +364,7 @@ func (s *State) putGrant(g *grants.Grant) {
 
 func (s *State) dropGrant(g *grants.Grant) {
 	delete(s.grants, g.ID)
+	s.touchGrant(g.ID)
 	if s.byWorker == nil {
 		return // not indexed (see State.byWorker)
 	}
@@ -384,6 +391,7 @@ func (s *State) indexGrant(g *grants.Grant) {
 // removes r too; otherwise r is scheduled on its own.
 func (s *State) addIdem(id idemID, r *idemRecord, covered bool) {
 	s.idem[id] = r
+	s.touchIdem(id)
 	if !covered {
 		ref := id
 		s.schedule(r.Until, r.Seq, expireIdem, &ref)
@@ -393,6 +401,7 @@ func (s *State) addIdem(id idemID, r *idemRecord, covered bool) {
 func (s *State) dropIdem(k idemID, at int64) {
 	if r, ok := s.idem[k]; ok && r.Until == at {
 		delete(s.idem, k)
+		s.touchIdem(k)
 	}
 }
 

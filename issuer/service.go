@@ -782,10 +782,12 @@ func (s *Service) Status() api.Status {
 	st.AppliedIndex = r.AppliedIndex()
 	// The state digest encodes and hashes the whole state (about 10 ms at
 	// 20,000 grants); under the state machine's read lock that would stall
-	// apply for as long. Under the lock the state is only frozen (copied),
-	// and only when the state changed since the last status (an applied
-	// entry or a restored snapshot); the digest is computed from the copy
-	// after the lock is released.
+	// apply for as long. Under the lock the state is only frozen, and only
+	// when the state changed since the last status (an applied entry or a
+	// restored snapshot); the digest is computed from the frozen view
+	// after the lock is released. FreezeMirror copies only the grants
+	// that changed since the previous status (digestMu keeps two statuses
+	// from using its mirror at once), not all of them.
 	var (
 		frozen  fsm.Frozen
 		fresh   bool
@@ -796,7 +798,7 @@ func (s *Service) Status() api.Status {
 	s.node.ViewVersion(func(fs *fsm.State, v uint64) {
 		version = v
 		if v != s.digestAt || s.digest == "" {
-			frozen, fresh = fs.Freeze(), true
+			frozen, fresh = fs.FreezeMirror(), true
 		}
 		x := fs.Stats()
 		_, pd := fs.Policy()
