@@ -1,7 +1,6 @@
 package fsm_test
 
 import (
-	"bytes"
 	"testing"
 	"time"
 
@@ -10,42 +9,43 @@ import (
 	"github.com/writ-dev/writ/fsm"
 )
 
-// FreezeMirror: at every one of several random cuts the view it returns
-// encodes to the bytes the state snapshots to at that cut, and keeps them
-// while the state moves on and the view is encoded on another goroutine
-// (run with -race); the mirror it keeps between cuts never leaks the
-// grants' later changes into an earlier view or misses one in a later
-// view.
-func TestPropFreezeMirrorMatchesSnapshot(t *testing.T) {
+// FreezeDigest: at every one of several random cuts the view it returns
+// gives the digest the state has at that cut, computed while the state
+// moves on (run with -race: a view sharing a grant or a map with the live
+// state is a data race there); the mirror kept between cuts never leaks a
+// later change into an earlier digest or misses one in a later digest.
+// Some views are left without their Digest: the next capture must notice
+// and start again.
+func TestPropFreezeDigestMatchesDigest(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		h := newHarness(t)
-		cuts := rapid.IntRange(1, 6).Draw(t, "cuts")
+		cuts := rapid.IntRange(1, 8).Draw(t, "cuts")
 		for c := 0; c < cuts; c++ {
 			for i, n := 0, rapid.IntRange(0, 8).Draw(t, "steps"); i < n; i++ {
 				h.next()
 			}
-			want, wantDigest := h.live.Snapshot(), h.live.Digest()
-			view := h.live.FreezeMirror()
-			got := make(chan []byte, 1)
-			go func() { got <- view.Encode() }()
+			want := h.live.Digest()
+			view := h.live.FreezeDigest()
+			if rapid.IntRange(0, 5).Draw(t, "skip") == 0 {
+				continue // never digested
+			}
+			got := make(chan string, 1)
+			go func() { got <- view.Digest().String() }()
 			for i, n := 0, rapid.IntRange(0, 4).Draw(t, "steps after"); i < n; i++ {
 				h.next()
 			}
-			if b := <-got; !bytes.Equal(b, want) {
-				t.Fatalf("cut %d: the mirror's view, encoded while the state moved on, differs from the snapshot at the cut", c)
-			}
-			if d := view.Digest(); d != wantDigest {
-				t.Fatalf("cut %d: the mirror's digest %s, the state's at the cut %s", c, d, wantDigest)
+			if d := <-got; d != want.String() {
+				t.Fatalf("cut %d: the view's digest %s, the state's at the cut %s", c, d, want)
 			}
 		}
 	})
 }
 
-// When more grants change between two calls than the mirror holds (here:
+// When more grants change between two calls than the state holds (here:
 // thousands of permits into a state of a few, then their expiry), the
-// state drops the mirror and the next call copies everything: the views
-// still match the state's snapshot at each call.
-func TestFreezeMirrorAcrossManyChanges(t *testing.T) {
+// state drops the mirror and the next call captures everything: the
+// digests still match the state's at each call.
+func TestFreezeDigestAcrossManyChanges(t *testing.T) {
 	t0 := int64(1_700_000_000) * int64(time.Second)
 	s := fsm.New()
 	fsm.Apply(s, 1, fsm.Batch{Time: t0, Node: "n1", Commands: []fsm.Command{
@@ -54,9 +54,9 @@ func TestFreezeMirrorAcrossManyChanges(t *testing.T) {
 	idx := uint64(2)
 	check := func(what string) {
 		t.Helper()
-		want := s.Snapshot()
-		if got := s.FreezeMirror().Encode(); !bytes.Equal(got, want) {
-			t.Fatalf("%s: the mirror's view differs from the snapshot", what)
+		want := s.Digest()
+		if got := s.FreezeDigest().Digest(); got != want {
+			t.Fatalf("%s: the view's digest %s, the state's %s", what, got, want)
 		}
 	}
 	apply := func(at int64, from, to int) {
@@ -73,6 +73,7 @@ func TestFreezeMirrorAcrossManyChanges(t *testing.T) {
 	check("2,990 permits since the last call, past the mirror's bound")
 	apply(t0+int64(3*time.Second), 3000, 3100)
 	check("100 more")
+	check("nothing changed")
 	if s.Stats().Grants != 3100 {
 		t.Fatalf("%d grants live, want 3100", s.Stats().Grants)
 	}

@@ -148,6 +148,21 @@ func writeCounter(w *events.Writer, tag uint32, c events.Counter) {
 
 // authority encodes the authority part of the state, deterministically.
 func (s *State) authority(w *events.Writer) {
+	s.authorityHead(w)
+	var scratch []byte
+	for _, id := range sortedGrantIDs(s.grants) {
+		scratch = encodeGrant(scratch[:0], s.grants[id])
+		writeRecord(w, stGrant, scratch)
+	}
+	for _, k := range sortedIdemKeys(s.idem) {
+		scratch = encodeIdem(scratch[:0], k, s.idem[k])
+		writeRecord(w, stIdem, scratch)
+	}
+	s.authorityTail(w, scratch)
+}
+
+// authorityHead writes what authority writes before the grants.
+func (s *State) authorityHead(w *events.Writer) {
 	w.Int(stClock, s.clock)
 	w.Uint(stEpoch, s.epoch)
 	if s.policy != nil {
@@ -162,31 +177,11 @@ func (s *State) authority(w *events.Writer) {
 	}
 	sort.Strings(barred)
 	w.Strings(stBarred, barred)
+}
 
-	ids := make([]string, 0, len(s.grants))
-	for id := range s.grants {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	var scratch []byte
-	for _, id := range ids {
-		scratch = encodeGrant(scratch[:0], s.grants[id])
-		writeRecord(w, stGrant, scratch)
-	}
-	keys := make([]idemID, 0, len(s.idem))
-	for k := range s.idem {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b idemID) int {
-		if c := strings.Compare(a.Worker, b.Worker); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Key, b.Key)
-	})
-	for _, k := range keys {
-		scratch = encodeIdem(scratch[:0], k, s.idem[k])
-		writeRecord(w, stIdem, scratch)
-	}
+// authorityTail writes what authority writes after the idempotency
+// records.
+func (s *State) authorityTail(w *events.Writer, scratch []byte) {
 	w.Uint(stChainSeq, s.chain.Seq)
 	w.Hash(stChainHead, s.chain.Head)
 	for _, k := range sortedKeys(s.ledger) {
@@ -209,6 +204,36 @@ func (s *State) authority(w *events.Writer) {
 		writeRecord(w, stSource, scratch)
 	}
 	s.writeReviews(w, scratch)
+}
+
+// sortedGrantIDs returns the grant ids in the order authority writes
+// them.
+func sortedGrantIDs(m map[string]*grants.Grant) []string {
+	ids := make([]string, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// sortedIdemKeys returns the idempotency keys in the order authority
+// writes them.
+func sortedIdemKeys(m map[idemID]*idemRecord) []idemID {
+	keys := make([]idemID, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareIdem)
+	return keys
+}
+
+// compareIdem orders idempotency keys by worker, then key.
+func compareIdem(a, b idemID) int {
+	if c := strings.Compare(a.Worker, b.Worker); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Key, b.Key)
 }
 
 func encodeGrant(buf []byte, g *grants.Grant) []byte {

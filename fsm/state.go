@@ -123,10 +123,10 @@ type State struct {
 	// warmSink keeps warmDue's reads from being optimized away; it means
 	// nothing.
 	warmSink byte
-	// mirror is FreezeMirror's copy of the state as of its last call, and
-	// notes what changed in it since; both nil until FreezeMirror is first
-	// called (see mirror.go).
-	mirror *State
+	// mirror holds FreezeDigest's encodings of the grants and records, and
+	// notes what changed since its last call; both nil until FreezeDigest
+	// is first called (see mirror.go).
+	mirror *digestMirror
 	notes  *mirrorNotes
 
 	// Publication bookkeeping, not authority: excluded from Digest. format

@@ -785,11 +785,12 @@ func (s *Service) Status() api.Status {
 	// apply for as long. Under the lock the state is only frozen, and only
 	// when the state changed since the last status (an applied entry or a
 	// restored snapshot); the digest is computed from the frozen view
-	// after the lock is released. FreezeMirror copies only the grants
-	// that changed since the previous status (digestMu keeps two statuses
-	// from using its mirror at once), not all of them.
+	// after the lock is released. FreezeDigest captures only the grants
+	// and records that changed since the previous status, and the digest
+	// re-encodes only those (digestMu keeps two statuses from using the
+	// state's digest mirror at once).
 	var (
-		frozen  fsm.Frozen
+		frozen  fsm.DigestView
 		fresh   bool
 		version uint64
 	)
@@ -798,7 +799,7 @@ func (s *Service) Status() api.Status {
 	s.node.ViewVersion(func(fs *fsm.State, v uint64) {
 		version = v
 		if v != s.digestAt || s.digest == "" {
-			frozen, fresh = fs.FreezeMirror(), true
+			frozen, fresh = fs.FreezeDigest(), true
 		}
 		x := fs.Stats()
 		_, pd := fs.Policy()
