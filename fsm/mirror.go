@@ -17,13 +17,13 @@ import (
 // caller's lock is released, and both the capture and the digest cost in
 // proportion to what changed since the previous call, not to the state.
 //
-// Grants and idempotency records are most of a state and most of its
-// digest's bytes. The state keeps their encodings, in digest order,
-// between calls (the mirror) and notes, from the first call on, the key
-// of every grant and record Apply or Evolve adds, changes or removes.
-// FreezeDigest copies the noted grants (records never change once in the
-// state, so they are shared) and the rest of the state (small) as Freeze
-// does; Digest re-encodes the noted ones, merges them into the mirror's
+// Grants, idempotency records and route leases are most of a state and
+// most of its digest's bytes. The state keeps their encodings, in digest
+// order, between calls (the mirror) and notes, from the first call on,
+// the key of every one Apply or Evolve adds, changes or removes.
+// FreezeDigest copies the noted grants and routes (records never change
+// once in the state, so they are shared) and the rest of the state
+// (small) as Freeze does; Digest re-encodes the noted ones, merges them into the mirror's
 // order and hashes the whole in one pass, without building the encoding.
 // When more changed than the mirror holds, keeping it costs more than it
 // saves: the state drops it, and the next call captures everything.
@@ -38,7 +38,7 @@ func (s *State) FreezeDigest() DigestView {
 	// mirror: start again rather than build on it.
 	if s.mirror == nil || s.notes == nil || s.mirror.merged.Load() != s.mirror.captured {
 		s.mirror = &digestMirror{}
-		s.notes = &mirrorNotes{grants: map[string]struct{}{}, idem: map[idemID]struct{}{}}
+		s.notes = &mirrorNotes{grants: map[string]struct{}{}, idem: map[idemID]struct{}{}, routes: map[string]struct{}{}}
 		v.grants = make([]pendingGrant, 0, len(s.grants))
 		gs := make([]grants.Grant, len(s.grants))
 		i := 0
@@ -50,6 +50,11 @@ func (s *State) FreezeDigest() DigestView {
 		v.idem = make([]pendingIdem, 0, len(s.idem))
 		for k, r := range s.idem {
 			v.idem = append(v.idem, pendingIdem{key: k, rec: r})
+		}
+		v.routes = make([]pendingRoute, 0, len(s.routes))
+		for n, r := range s.routes {
+			c := *r
+			v.routes = append(v.routes, pendingRoute{name: n, r: &c})
 		}
 	} else {
 		for id := range s.notes.grants {
@@ -63,8 +68,17 @@ func (s *State) FreezeDigest() DigestView {
 		for k := range s.notes.idem {
 			v.idem = append(v.idem, pendingIdem{key: k, rec: s.idem[k]})
 		}
+		for n := range s.notes.routes {
+			p := pendingRoute{name: n}
+			if r := s.routes[n]; r != nil {
+				c := *r
+				p.r = &c
+			}
+			v.routes = append(v.routes, p)
+		}
 		clear(s.notes.grants)
 		clear(s.notes.idem)
+		clear(s.notes.routes)
 	}
 	s.mirror.captured++
 	v.mirror, v.gen = s.mirror, s.mirror.captured
@@ -78,6 +92,7 @@ type DigestView struct {
 	gen    uint64 // the mirror's capture this view is
 	grants []pendingGrant
 	idem   []pendingIdem
+	routes []pendingRoute
 }
 
 // pendingGrant is a grant changed since the mirror was last brought up to
@@ -94,11 +109,19 @@ type pendingIdem struct {
 	rec *idemRecord
 }
 
+// pendingRoute is a route record changed since the mirror was last
+// brought up to date: a copy of it, or nil when it was forgotten.
+type pendingRoute struct {
+	name string
+	r    *route
+}
+
 // digestMirror holds the encoded grant and idempotency records of a
 // state, each as authority writes it, in authority's order.
 type digestMirror struct {
 	grants []encoded[string]
 	idem   []encoded[idemID]
+	routes []encoded[string]
 	// captured counts FreezeDigest's captures (under the state's lock),
 	// merged is the last one Digest merged (outside it).
 	captured uint64
@@ -115,6 +138,7 @@ type encoded[K any] struct {
 type mirrorNotes struct {
 	grants map[string]struct{}
 	idem   map[idemID]struct{}
+	routes map[string]struct{}
 }
 
 // Digest returns the state digest as it was when the view was captured.
@@ -135,6 +159,13 @@ func (v DigestView) Digest() events.Hash {
 			scratch = encodeIdem(scratch[:0], p.key, p.rec)
 			return frame(stIdem, scratch)
 		})
+	slices.SortFunc(v.routes, func(a, b pendingRoute) int { return strings.Compare(a.name, b.name) })
+	m.routes = mergeEncoded(m.routes, v.routes, strings.Compare,
+		func(p pendingRoute) (string, bool) { return p.name, p.r != nil },
+		func(p pendingRoute) []byte {
+			scratch = encodeRoute(scratch[:0], p.r)
+			return frame(stRoute, scratch)
+		})
 	m.merged.Store(v.gen)
 
 	h := hashWriter{h: sha256.New(), buf: make([]byte, 0, 64<<10)}
@@ -150,7 +181,11 @@ func (v DigestView) Digest() events.Hash {
 	w = events.NewWriter(w.Bytes())
 	v.rest.authorityTail(w, scratch)
 	v.rest.writeReplies(w, nil)
-	v.rest.writeRoutes(w, nil)
+	h.write(w.Bytes())
+	for _, e := range m.routes {
+		h.write(e.b)
+	}
+	w = events.NewWriter(w.Bytes())
 	v.rest.writeRouteFloor(w)
 	v.rest.writeFleet(w, nil)
 	v.rest.writeWorkerKeys(w, nil)
@@ -238,10 +273,19 @@ func (s *State) touchIdem(k idemID) {
 	}
 }
 
+// touchRoute notes that the route record name was added, changed or
+// forgotten, while the state keeps a digest mirror.
+func (s *State) touchRoute(name string) {
+	if s.notes != nil {
+		s.notes.routes[name] = struct{}{}
+		s.boundNotes()
+	}
+}
+
 // boundNotes drops the mirror once more changed than the state holds.
 func (s *State) boundNotes() {
-	n := len(s.notes.grants) + len(s.notes.idem)
-	if n > max(mirrorMinChanges, len(s.grants)+len(s.idem)) {
+	n := len(s.notes.grants) + len(s.notes.idem) + len(s.notes.routes)
+	if n > max(mirrorMinChanges, len(s.grants)+len(s.idem)+len(s.routes)) {
 		s.mirror, s.notes = nil, nil
 	}
 }

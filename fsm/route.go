@@ -477,6 +477,7 @@ func decideRouteForget(s *State, now int64, node string, c *Command) verdict {
 
 // evolveRoute folds a route event.
 func (s *State) evolveRoute(e *events.Event) {
+	s.touchRoute(e.Route)
 	r := s.routes[e.Route]
 	switch e.Kind {
 	case events.KindRouteAcquired, events.KindRouteTaken:
@@ -535,6 +536,7 @@ func (s *State) scheduleRoute(r *route) {
 func (s *State) pruneRoute(it *routeItem, at int64) {
 	if r := s.routes[it.Name]; r != nil && r.Gen == it.Gen && r.End == endLive && r.Expires == at {
 		r.End, r.EndedAt = endLapsed, at
+		s.touchRoute(r.Name)
 	}
 }
 
@@ -556,6 +558,7 @@ func (s *State) evolveRevokedRoutes(e *events.Event) {
 	for _, n := range e.Routes {
 		if r := s.routes[n]; r != nil && r.End == endLive {
 			r.End, r.EndedAt = endRevoked, e.Time
+			s.touchRoute(n)
 		}
 	}
 }

@@ -40,7 +40,8 @@ type Frozen struct {
 // with further changes to s.
 func (s *State) Freeze() Frozen {
 	f := s.freezeShared()
-	f.idem = maps.Clone(s.idem) // the records themselves never change
+	f.idem = maps.Clone(s.idem)      // the records themselves never change
+	f.routes = copyRecords(s.routes) // evolveRoute changes a record in place
 	f.grants = make(map[string]*grants.Grant, len(s.grants))
 	gs := make([]grants.Grant, 0, len(s.grants)) // one allocation for every copy
 	for id, g := range s.grants {
@@ -50,9 +51,9 @@ func (s *State) Freeze() Frozen {
 	return Frozen{s: f}
 }
 
-// freezeShared is Freeze without the grants and the idempotency
-// records: everything else Apply mutates is copied, what it never mutates
-// is shared.
+// freezeShared is Freeze without the grants, the idempotency records and
+// the routes: everything else Apply mutates is copied, what it never
+// mutates is shared.
 func (s *State) freezeShared() *State {
 	f := &State{
 		clock: s.clock, epoch: s.epoch, policy: s.policy, polDigest: s.polDigest,
@@ -65,8 +66,7 @@ func (s *State) freezeShared() *State {
 	f.ledger = copyRecords(s.ledger)
 	f.preauth = copyRecords(s.preauth)
 	f.quota = copyRecords(s.quota)
-	f.routes = copyRecords(s.routes) // evolveRoute changes a record in place
-	f.fleet = copyRecords(s.fleet)   // a respawn and a lift change a member in place
+	f.fleet = copyRecords(s.fleet) // a respawn and a lift change a member in place
 	return f
 }
 

@@ -44,22 +44,26 @@ func (s *State) writeRoutes(w *events.Writer, scratch []byte) []byte {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		r := s.routes[n]
-		rw := events.NewWriter(scratch[:0])
-		rw.String(roName, r.Name)
-		rw.Uint(roGen, r.Gen)
-		rw.String(roOwner, r.Owner)
-		rw.String(roLane, r.Lane)
-		rw.Int(roAcquired, r.Acquired)
-		rw.Int(roExpires, r.Expires)
-		rw.Uint(roSeq, r.Seq)
-		rw.String(roEnd, r.End)
-		rw.Int(roEndedAt, r.EndedAt)
-		rw.Bool(roNoted, r.Noted)
-		scratch = rw.Bytes()
+		scratch = encodeRoute(scratch[:0], s.routes[n])
 		writeRecord(w, stRoute, scratch)
 	}
 	return scratch
+}
+
+// encodeRoute appends one route record's fields to buf.
+func encodeRoute(buf []byte, r *route) []byte {
+	rw := events.NewWriter(buf)
+	rw.String(roName, r.Name)
+	rw.Uint(roGen, r.Gen)
+	rw.String(roOwner, r.Owner)
+	rw.String(roLane, r.Lane)
+	rw.Int(roAcquired, r.Acquired)
+	rw.Int(roExpires, r.Expires)
+	rw.Uint(roSeq, r.Seq)
+	rw.String(roEnd, r.End)
+	rw.Int(roEndedAt, r.EndedAt)
+	rw.Bool(roNoted, r.Noted)
+	return rw.Bytes()
 }
 
 // restoreRoute decodes one route record, strictly (known tags, a name, a

@@ -91,7 +91,25 @@ type Config struct {
 	// answered rate_limited, one summary per worker and request kind (0:
 	// DefaultRefusalWindow).
 	RefusalWindow time.Duration
+
+	// StatusDigestShare bounds the time status spends computing the state
+	// digest (an encoding and SHA-256 pass over the whole state: tens of
+	// milliseconds at 50,000 live grants) to this share of the time: after
+	// a digest took d, a status that needs a new one waits until
+	// d*(1/share-1) have passed (at most MaxStatusDigestWait), so a status
+	// poller slows down instead of taking the cores from the request path.
+	// Every answer is still fresh: status waits, it never serves an old
+	// digest for a changed state. 1 never waits (0: the default).
+	StatusDigestShare float64
 }
+
+// DefaultStatusDigestShare lets the state digest of status requests take
+// a quarter of one core at most; MaxStatusDigestWait is the longest a
+// status waits for its turn.
+const (
+	DefaultStatusDigestShare = 0.25
+	MaxStatusDigestWait      = time.Second
+)
 
 // Admission control defaults: 200 refusals a second per worker after a
 // burst of 1000, counted once a second. A busy worker that races its own
@@ -131,6 +149,8 @@ func DefaultConfig() Config {
 		RefusalRate:   DefaultRefusalRate,
 		RefusalBurst:  DefaultRefusalBurst,
 		RefusalWindow: DefaultRefusalWindow,
+
+		StatusDigestShare: DefaultStatusDigestShare,
 	}
 }
 
@@ -154,6 +174,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: ConfirmEvery must be positive", ErrConfig)
 	case c.ReceiptFormat > fsm.MaxReceiptFormat:
 		return fmt.Errorf("%w: ReceiptFormat %d is above %d, the highest this build writes", ErrConfig, c.ReceiptFormat, fsm.MaxReceiptFormat)
+	case c.StatusDigestShare < 0 || c.StatusDigestShare > 1 || math.IsNaN(c.StatusDigestShare):
+		return fmt.Errorf("%w: StatusDigestShare must be between 0 and 1 (0: %g)", ErrConfig, DefaultStatusDigestShare)
 	case c.FormatCheckEvery < 0:
 		return fmt.Errorf("%w: FormatCheckEvery must not be negative", ErrConfig)
 	case c.RefusalRate < 0 || math.IsNaN(c.RefusalRate):

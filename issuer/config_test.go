@@ -2,6 +2,7 @@ package issuer
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,9 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{"RefusalRate", func(c *Config) { c.RefusalRate = -1 }},
 		{"RefusalBurst", func(c *Config) { c.RefusalBurst = 0 }},
 		{"RefusalWindow", func(c *Config) { c.RefusalWindow = -time.Second }},
+		{"StatusDigestShare", func(c *Config) { c.StatusDigestShare = -0.1 }},
+		{"StatusDigestShare", func(c *Config) { c.StatusDigestShare = 1.5 }},
+		{"StatusDigestShare", func(c *Config) { c.StatusDigestShare = math.NaN() }},
 	} {
 		c := DefaultConfig()
 		tc.edit(&c)

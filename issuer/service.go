@@ -64,7 +64,10 @@ type Service struct {
 	digestMu sync.Mutex
 	digestAt uint64
 	digest   string
-	pubState // publication health, for status
+	// digestNext is when a status may next compute a digest (see
+	// Config.StatusDigestShare).
+	digestNext time.Time
+	pubState   // publication health, for status
 
 	creds credentials // worker NATS credentials (operator mode)
 }
@@ -84,6 +87,9 @@ func New(cfg Config, node *raftnode.Node, nc *nats.Conn) (*Service, error) {
 	}
 	if cfg.FormatCheckEvery == 0 {
 		cfg.FormatCheckEvery = DefaultFormatCheck
+	}
+	if cfg.StatusDigestShare == 0 {
+		cfg.StatusDigestShare = DefaultStatusDigestShare
 	}
 	if cfg.RefusalWindow == 0 {
 		cfg.RefusalWindow = DefaultRefusalWindow
@@ -796,6 +802,7 @@ func (s *Service) Status() api.Status {
 	)
 	s.digestMu.Lock()
 	defer s.digestMu.Unlock()
+	s.paceDigest()
 	s.node.ViewVersion(func(fs *fsm.State, v uint64) {
 		version = v
 		if v != s.digestAt || s.digest == "" {
@@ -812,7 +819,12 @@ func (s *Service) Status() api.Status {
 		st.ReceiptFormatLevel = fs.ReceiptFormat()
 	})
 	if fresh {
+		start := time.Now()
 		s.digest, s.digestAt = frozen.Digest().String(), version
+		if share := s.cfg.StatusDigestShare; share > 0 && share < 1 {
+			wait := time.Duration(float64(time.Since(start)) * (1/share - 1))
+			s.digestNext = time.Now().Add(min(wait, MaxStatusDigestWait))
+		}
 	}
 	st.StateDigest = s.digest
 	st.ReceiptFormat = s.receiptFormat()
@@ -822,6 +834,21 @@ func (s *Service) Status() api.Status {
 	s.mu.Unlock()
 	s.extendStatus(&st)
 	return st
+}
+
+// paceDigest waits, with digestMu held, until a status may compute a new
+// digest, when the state changed since the last one (see
+// Config.StatusDigestShare).
+func (s *Service) paceDigest() {
+	wait := time.Until(s.digestNext)
+	if wait <= 0 {
+		return
+	}
+	var v uint64
+	s.node.ViewVersion(func(_ *fsm.State, version uint64) { v = version })
+	if v != s.digestAt {
+		time.Sleep(wait)
+	}
 }
 
 // DroppedNoReply is how many API requests this node dropped, unread, for
