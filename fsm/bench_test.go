@@ -485,21 +485,24 @@ func BenchmarkStatusDigestLockHold(b *testing.B) {
 	// digest it then computes: 256 permits applied and published
 	// (untimed) between two calls, as a poller at 10 Hz sees at ~2,500
 	// grant changes a second.
+	next := n
+	permits := func() {
+		bt := fsm.Batch{Time: t0 + int64(time.Second), Node: "n1"}
+		for k := 0; k < 256; k++ {
+			bt.Commands = append(bt.Commands, liveRequest(next))
+			next++
+		}
+		fsm.Apply(s, idx, bt)
+		idx++
+		// Published, as the issuer confirms every round.
+		fsm.Apply(s, idx, fsm.Batch{Time: bt.Time, Node: "n1", Commands: []fsm.Command{{Op: fsm.OpPublished, Seq: s.Chain().Seq}}})
+		idx++
+	}
 	b.Run("mirror-in-lock-256-changes", func(b *testing.B) {
 		_ = s.FreezeDigest().Digest()
-		j := n
 		for b.Loop() {
 			b.StopTimer()
-			bt := fsm.Batch{Time: t0 + int64(time.Second), Node: "n1"}
-			for k := 0; k < 256; k++ {
-				bt.Commands = append(bt.Commands, liveRequest(j))
-				j++
-			}
-			fsm.Apply(s, idx, bt)
-			idx++
-			// Published, as the issuer confirms every round.
-			fsm.Apply(s, idx, fsm.Batch{Time: bt.Time, Node: "n1", Commands: []fsm.Command{{Op: fsm.OpPublished, Seq: s.Chain().Seq}}})
-			idx++
+			permits()
 			b.StartTimer()
 			v := s.FreezeDigest()
 			b.StopTimer()
@@ -509,18 +512,9 @@ func BenchmarkStatusDigestLockHold(b *testing.B) {
 	})
 	b.Run("mirror-digest-256-changes", func(b *testing.B) {
 		_ = s.FreezeDigest().Digest()
-		j := 1 << 20
 		for b.Loop() {
 			b.StopTimer()
-			bt := fsm.Batch{Time: t0 + int64(time.Second), Node: "n1"}
-			for k := 0; k < 256; k++ {
-				bt.Commands = append(bt.Commands, liveRequest(j))
-				j++
-			}
-			fsm.Apply(s, idx, bt)
-			idx++
-			fsm.Apply(s, idx, fsm.Batch{Time: bt.Time, Node: "n1", Commands: []fsm.Command{{Op: fsm.OpPublished, Seq: s.Chain().Seq}}})
-			idx++
+			permits()
 			v := s.FreezeDigest()
 			b.StartTimer()
 			_ = v.Digest()
