@@ -175,7 +175,7 @@ func (c Config) Validate() error {
 	case c.ReceiptFormat > fsm.MaxReceiptFormat:
 		return fmt.Errorf("%w: ReceiptFormat %d is above %d, the highest this build writes", ErrConfig, c.ReceiptFormat, fsm.MaxReceiptFormat)
 	case c.StatusDigestShare < 0 || c.StatusDigestShare > 1 || math.IsNaN(c.StatusDigestShare):
-		return fmt.Errorf("%w: StatusDigestShare must be between 0 and 1 (0: %g)", ErrConfig, DefaultStatusDigestShare)
+		return fmt.Errorf("%w: StatusDigestShare must be between 0 and 1 (0: %g; --status-digest-share)", ErrConfig, DefaultStatusDigestShare)
 	case c.FormatCheckEvery < 0:
 		return fmt.Errorf("%w: FormatCheckEvery must not be negative", ErrConfig)
 	case c.RefusalRate < 0 || math.IsNaN(c.RefusalRate):

@@ -153,3 +153,16 @@ func TestErrorPrefixOnce(t *testing.T) {
 		}
 	}
 }
+
+// A status digest share outside (0, 1] is a usage error that names the
+// flag, and the node does not start.
+func TestServeStatusDigestShareIsChecked(t *testing.T) {
+	cleanEnv(t)
+	for _, v := range []string{"-0.5", "1.5", "NaN"} {
+		r := runCLI(t, "serve", "--dev", "--data-dir", t.TempDir(), "--nats-port", fmt.Sprint(freePort(t)),
+			"--raft-addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--status-digest-share", v)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "--status-digest-share") {
+			t.Errorf("--status-digest-share %s: want exit 2 naming the flag, got %s", v, r)
+		}
+	}
+}

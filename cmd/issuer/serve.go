@@ -54,6 +54,7 @@ type serveFlags struct {
 	refusalRate  float64
 	refusalBurst int
 	linger       time.Duration
+	digestShare  float64
 	metricsAddr  string
 	sec          secFlags
 }
@@ -156,6 +157,8 @@ host must reach it; the endpoint has no authentication.`,
 	fl.IntVar(&f.refusalBurst, "refusal-burst", issuer.DefaultRefusalBurst, "refusals in a row a worker may cause before -refusal-rate applies")
 	fl.DurationVar(&f.linger, "publish-linger", issuer.DefaultPublishLinger,
 		"how long a partial round of receipts waits for company before it is published (0: at once, at most 1s); answers never wait for it, only the stream's lag does")
+	fl.Float64Var(&f.digestShare, "status-digest-share", issuer.DefaultStatusDigestShare,
+		"share of one core status requests may spend computing the state digest (at most 1; 0: the default); past it a status waits its turn, up to 1s, and still answers fresh; 1 never waits")
 	addSecFlags(fl, &f.sec)
 	return cmd
 }
@@ -456,6 +459,7 @@ func serve(ctx context.Context, f serveFlags, stdout, stderr io.Writer) error {
 	icfg.StreamReplicas, icfg.ReceiptFormat = f.replicas, f.format
 	icfg.RefusalRate, icfg.RefusalBurst = f.refusalRate, f.refusalBurst
 	icfg.PublishLinger = f.linger
+	icfg.StatusDigestShare = f.digestShare
 	icfg.NATSServer, icfg.RaftTLS, icfg.NATSTLS, icfg.Auth = ns, f.sec.tls(), f.sec.tls(), f.authFile != "" || opMode != nil
 	icfg.Credentials = creds
 	if icfg.AdvertiseNATS, err = f.advertiseNATS(ns); err != nil {
