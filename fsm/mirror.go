@@ -1,8 +1,8 @@
 package fsm
 
 import (
+	"bufio"
 	"crypto/sha256"
-	stdhash "hash"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -14,19 +14,21 @@ import (
 // FreezeDigest captures what the state digest needs, for a caller that
 // asks for the digest again and again (a status endpoint): the view's
 // Digest returns what State.Digest returns now, computed after the
-// caller's lock is released, and both the capture and the digest cost in
-// proportion to what changed since the previous call, not to the state.
+// caller's lock is released. The capture costs in proportion to what
+// changed since the previous call; so does the digest, but for one
+// SHA-256 pass over the state's encoding.
 //
 // Grants, idempotency records and route leases are most of a state and
 // most of its digest's bytes. The state keeps their encodings, in digest
 // order, between calls (the mirror) and notes, from the first call on,
 // the key of every one Apply or Evolve adds, changes or removes.
 // FreezeDigest copies the noted grants and routes (records never change
-// once in the state, so they are shared) and the rest of the state
-// (small) as Freeze does; Digest re-encodes the noted ones, merges them into the mirror's
-// order and hashes the whole in one pass, without building the encoding.
-// When more changed than the mirror holds, keeping it costs more than it
-// saves: the state drops it, and the next call captures everything.
+// once in the state, so they are shared) and, as Freeze does, the small
+// rest of the state; Digest re-encodes the noted ones, merges them into
+// the mirror's order and hashes the whole in one pass, without building
+// the encoding. When more changed than the state holds, keeping the
+// mirror costs more than it saves: the state drops it, and the next call
+// captures everything.
 //
 // The caller must hold whatever serialises access to s for reading (as
 // for Freeze), and must call Digest on each view, in order, before the
@@ -39,43 +41,13 @@ func (s *State) FreezeDigest() DigestView {
 	if s.mirror == nil || s.notes == nil || s.mirror.merged.Load() != s.mirror.captured {
 		s.mirror = &digestMirror{}
 		s.notes = &mirrorNotes{grants: map[string]struct{}{}, idem: map[idemID]struct{}{}, routes: map[string]struct{}{}}
-		v.grants = make([]pendingGrant, 0, len(s.grants))
-		gs := make([]grants.Grant, len(s.grants))
-		i := 0
-		for id, g := range s.grants {
-			gs[i] = *g
-			v.grants = append(v.grants, pendingGrant{id: id, g: &gs[i]})
-			i++
-		}
-		v.idem = make([]pendingIdem, 0, len(s.idem))
-		for k, r := range s.idem {
-			v.idem = append(v.idem, pendingIdem{key: k, rec: r})
-		}
-		v.routes = make([]pendingRoute, 0, len(s.routes))
-		for n, r := range s.routes {
-			c := *r
-			v.routes = append(v.routes, pendingRoute{name: n, r: &c})
-		}
+		v.grants = capture(s.grants, nil, copyOf)
+		v.idem = capture(s.idem, nil, shared)
+		v.routes = capture(s.routes, nil, copyOf)
 	} else {
-		for id := range s.notes.grants {
-			p := pendingGrant{id: id}
-			if g := s.grants[id]; g != nil {
-				c := *g
-				p.g = &c
-			}
-			v.grants = append(v.grants, p)
-		}
-		for k := range s.notes.idem {
-			v.idem = append(v.idem, pendingIdem{key: k, rec: s.idem[k]})
-		}
-		for n := range s.notes.routes {
-			p := pendingRoute{name: n}
-			if r := s.routes[n]; r != nil {
-				c := *r
-				p.r = &c
-			}
-			v.routes = append(v.routes, p)
-		}
+		v.grants = capture(s.grants, s.notes.grants, copyOf)
+		v.idem = capture(s.idem, s.notes.idem, shared)
+		v.routes = capture(s.routes, s.notes.routes, copyOf)
 		clear(s.notes.grants)
 		clear(s.notes.idem)
 		clear(s.notes.routes)
@@ -87,37 +59,55 @@ func (s *State) FreezeDigest() DigestView {
 
 // DigestView is what FreezeDigest captured.
 type DigestView struct {
-	rest   *State // the state without its grants and records
+	rest   *State // the state without its grants, records and routes
 	mirror *digestMirror
 	gen    uint64 // the mirror's capture this view is
-	grants []pendingGrant
-	idem   []pendingIdem
-	routes []pendingRoute
+	grants []pending[string, grants.Grant]
+	idem   []pending[idemID, idemRecord]
+	routes []pending[string, route]
 }
 
-// pendingGrant is a grant changed since the mirror was last brought up to
-// date: a copy of it, or nil when it was removed.
-type pendingGrant struct {
-	id string
-	g  *grants.Grant
+// pending is an entry changed since the mirror was last brought up to
+// date: its value as captured, or nil when it was removed.
+type pending[K, V any] struct {
+	key K
+	v   *V
 }
 
-// pendingIdem is an idempotency record changed since the mirror was last
-// brought up to date (nil: removed).
-type pendingIdem struct {
-	key idemID
-	rec *idemRecord
+// capture returns the entries of m under keys (all of m when keys is
+// nil), each value passed through keep, and nil for a key m no longer
+// holds.
+func capture[K comparable, V any](m map[K]*V, keys map[K]struct{}, keep func(*V) *V) []pending[K, V] {
+	if keys == nil {
+		out := make([]pending[K, V], 0, len(m))
+		for k, v := range m {
+			out = append(out, pending[K, V]{key: k, v: keep(v)})
+		}
+		return out
+	}
+	out := make([]pending[K, V], 0, len(keys))
+	for k := range keys {
+		p := pending[K, V]{key: k}
+		if v := m[k]; v != nil {
+			p.v = keep(v)
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
-// pendingRoute is a route record changed since the mirror was last
-// brought up to date: a copy of it, or nil when it was forgotten.
-type pendingRoute struct {
-	name string
-	r    *route
+// copyOf copies a value Apply changes in place (a grant, a route).
+func copyOf[V any](v *V) *V {
+	c := *v
+	return &c
 }
 
-// digestMirror holds the encoded grant and idempotency records of a
-// state, each as authority writes it, in authority's order.
+// shared keeps a value nothing changes once stored (an idempotency
+// record).
+func shared[V any](v *V) *V { return v }
+
+// digestMirror holds the encoded grants, idempotency records and routes
+// of a state, each as the digest writes it, in the digest's order.
 type digestMirror struct {
 	grants []encoded[string]
 	idem   []encoded[idemID]
@@ -145,52 +135,50 @@ type mirrorNotes struct {
 func (v DigestView) Digest() events.Hash {
 	m := v.mirror
 	var scratch []byte
-	slices.SortFunc(v.grants, func(a, b pendingGrant) int { return strings.Compare(a.id, b.id) })
-	m.grants = mergeEncoded(m.grants, v.grants, strings.Compare,
-		func(p pendingGrant) (string, bool) { return p.id, p.g != nil },
-		func(p pendingGrant) []byte {
-			scratch = encodeGrant(scratch[:0], p.g)
-			return frame(stGrant, scratch)
-		})
-	slices.SortFunc(v.idem, func(a, b pendingIdem) int { return compareIdem(a.key, b.key) })
-	m.idem = mergeEncoded(m.idem, v.idem, compareIdem,
-		func(p pendingIdem) (idemID, bool) { return p.key, p.rec != nil },
-		func(p pendingIdem) []byte {
-			scratch = encodeIdem(scratch[:0], p.key, p.rec)
-			return frame(stIdem, scratch)
-		})
-	slices.SortFunc(v.routes, func(a, b pendingRoute) int { return strings.Compare(a.name, b.name) })
-	m.routes = mergeEncoded(m.routes, v.routes, strings.Compare,
-		func(p pendingRoute) (string, bool) { return p.name, p.r != nil },
-		func(p pendingRoute) []byte {
-			scratch = encodeRoute(scratch[:0], p.r)
-			return frame(stRoute, scratch)
-		})
+	m.grants = merge(m.grants, v.grants, strings.Compare, func(_ string, g *grants.Grant) []byte {
+		scratch = encodeGrant(scratch[:0], g)
+		return frame(stGrant, scratch)
+	})
+	m.idem = merge(m.idem, v.idem, compareIdem, func(k idemID, r *idemRecord) []byte {
+		scratch = encodeIdem(scratch[:0], k, r)
+		return frame(stIdem, scratch)
+	})
+	m.routes = merge(m.routes, v.routes, strings.Compare, func(_ string, r *route) []byte {
+		scratch = encodeRoute(scratch[:0], r)
+		return frame(stRoute, scratch)
+	})
 	m.merged.Store(v.gen)
 
-	h := hashWriter{h: sha256.New(), buf: make([]byte, 0, 64<<10)}
+	// The bytes State.Digest hashes, in its order: authority (head,
+	// grants, records, tail), replies, routes, then the rest.
+	h := sha256.New()
+	bw := bufio.NewWriterSize(h, 64<<10)
 	w := events.NewWriter(nil)
 	v.rest.authorityHead(w)
-	h.write(w.Bytes())
-	for _, e := range m.grants {
-		h.write(e.b)
-	}
-	for _, e := range m.idem {
-		h.write(e.b)
-	}
+	bw.Write(w.Bytes())
+	writeEncoded(bw, m.grants)
+	writeEncoded(bw, m.idem)
 	w = events.NewWriter(w.Bytes())
 	v.rest.authorityTail(w, scratch)
 	v.rest.writeReplies(w, nil)
-	h.write(w.Bytes())
-	for _, e := range m.routes {
-		h.write(e.b)
-	}
+	bw.Write(w.Bytes())
+	writeEncoded(bw, m.routes)
 	w = events.NewWriter(w.Bytes())
 	v.rest.writeRouteFloor(w)
 	v.rest.writeFleet(w, nil)
 	v.rest.writeWorkerKeys(w, nil)
-	h.write(w.Bytes())
-	return h.sum()
+	bw.Write(w.Bytes())
+	bw.Flush() // a hash.Hash never fails a write
+	var out events.Hash
+	h.Sum(out[:0])
+	return out
+}
+
+// writeEncoded writes every entry's bytes, in order.
+func writeEncoded[K any](w *bufio.Writer, es []encoded[K]) {
+	for _, e := range es {
+		w.Write(e.b)
+	}
 }
 
 // frame is writeRecord's bytes for one record.
@@ -200,59 +188,29 @@ func frame(tag uint32, b []byte) []byte {
 	return w.Bytes()
 }
 
-// mergeEncoded merges the changes in ps (sorted by key, one per key) into
-// es (sorted by key): a change replaces or inserts its key's entry with
-// encode's bytes, or removes it when live says the record is gone.
-func mergeEncoded[K any, P any](es []encoded[K], ps []P, cmp func(a, b K) int,
-	keyOf func(P) (K, bool), encode func(P) []byte) []encoded[K] {
+// merge sorts the changes ps and merges them into es (sorted by key): a
+// change replaces or inserts its key's entry with encode's bytes, or
+// removes the entry when its value is nil.
+func merge[K, V any](es []encoded[K], ps []pending[K, V], cmp func(a, b K) int, encode func(K, *V) []byte) []encoded[K] {
 	if len(ps) == 0 {
 		return es
 	}
+	slices.SortFunc(ps, func(a, b pending[K, V]) int { return cmp(a.key, b.key) })
 	out := make([]encoded[K], 0, len(es)+len(ps))
 	i := 0
 	for _, p := range ps {
-		k, live := keyOf(p)
-		for i < len(es) && cmp(es[i].key, k) < 0 {
+		for i < len(es) && cmp(es[i].key, p.key) < 0 {
 			out = append(out, es[i])
 			i++
 		}
-		if i < len(es) && cmp(es[i].key, k) == 0 {
+		if i < len(es) && cmp(es[i].key, p.key) == 0 {
 			i++ // replaced or removed
 		}
-		if live {
-			out = append(out, encoded[K]{key: k, b: encode(p)})
+		if p.v != nil {
+			out = append(out, encoded[K]{key: p.key, b: encode(p.key, p.v)})
 		}
 	}
 	return append(out, es[i:]...)
-}
-
-// hashWriter feeds SHA-256 in large writes.
-type hashWriter struct {
-	h   stdhash.Hash
-	buf []byte
-}
-
-func (h *hashWriter) write(b []byte) {
-	if len(h.buf)+len(b) > cap(h.buf) {
-		h.flush()
-		if len(b) > cap(h.buf) {
-			h.h.Write(b)
-			return
-		}
-	}
-	h.buf = append(h.buf, b...)
-}
-
-func (h *hashWriter) flush() {
-	h.h.Write(h.buf)
-	h.buf = h.buf[:0]
-}
-
-func (h *hashWriter) sum() events.Hash {
-	h.flush()
-	var out events.Hash
-	copy(out[:], h.h.Sum(nil))
-	return out
 }
 
 // touchGrant notes that the grant id was added, changed or removed, while
