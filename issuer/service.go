@@ -791,10 +791,11 @@ func (s *Service) Status() api.Status {
 	// apply for as long. Under the lock the state is only frozen, and only
 	// when the state changed since the last status (an applied entry or a
 	// restored snapshot); the digest is computed from the frozen view
-	// after the lock is released. FreezeDigest captures only the grants
-	// and records that changed since the previous status, and the digest
-	// re-encodes only those (digestMu keeps two statuses from using the
-	// state's digest mirror at once).
+	// after the lock is released. FreezeDigest captures only the grants,
+	// records and routes that changed since the previous status, and the
+	// digest re-encodes only those (digestMu keeps two statuses from using
+	// the state's digest mirror at once); paceDigest bounds the share of
+	// time spent digesting.
 	var (
 		frozen  fsm.DigestView
 		fresh   bool
@@ -821,7 +822,7 @@ func (s *Service) Status() api.Status {
 	if fresh {
 		start := time.Now()
 		s.digest, s.digestAt = frozen.Digest().String(), version
-		if share := s.cfg.StatusDigestShare; share > 0 && share < 1 {
+		if share := s.cfg.StatusDigestShare; share < 1 { // New made 0 the default
 			wait := time.Duration(float64(time.Since(start)) * (1/share - 1))
 			s.digestNext = time.Now().Add(min(wait, MaxStatusDigestWait))
 		}

@@ -25,6 +25,9 @@ func (t Timing) Mean() float64 {
 	return t.Sum / t.Count
 }
 
+// Add is the samples of t and u together.
+func (t Timing) Add(u Timing) Timing { return Timing{Count: t.Count + u.Count, Sum: t.Sum + u.Sum} }
+
 // Sub is the samples taken between an earlier reading and t.
 func (t Timing) Sub(earlier Timing) Timing {
 	return Timing{Count: t.Count - earlier.Count, Sum: t.Sum - earlier.Sum}

@@ -1,7 +1,7 @@
 package telemetry
 
 import (
-	"strings"
+	"slices"
 	"time"
 
 	gometrics "github.com/hashicorp/go-metrics"
@@ -10,11 +10,12 @@ import (
 
 // Raft stages: the timers hashicorp/raft reports through go-metrics that
 // RaftStages keeps, each under one stage label value. A commit on the
-// leader is leader_append (its own log write) overlapping append_rpc (one
-// AppendEntries round trip to a follower, whose handler writes the
-// entries in follower_append); commit runs from the leader's append to
-// the commit index passing the entry; fsm_apply is one entry (or one
-// batch, for a batching state machine) applied to the state machine.
+// leader is leader_append (its own log write, before the entries go to
+// the followers), then append_rpc (one AppendEntries round trip to a
+// follower, whose handler writes the entries in follower_append); commit
+// runs from the leader's append to the commit index passing the entry;
+// fsm_apply is one entry (or one batch, for a batching state machine)
+// applied to the state machine.
 const (
 	StageLeaderAppend   = "leader_append"
 	StageAppendRPC      = "append_rpc"
@@ -31,18 +32,21 @@ var Stages = []string{StageLeaderAppend, StageAppendRPC, StageFollowerAppend, St
 
 var stageSet = set(Stages)
 
-// raftKeys maps hashicorp/raft's timer keys (joined with ".") to stages.
-// Every other key raft reports is dropped, so the peer-named timers it
-// also emits never become series.
-var raftKeys = map[string]string{
-	"raft.leader.dispatchLog":            StageLeaderAppend,
-	"raft.replication.appendEntries.rpc": StageAppendRPC,
-	"raft.rpc.appendEntries.storeLogs":   StageFollowerAppend,
-	"raft.rpc.appendEntries":             StageFollowerRPC,
-	"raft.commitTime":                    StageCommit,
-	"raft.fsm.enqueue":                   StageFSMEnqueue,
-	"raft.fsm.applyBatch":                StageFSMApply,
-	"raft.fsm.apply":                     StageFSMApply,
+// raftTimers are hashicorp/raft's timer keys and their stages. Every
+// other key raft reports is dropped, so the peer-named timers it also
+// emits never become series.
+var raftTimers = []struct {
+	key   []string
+	stage string
+}{
+	{[]string{"raft", "leader", "dispatchLog"}, StageLeaderAppend},
+	{[]string{"raft", "replication", "appendEntries", "rpc"}, StageAppendRPC},
+	{[]string{"raft", "rpc", "appendEntries", "storeLogs"}, StageFollowerAppend},
+	{[]string{"raft", "rpc", "appendEntries"}, StageFollowerRPC},
+	{[]string{"raft", "commitTime"}, StageCommit},
+	{[]string{"raft", "fsm", "enqueue"}, StageFSMEnqueue},
+	{[]string{"raft", "fsm", "applyBatch"}, StageFSMApply},
+	{[]string{"raft", "fsm", "apply"}, StageFSMApply},
 }
 
 // stageBuckets reach below a millisecond: a local log write takes a
@@ -50,7 +54,7 @@ var raftKeys = map[string]string{
 var stageBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
 
 // RaftStages is a go-metrics sink that turns the raft timers listed in
-// raftKeys into one Prometheus histogram, writ_raft_stage_seconds{stage}.
+// raftTimers into one Prometheus histogram, writ_raft_stage_seconds{stage}.
 // hashicorp/raft reports only to go-metrics' process-wide sink, so a
 // process installs it with InstallRaftStages; gauges and counters are
 // dropped (writ exports its own raft state).
@@ -89,32 +93,36 @@ func NewRaftStages(reg prometheus.Registerer, node string) *RaftStages {
 // with one raft node should install it: every node in the process would
 // report into s.
 func InstallRaftStages(s *RaftStages) (uninstall func(), err error) {
+	if _, err := gometrics.NewGlobal(quietConfig(), s); err != nil {
+		return nil, err
+	}
+	return func() { _, _ = gometrics.NewGlobal(quietConfig(), &gometrics.BlackholeSink{}) }, nil
+}
+
+// quietConfig is go-metrics' configuration for RaftStages: microsecond
+// timers, no host name, no runtime poller, no service prefix.
+func quietConfig() *gometrics.Config {
 	cfg := gometrics.DefaultConfig("")
 	cfg.HostName = ""
 	cfg.EnableHostname = false
 	cfg.EnableHostnameLabel = false
 	cfg.EnableRuntimeMetrics = false
 	cfg.TimerGranularity = raftTimerUnit
-	if _, err := gometrics.NewGlobal(cfg, s); err != nil {
-		return nil, err
-	}
-	return func() {
-		cfg := gometrics.DefaultConfig("")
-		cfg.EnableHostname = false
-		cfg.EnableRuntimeMetrics = false
-		_, _ = gometrics.NewGlobal(cfg, &gometrics.BlackholeSink{})
-	}, nil
+	return cfg
 }
 
+// sample records a timer raftTimers lists; it allocates nothing, since
+// raft reports several timers per log entry.
 func (s *RaftStages) sample(key []string, val float32) {
 	if len(key) == 0 || key[0] != "raft" {
 		return
 	}
-	st, ok := raftKeys[strings.Join(key, ".")]
-	if !ok {
-		return
+	for _, t := range raftTimers {
+		if slices.Equal(key, t.key) {
+			s.stages[t.stage].Observe(float64(val) * raftTimerSeconds)
+			return
+		}
 	}
-	s.stages[st].Observe(float64(val) * raftTimerSeconds)
 }
 
 // AddSample records a timer sample in microseconds.

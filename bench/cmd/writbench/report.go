@@ -102,30 +102,28 @@ func (r *Report) stageRows(run *SpendRun) {
 	}
 	s := "1b. where a spend's time goes, writ only (means over each spend level; the leader's histograms unless named)"
 	c := run.Conc
-	ms := func(t systems.Timing) *float64 { return f(t.Mean() * 1e3) }
-	lead := run.Stages[run.StagesLeader]
+	lead := func(key string) *float64 { return f(leaderStage(run, key)) }
 	var spend, follower systems.Timing
 	for i, st := range run.Stages {
-		spend.Count, spend.Sum = spend.Count+st["spend"].Count, spend.Sum+st["spend"].Sum
+		spend = spend.Add(st["spend"])
 		if i != run.StagesLeader {
-			fa := st["raft/follower_append"]
-			follower.Count, follower.Sum = follower.Count+fa.Count, follower.Sum+fa.Sum
+			follower = follower.Add(st["raft/follower_append"])
 		}
 	}
-	entries := lead["raft/leader_append"].Count
+	entries := run.Stages[run.StagesLeader]["raft/leader_append"].Count
 	if run.Spend.Ops > 0 {
 		r.add(Row{Section: s, Metric: fmt.Sprintf("c=%d client round trip (c x wall / spends)", c), Unit: "ms",
 			Writ: f(float64(c) * run.Spend.Seconds * 1e3 / float64(run.Spend.Ops))})
 	}
-	r.add(Row{Section: s, Metric: fmt.Sprintf("c=%d issuer: request in -> answer out", c), Unit: "ms", Writ: ms(spend),
+	r.add(Row{Section: s, Metric: fmt.Sprintf("c=%d issuer: request in -> answer out", c), Unit: "ms", Writ: f(spend.Mean() * 1e3),
 		Note: fmt.Sprintf("%.0f spends answered", spend.Count)})
-	r.add(Row{Section: s, Metric: fmt.Sprintf("c=%d issuer: proposed -> answer committed", c), Unit: "ms", Writ: ms(lead["commit/spend"])})
-	r.add(Row{Section: s, Metric: fmt.Sprintf("c=%d raft: leader append -> commit", c), Unit: "ms", Writ: ms(lead["raft/commit"])})
-	r.add(Row{Section: s, Metric: fmt.Sprintf("c=%d raft: leader log append", c), Unit: "ms", Writ: ms(lead["raft/leader_append"]),
+	r.add(Row{Section: s, Metric: fmt.Sprintf("c=%d issuer: proposed -> answer committed", c), Unit: "ms", Writ: lead("commit/spend")})
+	r.add(Row{Section: s, Metric: fmt.Sprintf("c=%d raft: leader append -> commit", c), Unit: "ms", Writ: lead("raft/commit")})
+	r.add(Row{Section: s, Metric: fmt.Sprintf("c=%d raft: leader log append", c), Unit: "ms", Writ: lead("raft/leader_append"),
 		Note: fmt.Sprintf("%.0f entries, %.1f spends per entry", entries, float64(run.Spend.Ops)/max(1, entries))})
-	r.add(Row{Section: s, Metric: fmt.Sprintf("c=%d raft: AppendEntries round trip", c), Unit: "ms", Writ: ms(lead["raft/append_rpc"])})
-	r.add(Row{Section: s, Metric: fmt.Sprintf("c=%d raft: follower log append (both followers)", c), Unit: "ms", Writ: ms(follower)})
-	r.add(Row{Section: s, Metric: fmt.Sprintf("c=%d raft: state machine apply, per entry", c), Unit: "ms", Writ: ms(lead["raft/fsm_apply"])})
+	r.add(Row{Section: s, Metric: fmt.Sprintf("c=%d raft: AppendEntries round trip", c), Unit: "ms", Writ: lead("raft/append_rpc")})
+	r.add(Row{Section: s, Metric: fmt.Sprintf("c=%d raft: follower log append (both followers)", c), Unit: "ms", Writ: f(follower.Mean() * 1e3)})
+	r.add(Row{Section: s, Metric: fmt.Sprintf("c=%d raft: state machine apply, per entry", c), Unit: "ms", Writ: lead("raft/fsm_apply")})
 }
 
 func (r *Report) build() {
@@ -197,7 +195,7 @@ func (r *Report) build() {
 		_, note = quiet(func(x *SpendRun) float64 { return x.Spend.P99Ms })
 		r.add(Row{Section: s, Metric: "spend p99 with the poller", Unit: "ms", Writ: f(sr.Polled.Spend.P99Ms), Note: note})
 		r.add(Row{Section: s, Metric: "status answered", Unit: "count", Writ: f(float64(sr.Polls.Sent - sr.Polls.Errors)),
-			Note: fmt.Sprintf("sent %d, errors %d %s", sr.Polls.Sent, sr.Polls.Errors, sr.Polls.FirstErr)})
+			Note: strings.TrimSpace(fmt.Sprintf("sent %d, errors %d %s", sr.Polls.Sent, sr.Polls.Errors, sr.Polls.FirstErr))})
 		r.add(Row{Section: s, Metric: "status p50", Unit: "ms", Writ: f(sr.Polls.P50Ms)})
 		r.add(Row{Section: s, Metric: "status p99", Unit: "ms", Writ: f(sr.Polls.P99Ms), Note: fmt.Sprintf("max %.1f", sr.Polls.MaxMs)})
 	}

@@ -55,7 +55,7 @@ type SpendRun struct {
 	// the spend phase (issuer processes only), and StagesLeader the index
 	// of the node that led throughout it (-1 when leadership moved).
 	Stages       []systems.Timings `json:"writ_stage_timings,omitempty"`
-	StagesLeader int               `json:"writ_stage_leader,omitempty"`
+	StagesLeader int               `json:"writ_stage_leader"`
 }
 
 func logf(format string, args ...any) {
