@@ -57,10 +57,10 @@ func HookExample(name string) string {
 	return `  # .claude/settings.json ('worker-agent install claude-code' writes this,
   # and the same entry for PostToolUse and PostToolUseFailure; UserPromptSubmit
   # and SessionStart get it without a matcher). The command runs the hook
-  # through a /bin/sh wrapper that blocks the call if the binary is missing
-  # or crashes:
+  # inside a sh script that blocks the call if the binary is missing or
+  # crashes:
   {"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [{"type": "command", "timeout": 30,
-    "command": "/bin/sh -c '...' writ-hook /usr/local/bin/worker-agent hook claude-code --config /etc/writ/w1.json"}]}]}}
+    "command": "b=/usr/local/bin/worker-agent; ... \"$b\" hook claude-code --config /etc/writ/w1.json; ..."}]}]}}
 
   # Try it by hand with a Claude Code Bash call:
   echo '{"session_id":"s1","hook_event_name":"PreToolUse","tool_name":"Bash","tool_use_id":"t1","tool_input":{"command":"ls"},"cwd":"/tmp"}' |

@@ -242,7 +242,7 @@ func hookSpec(t target, f InstallFlags) (harness.HookSpec, error) {
 			return harness.HookSpec{}, Usagef("--hook-client %q: want %s or %s", f.HookClient, HookClientAuto, HookClientNone)
 		}
 	}
-	cmd, err := harness.WrapHookCommand(bin, args...)
+	cmd, err := harness.HookCommand(t.harness, bin, args...)
 	if err != nil {
 		return harness.HookSpec{}, Usagef("%v", err)
 	}

@@ -38,6 +38,12 @@ import (
 // path through writ-hook, the thin client, whose sidecar runs the hook
 // in its own process: its cpu-p50-ms is writ-hook's alone (the hook's
 // work moved into the sidecar, which "warm" does not count either).
+// "installed" is what a Claude Code user gets: the hook command install
+// writes (writ-hook inside the inline fail-closed script) run with
+// /bin/sh -c, as Claude Code runs it; "installed-nested" the same through
+// the nested /bin/sh wrapper that install wrote for Claude Code before
+// (and still writes for Codex). Their cpu-p50-ms counts the shell and
+// writ-hook together.
 //
 //	go test -run '^$' -bench ClaudeCodePreToolUse -benchtime 200x ./cmd/worker-agent/
 func BenchmarkClaudeCodePreToolUse(b *testing.B) {
@@ -89,10 +95,29 @@ func BenchmarkClaudeCodePreToolUse(b *testing.B) {
 	// the other's results are reported as other-*. The warm path gives it
 	// a sidecar of its own build.
 	other := os.Getenv("WRIT_BENCH_OTHER_WORKER")
-	for _, path := range []string{"start", "cold", "warm", "thin"} {
+	for _, path := range []string{"start", "cold", "warm", "thin", "installed", "installed-nested"} {
 		b.Run(path, func(b *testing.B) {
 			sock, otherSock := filepath.Join(dir, "no-sidecar.sock"), filepath.Join(dir, "no-sidecar.sock")
 			bin := bin
+			var shellCmd string // the installed hook command, for installed*
+			if strings.HasPrefix(path, "installed") {
+				// writ-hook as install writes it for Claude Code, run the
+				// way Claude Code runs it (sh -c): the inline fail-closed
+				// script, or the nested /bin/sh wrapper of earlier builds.
+				bin = filepath.Join(thinDir(b, true), "writ-hook")
+				sock = filepath.Join(dir, "run", "w1-"+path+".sock")
+				startSidecarIn(b, dir, cfg, sock)
+				args := []string{"hook", "claude-code", "--config", cfg, "--socket", sock}
+				var err error
+				if path == "installed" {
+					shellCmd, err = harness.HookCommand(harness.ClaudeCode, bin, args...)
+				} else {
+					shellCmd, err = harness.WrapHookCommand(bin, args...)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
 			if path == "thin" {
 				// writ-hook (worker-agent beside it) and a sidecar in the
 				// hooks' own environment, so that it runs them itself.
@@ -127,6 +152,10 @@ func BenchmarkClaudeCodePreToolUse(b *testing.B) {
 			var this, that hookTimes
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
+				if shellCmd != "" {
+					this.runCommand(b, exec.Command("/bin/sh", "-c", shellCmd), dir, inputs[i])
+					continue
+				}
 				if other == "" {
 					this.run(b, bin, cfg, sock, dir, inputs[i])
 					continue
@@ -158,7 +187,13 @@ type hookTimes struct{ wall, cpu []time.Duration }
 
 // run runs one hook process of bin on in and records its times.
 func (h *hookTimes) run(b *testing.B, bin, cfg, sock, dir string, in []byte) {
-	cmd := exec.Command(bin, "hook", "claude-code", "--config", cfg, "--socket", sock)
+	h.runCommand(b, exec.Command(bin, "hook", "claude-code", "--config", cfg, "--socket", sock), dir, in)
+}
+
+// runCommand runs cmd as one hook run on in and records its times (for
+// a command through sh, the CPU time is the shell's and its children's).
+func (h *hookTimes) runCommand(b *testing.B, cmd *exec.Cmd, dir string, in []byte) {
+	bin := cmd.Path
 	cmd.Dir = dir
 	cmd.Env = binEnv(dir)
 	cmd.Stdin = bytes.NewReader(in)

@@ -15,10 +15,13 @@ const installLong = `install merges writ's hook entries into the harness's setti
                PostToolUse, UserPromptSubmit and SessionStart, no matcher
                (every tool, prompt and start)
 Each entry runs "worker-agent hook <harness>" (with --config when given),
-timeout 30s, through a small /bin/sh wrapper written into the command: the
-harnesses block a call only when the hook exits 2, so the wrapper turns a
-missing, moved or crashing worker-agent (exit 127, 126, 1, a signal) into
-exit 2 with a line saying what to do. The call is blocked, never let run.
+timeout 30s, inside a small fail-closed POSIX sh script written into the
+command: the harnesses block a call only when the hook exits 2, so the
+script turns a missing, moved or crashing worker-agent (exit 127, 126, 1,
+a signal) into exit 2 with a line saying what to do. The call is blocked,
+never let run. Claude Code runs hook commands with sh, so its entry is the
+script itself; Codex runs them with the user's shell, so its entry starts
+/bin/sh on it.
 
 With --config, and writ-hook beside the worker-agent binary (make build
 puts it there), the entry runs writ-hook instead, with the same arguments

@@ -102,11 +102,13 @@ func TestInstallClaudeCode(t *testing.T) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	want, err := harness.WrapHookCommand(bin, "hook", "claude-code", "--config", cfg)
+	want, err := harness.HookCommand(harness.ClaudeCode, bin, "hook", "claude-code", "--config", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(want, "/bin/sh -c '") || !strings.Contains(want, " writ-hook '"+bin+"' hook claude-code --config "+cfg) {
+	// Claude Code runs hook commands in sh: the command is the fail-closed
+	// script itself, with no second shell.
+	if !strings.HasPrefix(want, "b="+harness.ShellQuote(bin)+"; ") || !strings.Contains(want, `"$b" hook claude-code --config `+cfg+"; s=$?") {
 		t.Fatalf("hook command %s", want)
 	}
 	// The tool events get matcher "*"; the prompt and the session start,
@@ -223,7 +225,7 @@ func TestInstallNamesTheRunningBinary(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 	raw, _ := os.ReadFile(filepath.Join(project, ".claude", "settings.json"))
-	if !strings.Contains(string(raw), " writ-hook "+harness.ShellQuote(builtBinary(t))+" hook claude-code") {
+	if !strings.Contains(string(raw), `"command": "b=`+harness.ShellQuote(builtBinary(t))+`; `) || !strings.Contains(string(raw), `\"$b\" hook claude-code; s=$?`) {
 		t.Fatalf("settings:\n%s", raw)
 	}
 }
@@ -351,7 +353,7 @@ func TestInstallAndUninstallHelp(t *testing.T) {
 	if !strings.Contains(uninstall.stdout, "uninstall removes") || strings.Contains(uninstall.stdout, "install merges") || !strings.Contains(uninstall.stdout, "byte for byte") {
 		t.Fatalf("uninstall --help:\n%s", uninstall.stdout)
 	}
-	if !strings.Contains(install.stdout, "install merges") || !strings.Contains(install.stdout, "wrapper") {
+	if !strings.Contains(install.stdout, "install merges") || !strings.Contains(install.stdout, "fail-closed") {
 		t.Fatalf("install --help:\n%s", install.stdout)
 	}
 	codex := runCLI(t, "", "hook", "codex", "--help")
@@ -398,9 +400,9 @@ func TestInstallPrefersTheThinClient(t *testing.T) {
 		return runCLI(t, "", append([]string{"install", "claude-code", "--project", project, "--binary", bin}, extra...)...)
 	}
 	socket := filepath.Join(stateDir, "worker-w1.sock")
-	wantThin, _ := harness.WrapHookCommand(thin, "hook", "claude-code", "--config", cfg, "--socket", socket)
-	wantAgent, _ := harness.WrapHookCommand(bin, "hook", "claude-code", "--config", cfg)
-	wantBare, _ := harness.WrapHookCommand(bin, "hook", "claude-code")
+	wantThin, _ := harness.HookCommand(harness.ClaudeCode, thin, "hook", "claude-code", "--config", cfg, "--socket", socket)
+	wantAgent, _ := harness.HookCommand(harness.ClaudeCode, bin, "hook", "claude-code", "--config", cfg)
+	wantBare, _ := harness.HookCommand(harness.ClaudeCode, bin, "hook", "claude-code")
 
 	if r := install("--config", cfg); r.code != 0 || command() != wantThin {
 		t.Fatalf("thin: %+v\n%s\nwant %s", r, command(), wantThin)
@@ -416,7 +418,7 @@ func TestInstallPrefersTheThinClient(t *testing.T) {
 	}
 	// A config that names its own socket: that one.
 	own := writeJSON(t, t.TempDir(), "w2.json", map[string]any{"worker": "w2", "lane": "coordinator", "socket": "/run/writ/w2.sock"})
-	wantOwn, _ := harness.WrapHookCommand(thin, "hook", "claude-code", "--config", own, "--socket", "/run/writ/w2.sock")
+	wantOwn, _ := harness.HookCommand(harness.ClaudeCode, thin, "hook", "claude-code", "--config", own, "--socket", "/run/writ/w2.sock")
 	if r := install("--config", own); r.code != 0 || command() != wantOwn {
 		t.Fatalf("config socket: %+v\n%s", r, command())
 	}
