@@ -220,6 +220,9 @@ func (g *Agent) runHook(ctx context.Context, flags *pflag.FlagSet, name string, 
 		if cr.replayed() {
 			return fail(cr.replayError(call))
 		}
+		// From here a permit may be delivered: the record says so,
+		// durably, by the time the issuer answers.
+		cr.begin()
 		gc := grantContext{Cwd: in.WorkDir(), Route: cfg.Route}
 		// Waiting for a registering hook's lock may take part of the
 		// deadline, not all of it: the grant request must still fit.

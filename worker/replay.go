@@ -31,24 +31,37 @@ import (
 // and holds the file's lock from reading the record until its answer is
 // written. The rule:
 //
-//   - the record is written ("answered") before the permit is written to
-//     the harness; if writing the answer fails, it is rewritten as
-//     "undelivered";
-//   - a PreToolUse for a call whose record says "answered" is blocked (exit
-//     2): the first permit may have been delivered and the tool may have
-//     run, and the attempt is already recorded at the issuer. A call the
-//     model means to run again is a new call with a new tool_use_id;
+//   - before the issuer is asked, the record is made to say "pending" and
+//     made durable (fsync), while the request is in flight: from then on
+//     a permit may be delivered, and a crash cannot take that back;
+//   - a permit is written into the record ("answered", with the grant,
+//     its digest and target) before it is written to the harness; if
+//     writing the answer fails, the record is rewritten as "undelivered";
+//     a refusal, a hold or an error empties the record again;
+//   - a PreToolUse for a call whose record holds anything but nothing or
+//     "undelivered" — "answered", "pending", an unreadable line — is
+//     blocked (exit 2): the first permit may have been delivered and the
+//     tool may have run, and the attempt is already recorded at the
+//     issuer. A call the model means to run again is a new call with a
+//     new tool_use_id;
 //   - a call with no record, or one that says "undelivered", is answered
 //     as usual (the issuer's answer is the original one: no second grant);
 //   - a duplicate that arrives while the first hook is still deciding
 //     waits for its lock and then sees its record;
-//   - only permits are recorded: a refused or held call may be asked again
-//     (an approval may have come since).
+//   - only permits are kept: a refused or held call may be asked again (an
+//     approval may have come since).
 //
-// A hook that dies after writing the record and before writing its answer
-// leaves "answered": the repeat is blocked, which can only stop a call,
-// never run one twice. Records older than callRecordRetention are removed
-// now and then by a hook that writes a new one.
+// Only "pending" is synced, so the one fsync a call costs overlaps the
+// issuer's round trip instead of following it. The later writes need no
+// fsync of their own: each replaces the line in place and only ever turns
+// a record that blocks into one that blocks too ("answered") or into one
+// that lets a call be asked again ("undelivered", empty), so a crash that
+// loses one of them leaves a record that blocks — which can only stop a
+// call, never run one twice. A PostToolUse that finds no grant in the
+// record asks the issuer for it. Likewise a hook that dies after
+// "pending" leaves the repeat blocked. Records older than
+// callRecordRetention are removed now and then by a hook that writes a
+// new one.
 
 // callRecordRetention is how long a call's record is kept.
 const callRecordRetention = 7 * 24 * time.Hour
@@ -57,6 +70,7 @@ const callRecordRetention = 7 * 24 * time.Hour
 const (
 	callAnswered    = "answered"
 	callUndelivered = "undelivered"
+	callPending     = "pending"
 )
 
 // errReplayed: a call asked about again after its permit was answered.
@@ -65,9 +79,14 @@ var errReplayed = errors.New("this call was already permitted once")
 // callRecord is one call's record, locked while the hook decides.
 type callRecord struct {
 	lock  *fileLock
-	state string // as read: "", callAnswered or callUndelivered
-	line  string // the record as read
+	state string // as read: "", callAnswered, callUndelivered, callPending or anything
+	line  string // the record's first line as read
 	wrote bool   // this hook recorded an answer
+	// begun: this hook made the record say "pending"; synced receives the
+	// result of that write and its fsync (once: see settle).
+	begun   bool
+	synced  chan error
+	syncErr error
 }
 
 // openCallRecord locks and reads the record of call under stateDir,
@@ -89,7 +108,8 @@ func openCallRecord(ctx context.Context, stateDir string, call harness.Call) (*c
 		l.unlock()
 		return nil, fmt.Errorf("reading the call record: %v", err)
 	}
-	line := strings.TrimSpace(string(b))
+	first, _, _ := strings.Cut(string(b), "\n")
+	line := strings.TrimSpace(first)
 	state, _, _ := strings.Cut(line, " ")
 	if len(b) == 0 && strings.HasPrefix(name, "00") {
 		pruneCallRecords(dir, time.Now())
@@ -132,7 +152,8 @@ func readSpentCall(stateDir string, call harness.Call) (spentCall, bool) {
 	if err != nil {
 		return spentCall{}, false
 	}
-	fields := strings.Fields(string(b))
+	first, _, _ := strings.Cut(string(b), "\n")
+	fields := strings.Fields(first)
 	if len(fields) == 0 || fields[0] != callAnswered && fields[0] != callUndelivered {
 		return spentCall{}, false
 	}
@@ -163,20 +184,54 @@ func readSpentCall(stateDir string, call harness.Call) (spentCall, bool) {
 	return sc, true
 }
 
-// replayed reports whether the call's permit was answered before (and not
-// known to have been lost).
-func (c *callRecord) replayed() bool { return c.state == callAnswered }
+// replayed reports whether the call may have been permitted before (and
+// the permit is not known to have been lost): any record but none and
+// "undelivered" blocks, including one that cannot be read.
+func (c *callRecord) replayed() bool { return c.state != "" && c.state != callUndelivered }
 
 // replayError is the error a replayed call is blocked with.
 func (c *callRecord) replayError(call harness.Call) error {
+	if c.state != callAnswered {
+		return fmt.Errorf("%w, or may have been: an earlier PreToolUse for %s call %s stopped after asking the issuer and before it finished (record %q), "+
+			"so this one is not permitted in case the first permit was delivered; if the tool did not run, issue the call again (a new call id gets a grant of its own)",
+			errReplayed, call.Tool, call.CallID, c.line)
+	}
 	_, rest, _ := strings.Cut(c.line, " ")
 	return fmt.Errorf("%w (%s call %s, %s) and this PreToolUse repeats it: the first permit may have run it, so the same call "+
 		"is not permitted twice; if the tool did not run, issue the call again (a new call id gets a grant of its own)",
 		errReplayed, call.Tool, call.CallID, rest)
 }
 
-// answered records a permit before it is written to the harness.
+// begin makes the record say "pending", durably, before the issuer is
+// asked: the write and its fsync run while the request is in flight, and
+// answered and close wait for them.
+func (c *callRecord) begin() {
+	if c.begun {
+		return
+	}
+	c.begun = true
+	c.synced = make(chan error, 1)
+	go func() { c.synced <- c.replace(callPending, true) }()
+}
+
+// settle waits for begin's write and returns its result.
+func (c *callRecord) settle() error {
+	if c.synced != nil {
+		c.syncErr = <-c.synced
+		c.synced = nil
+	}
+	return c.syncErr
+}
+
+// answered records a permit before it is written to the harness, once
+// the record's "pending" is durable.
 func (c *callRecord) answered(env grants.Envelope) error {
+	if !c.begun {
+		return errors.New("writing the call record: the call was not begun first")
+	}
+	if err := c.settle(); err != nil {
+		return err
+	}
 	line := fmt.Sprintf("%s grant=%s seq=%d", callAnswered, env.GrantID, env.Seq)
 	if !env.Digest.IsZero() {
 		// What the PostToolUse hook needs to report the outcome without
@@ -186,37 +241,47 @@ func (c *callRecord) answered(env grants.Envelope) error {
 			line += " target=" + url.QueryEscape(env.Target)
 		}
 	}
-	if err := c.write(line); err != nil {
+	if err := c.replace(line, false); err != nil {
 		return err
 	}
 	c.wrote, c.line = true, line
 	return nil
 }
 
-func (c *callRecord) write(line string) error {
+// replace writes line as the whole record: in place from the start, then
+// cut to its length; synced when sync is set.
+func (c *callRecord) replace(line string, sync bool) error {
 	f := c.lock.f
-	if err := f.Truncate(0); err != nil {
+	b := []byte(line + "\n")
+	if _, err := f.WriteAt(b, 0); err != nil {
 		return fmt.Errorf("writing the call record: %v", err)
 	}
-	if _, err := f.WriteAt([]byte(line+"\n"), 0); err != nil {
+	if err := f.Truncate(int64(len(b))); err != nil {
 		return fmt.Errorf("writing the call record: %v", err)
 	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("writing the call record: %v", err)
+	if sync {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("writing the call record: %v", err)
+		}
 	}
 	return nil
 }
 
 // close releases the record once the answer was written (delivered) or
 // could not be: a permit that was not delivered is recorded as such, so
-// that the harness's retry is answered.
+// that the harness's retry is answered, and a call begun and not
+// permitted is left with no record, so that it may be asked again.
 func (c *callRecord) close(delivered bool) {
 	if c == nil {
 		return
 	}
-	if c.wrote && !delivered {
+	_ = c.settle()
+	switch {
+	case c.wrote && !delivered:
 		_, rest, _ := strings.Cut(c.line, " ")
-		_ = c.write(strings.TrimSpace(callUndelivered + " " + rest))
+		_ = c.replace(strings.TrimSpace(callUndelivered+" "+rest), false)
+	case c.begun && !c.wrote:
+		_ = c.lock.f.Truncate(0)
 	}
 	c.lock.unlock()
 }

@@ -39,6 +39,10 @@ func TestCallRecord(t *testing.T) {
 	if r.replayed() {
 		t.Fatal("a first delivery is a replay")
 	}
+	if err := r.answered(env); err == nil {
+		t.Fatal("a permit recorded without the call begun")
+	}
+	r.begin()
 	if err := r.answered(env); err != nil {
 		t.Fatal(err)
 	}
@@ -67,6 +71,7 @@ func TestCallRecord(t *testing.T) {
 	if r.replayed() {
 		t.Fatal("another call id is a replay")
 	}
+	r.begin()
 	if err := r.answered(env); err != nil {
 		t.Fatal(err)
 	}
@@ -77,15 +82,45 @@ func TestCallRecord(t *testing.T) {
 	}
 	r.close(true)
 
-	// Nothing recorded for a refusal: the record is left empty.
+	// Nothing kept for a refusal: the record begun is emptied again.
 	refused := call
 	refused.CallID = "toolu_3"
 	r = open(refused)
+	r.begin()
 	r.close(true)
 	if r = open(refused); r.replayed() || r.state != "" {
 		t.Fatalf("a refused call: %+v", r)
 	}
 	r.close(true)
+
+	// A hook that died while asking (or a crash that lost the answer's
+	// write) leaves "pending", durable before the issuer was asked: the
+	// repeat is blocked, as is a record that cannot be read.
+	path := callRecordPath(state, refused)
+	for _, left := range []string{"pending\n", "pending", "answ", "\x00\x00garbage\n"} {
+		if err := os.WriteFile(path, []byte(left), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r = open(refused)
+		err := r.replayError(refused)
+		if !r.replayed() || !errors.Is(err, errReplayed) || !strings.Contains(err.Error(), "stopped after asking the issuer") {
+			t.Fatalf("record %q: replayed %v, %v", left, r.replayed(), err)
+		}
+		r.close(true)
+	}
+	// The undelivered permit's record, rewritten over a longer line, reads
+	// as that line alone.
+	if err := os.WriteFile(path, []byte("undelivered grant=g-9 seq=9\nanswered grant=g-old seq=1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r = open(refused); r.replayed() || r.line != "undelivered grant=g-9 seq=9" {
+		t.Fatalf("undelivered with a tail: %+v", r)
+	}
+	r.begin()
+	r.close(true)
+	if b, _ := os.ReadFile(path); len(b) != 0 {
+		t.Fatalf("record after a refusal: %q", b)
+	}
 
 	// Old records are pruned, recent ones kept.
 	dir := filepath.Join(state, "calls")
@@ -147,6 +182,7 @@ func TestSpentCallRecord(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		r.begin()
 		if err := r.answered(grants.Envelope{Decision: grants.Permit, GrantID: "g-1", Seq: 7, Digest: d, Target: target}); err != nil {
 			t.Fatal(err)
 		}
@@ -157,7 +193,7 @@ func TestSpentCallRecord(t *testing.T) {
 		}
 	}
 	path := callRecordPath(state, call)
-	for _, line := range []string{"", "answered grant=g-1 seq=7", "answered grant=g-1 seq=7 digest=zz", "refused", "answered digest=" + d.String(),
+	for _, line := range []string{"", "pending", "answered grant=g-1 seq=7", "answered grant=g-1 seq=7 digest=zz", "refused", "answered digest=" + d.String(),
 		"answered grant=g-1 digest=" + d.String() + " target=%zz"} {
 		if err := os.WriteFile(path, []byte(line+"\n"), 0o600); err != nil {
 			t.Fatal(err)
