@@ -236,7 +236,8 @@ func reportPercentiles(b *testing.B, times []time.Duration) {
 // PostToolUse, effect, source), "issuer-combined" the two. Besides ns/op
 // it reports the p50 and p99 of each cycle's wall time in milliseconds.
 // "format11-thin" runs both hooks through writ-hook, whose sidecar runs
-// them in its own process. WRIT_BENCH_OTHER_WORKER names another worker-agent binary to run the
+// them in its own process; "format11-installed" the same through the
+// command install writes, run with /bin/sh -c as Claude Code runs it. WRIT_BENCH_OTHER_WORKER names another worker-agent binary to run the
 // hooks with instead (its results are named format*-other).
 //
 //	go test -run '^$' -bench ClaudeCodeHookCycle -benchtime 100x ./cmd/worker-agent/
@@ -254,7 +255,9 @@ func BenchmarkClaudeCodeHookCycle(b *testing.B) {
 			// against), run against this issuer.
 			bin, name = other, name+"-other"
 		}
-		cycle := func(b *testing.B, bin string, extra ...string) {
+		// cycle runs both hooks of each call with command (a fresh
+		// *exec.Cmd per hook).
+		cycle := func(b *testing.B, command func() *exec.Cmd) {
 			run := time.Now().UnixNano()
 			times := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
@@ -262,7 +265,7 @@ func BenchmarkClaudeCodeHookCycle(b *testing.B) {
 				id := map[string]any{"tool_use_id": fmt.Sprintf("toolu_cycle_%d_%d", run, i)}
 				start := time.Now()
 				for _, in := range [][]byte{patch(b, pre, id), patch(b, post, id)} {
-					cmd := exec.Command(bin, append([]string{"hook", "claude-code", "--config", cfg}, extra...)...)
+					cmd := command()
 					cmd.Dir = dir
 					cmd.Env = binEnv(dir)
 					cmd.Stdin = bytes.NewReader(in)
@@ -277,7 +280,12 @@ func BenchmarkClaudeCodeHookCycle(b *testing.B) {
 			b.StopTimer()
 			reportPercentiles(b, times)
 		}
-		b.Run(name, func(b *testing.B) { cycle(b, bin) })
+		direct := func(bin string, extra ...string) func() *exec.Cmd {
+			return func() *exec.Cmd {
+				return exec.Command(bin, append([]string{"hook", "claude-code", "--config", cfg}, extra...)...)
+			}
+		}
+		b.Run(name, func(b *testing.B) { cycle(b, direct(bin)) })
 		if level < fsm.ReceiptFormatGrantSpend {
 			continue
 		}
@@ -286,7 +294,19 @@ func BenchmarkClaudeCodeHookCycle(b *testing.B) {
 		b.Run(name+"-thin", func(b *testing.B) {
 			sock := filepath.Join(dir, "run", "w1.sock")
 			startSidecarIn(b, dir, cfg, sock)
-			cycle(b, filepath.Join(thinDir(b, true), "writ-hook"), "--socket", sock)
+			cycle(b, direct(filepath.Join(thinDir(b, true), "writ-hook"), "--socket", sock))
+		})
+		// And as a Claude Code user has them: the command install writes,
+		// run with /bin/sh -c.
+		b.Run(name+"-installed", func(b *testing.B) {
+			sock := filepath.Join(dir, "run", "w1-installed.sock")
+			startSidecarIn(b, dir, cfg, sock)
+			command, err := harness.HookCommand(harness.ClaudeCode, filepath.Join(thinDir(b, true), "writ-hook"),
+				"hook", "claude-code", "--config", cfg, "--socket", sock)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cycle(b, func() *exec.Cmd { return exec.Command("/bin/sh", "-c", command) })
 		})
 		in, err := harness.Decode(bytes.NewReader(pre))
 		if err != nil {
