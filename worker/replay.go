@@ -82,11 +82,10 @@ type callRecord struct {
 	state string // as read: "", callAnswered, callUndelivered, callPending or anything
 	line  string // the record's first line as read
 	wrote bool   // this hook recorded an answer
-	// begun: this hook made the record say "pending"; synced receives the
-	// result of that write and its fsync (once: see settle).
-	begun   bool
-	synced  chan error
-	syncErr error
+	// pending is closed once this hook's "pending" write and its fsync
+	// are done (nil when it wrote none); pendingErr is their result.
+	pending    chan struct{}
+	pendingErr error
 }
 
 // openCallRecord locks and reads the record of call under stateDir,
@@ -206,27 +205,30 @@ func (c *callRecord) replayError(call harness.Call) error {
 // asked: the write and its fsync run while the request is in flight, and
 // answered and close wait for them.
 func (c *callRecord) begin() {
-	if c.begun {
+	if c.pending != nil {
 		return
 	}
-	c.begun = true
-	c.synced = make(chan error, 1)
-	go func() { c.synced <- c.replace(callPending, true) }()
+	done := make(chan struct{})
+	c.pending = done
+	go func() {
+		c.pendingErr = c.replace(callPending, true)
+		close(done)
+	}()
 }
 
-// settle waits for begin's write and returns its result.
+// settle waits for begin's write, if any, and returns its result.
 func (c *callRecord) settle() error {
-	if c.synced != nil {
-		c.syncErr = <-c.synced
-		c.synced = nil
+	if c.pending == nil {
+		return nil
 	}
-	return c.syncErr
+	<-c.pending
+	return c.pendingErr
 }
 
 // answered records a permit before it is written to the harness, once
 // the record's "pending" is durable.
 func (c *callRecord) answered(env grants.Envelope) error {
-	if !c.begun {
+	if c.pending == nil {
 		return errors.New("writing the call record: the call was not begun first")
 	}
 	if err := c.settle(); err != nil {
@@ -280,7 +282,7 @@ func (c *callRecord) close(delivered bool) {
 	case c.wrote && !delivered:
 		_, rest, _ := strings.Cut(c.line, " ")
 		_ = c.replace(strings.TrimSpace(callUndelivered+" "+rest), false)
-	case c.begun && !c.wrote:
+	case c.pending != nil && !c.wrote:
 		_ = c.lock.f.Truncate(0)
 	}
 	c.lock.unlock()
