@@ -15,7 +15,7 @@ import (
 
 // clusterConfigs returns n configs of one loopback cluster, each routing to
 // all members.
-func clusterConfigs(t *testing.T, n int) []ServerConfig {
+func clusterConfigs(t testing.TB, n int) []ServerConfig {
 	t.Helper()
 	cfgs := make([]ServerConfig, n)
 	var routes []string

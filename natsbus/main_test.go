@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 
 // freePort asks the kernel for a free loopback port. nats-server cannot
 // report a port it picked itself for routes, so tests pick ports up front.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -32,7 +32,7 @@ func freePort(t *testing.T) int {
 }
 
 // testConfig is a single-server config on a free port with a temp store.
-func testConfig(t *testing.T, name string) ServerConfig {
+func testConfig(t testing.TB, name string) ServerConfig {
 	t.Helper()
 	cfg := DefaultServerConfig()
 	cfg.Name = name
@@ -42,7 +42,7 @@ func testConfig(t *testing.T, name string) ServerConfig {
 }
 
 // startServer starts cfg and stops it when the test ends.
-func startServer(t *testing.T, cfg ServerConfig) *server.Server {
+func startServer(t testing.TB, cfg ServerConfig) *server.Server {
 	t.Helper()
 	s, err := StartServer(cfg, t.Logf)
 	if err != nil {
@@ -58,7 +58,7 @@ func stopServer(s *server.Server) {
 }
 
 // connect opens a connection closed when the test ends.
-func connect(t *testing.T, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+func connect(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
@@ -72,7 +72,7 @@ func connect(t *testing.T, url string, opts ...nats.Option) (*nats.Conn, jetstre
 	return nc, js
 }
 
-func testCtx(t *testing.T, d time.Duration) context.Context {
+func testCtx(t testing.TB, d time.Duration) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
@@ -93,7 +93,7 @@ func event(seq uint64) Message {
 }
 
 // streamMsgs returns the number of messages the stream holds.
-func streamMsgs(t *testing.T, ctx context.Context, js jetstream.JetStream) (msgs, last uint64) {
+func streamMsgs(t testing.TB, ctx context.Context, js jetstream.JetStream) (msgs, last uint64) {
 	t.Helper()
 	st, err := js.Stream(ctx, events.StreamName)
 	if err != nil {

@@ -3,13 +3,17 @@ package natsbus
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -29,6 +33,25 @@ const (
 	// maxStalls is how many times in a row Publish re-reads the stream
 	// after "wrong last sequence" without getting any further.
 	maxStalls = 8
+	// maxBatch is nats-server's default cap on the messages of one atomic
+	// batch (its JetStream limit max_batch_size).
+	maxBatch = 1000
+)
+
+// Headers of JetStream's atomic batch publish (nats-server 2.12 and later),
+// spelled as the server reads them.
+const (
+	hdrBatchID     = "Nats-Batch-Id"
+	hdrBatchSeq    = "Nats-Batch-Sequence"
+	hdrBatchCommit = "Nats-Batch-Commit"
+)
+
+// nats-server error codes of atomic batch publishing that Publish acts on.
+const (
+	errCodeAtomicDisabled     = 10174 // the stream does not allow atomic batches
+	errCodeAtomicUnsupported  = 10177 // a header the batch used is not allowed in batches
+	errCodeAtomicTooLarge     = 10199 // the server caps batches lower than this one
+	errCodeAtomicDuplicateMsg = 10201 // a message id of the batch is already stored
 )
 
 // Message is one encoded event. Seq is the event's sequence number, which
@@ -46,6 +69,11 @@ type Publisher struct {
 	js      jetstream.JetStream
 	timeout time.Duration
 	window  int
+
+	// perMessage is set once the stream refused an atomic batch in a way
+	// that will not change (disabled, too large, a header it does not
+	// take): from then on every window goes message by message.
+	perMessage atomic.Bool
 
 	// mu guards the position remembered from the last Publish that ended
 	// without error: the stream handle and the last sequence it
@@ -115,6 +143,13 @@ func (p *Publisher) LastSeq(ctx context.Context) (uint64, error) {
 // the receipt stream and returns the highest sequence known to be in the
 // stream afterwards (also on error).
 //
+// Where the stream allows atomic batches (StreamConfig sets it; servers
+// before nats-server 2.12 do not know it) a window of messages goes as one
+// batch: the stream stores all of it or none, answers it once, and
+// replicates it as one proposal, and every message is still its own stream
+// message with its own subject, sequence and message id. Otherwise each
+// message is published and acknowledged on its own.
+//
 // A message whose Seq the stream already holds is not published again; the
 // stored message is read back and must have the same subject, data and
 // message id, else Publish fails with ErrStreamDiverged. If the stream ends
@@ -165,13 +200,34 @@ func (p *Publisher) Publish(ctx context.Context, msgs []Message) (_ uint64, err 
 				ErrStreamGap, last, msgs[i].Seq)
 		}
 		end := min(i+p.window, len(msgs))
-		if guessed {
+		batched := end-i > 1 && p.batches(st)
+		if batched {
+			end = min(end, i+maxBatch)
+		}
+		if guessed && !batched {
 			// Send one message alone first. Were its sequence taken
 			// meanwhile by a message with the same id, the duplicate ack
-			// is checked before anything is appended after it.
-			end, guessed = i+1, false
+			// is checked before anything is appended after it. A batch
+			// needs no such step: a duplicate id or a wrong last sequence
+			// anywhere in it refuses all of it.
+			end = i + 1
 		}
-		n, pubErr := p.publishWindow(ctx, st, msgs[i:end])
+		guessed = false
+		var (
+			n      int
+			pubErr error
+		)
+		if batched {
+			n, pubErr = p.publishBatch(ctx, msgs[i:end])
+			if permanentBatchRefusal(pubErr) {
+				// Nothing was stored: publish this window message by
+				// message, and every later one too.
+				p.perMessage.Store(true)
+				continue
+			}
+		} else {
+			n, pubErr = p.publishWindow(ctx, st, msgs[i:end])
+		}
 		if n > 0 {
 			i += n
 			last = msgs[i-1].Seq
@@ -181,7 +237,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []Message) (_ uint64, err 
 		if pubErr == nil {
 			continue
 		}
-		if !wrongLastSeq(pubErr) {
+		if !wrongLastSeq(pubErr) && !duplicateInBatch(pubErr) {
 			return known, pubErr
 		}
 		// Someone else appended meanwhile: find out how far the stream got.
@@ -239,6 +295,80 @@ func (p *Publisher) publishWindow(ctx context.Context, st jetstream.Stream, batc
 		}
 	}
 	return len(futures), sendErr
+}
+
+// batches tells whether windows go to the stream st as atomic batches.
+func (p *Publisher) batches(st jetstream.Stream) bool {
+	if p.perMessage.Load() || st == nil {
+		return false
+	}
+	info := st.CachedInfo()
+	return info != nil && info.Config.AllowAtomicPublish
+}
+
+// batchAck is the server's answer to a batch's commit message: a PubAck for
+// its last message, the batch id and how many messages it stored.
+type batchAck struct {
+	jetstream.PubAck
+	Batch string              `json:"batch"`
+	Count int                 `json:"count"`
+	Error *jetstream.APIError `json:"error,omitempty"`
+}
+
+// publishBatch publishes batch (at least two messages) as one atomic batch:
+// every message carries its message id and its place in the batch, the
+// first one the expected last sequence, the last one the commit, which
+// alone is answered. The stream stores all of it, at sequences
+// batch[0].Seq onwards, or none of it, so publishBatch returns len(batch)
+// or 0.
+func (p *Publisher) publishBatch(ctx context.Context, batch []Message) (int, error) {
+	nc := p.js.Conn()
+	// Every stored message keeps its batch id, so it is kept short: the 60
+	// random bits in half a version-4 UUID tell apart the batches in
+	// flight on one stream.
+	u := uuid.New()
+	id := hex.EncodeToString(u[:8])
+	first, last := batch[0].Seq, batch[len(batch)-1].Seq
+	header := func(j int) nats.Header {
+		h := nats.Header{
+			jetstream.MsgIDHeader: {strconv.FormatUint(batch[j].Seq, 10)},
+			hdrBatchID:            {id},
+			hdrBatchSeq:           {strconv.Itoa(j + 1)},
+		}
+		if j == 0 {
+			h[jetstream.ExpectedLastSeqHeader] = []string{strconv.FormatUint(first-1, 10)}
+		}
+		return h
+	}
+	n := len(batch) - 1
+	for j, m := range batch[:n] {
+		if err := nc.PublishMsg(&nats.Msg{Subject: m.Subject, Data: m.Data, Header: header(j)}); err != nil {
+			return 0, fmt.Errorf("natsbus: publish batch seq %d..%d: seq %d: %w", first, last, m.Seq, err)
+		}
+	}
+	commit := header(n)
+	commit[hdrBatchCommit] = []string{"1"}
+	wctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	resp, err := nc.RequestMsgWithContext(wctx, &nats.Msg{Subject: batch[n].Subject, Data: batch[n].Data, Header: commit})
+	if err != nil {
+		return 0, fmt.Errorf("natsbus: publish batch seq %d..%d: waiting for its ack: %w", first, last, err)
+	}
+	var ack batchAck
+	if err := json.Unmarshal(resp.Data, &ack); err != nil {
+		return 0, fmt.Errorf("natsbus: publish batch seq %d..%d: unreadable ack %q: %w", first, last, resp.Data, err)
+	}
+	switch {
+	case ack.Error != nil:
+		return 0, fmt.Errorf("natsbus: publish batch seq %d..%d: %w", first, last, ack.Error)
+	case ack.Batch != id || ack.Count != len(batch):
+		return 0, fmt.Errorf("natsbus: publish batch seq %d..%d: the ack is for batch %q of %d messages, sent %q of %d",
+			first, last, ack.Batch, ack.Count, id, len(batch))
+	case ack.Sequence != last:
+		return 0, fmt.Errorf("%w: batch seq %d..%d: stream stored it up to seq %d",
+			ErrStreamDiverged, first, last, ack.Sequence)
+	}
+	return len(batch), nil
 }
 
 // checkAck confirms m landed at stream sequence m.Seq. A duplicate ack means
@@ -378,6 +508,28 @@ func wrongLastSeq(err error) bool {
 	return errors.As(err, &apiErr) &&
 		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// duplicateInBatch reports the stream refusing a whole atomic batch because
+// it already holds one of its message ids: another publisher, or an earlier
+// try whose ack was lost, got there first.
+func duplicateInBatch(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeAtomicDuplicateMsg
+}
+
+// permanentBatchRefusal reports a refusal of an atomic batch that sending
+// it again will not change.
+func permanentBatchRefusal(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.ErrorCode {
+	case errCodeAtomicDisabled, errCodeAtomicUnsupported, errCodeAtomicTooLarge:
+		return true
+	}
+	return false
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

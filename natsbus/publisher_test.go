@@ -3,6 +3,7 @@ package natsbus
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,23 @@ func singleServer(t *testing.T) (jetstream.JetStream, jetstream.Stream) {
 		t.Fatalf("EnsureStream: %v", err)
 	}
 	return js, st
+}
+
+// newPublisherFunc makes the Publisher a test uses.
+type newPublisherFunc = func(jetstream.JetStream, ...PublisherOption) *Publisher
+
+// forEachPublishMode runs a publisher test twice: with windows sent as
+// atomic batches, as the receipt stream allows, and message by message, as
+// against a server without atomic batches.
+func forEachPublishMode(t *testing.T, test func(*testing.T, newPublisherFunc)) {
+	t.Run("batched", func(t *testing.T) { test(t, NewPublisher) })
+	t.Run("per-message", func(t *testing.T) {
+		test(t, func(js jetstream.JetStream, opts ...PublisherOption) *Publisher {
+			p := NewPublisher(js, opts...)
+			p.perMessage.Store(true)
+			return p
+		})
+	})
 }
 
 func TestEnsureStreamIdempotent(t *testing.T) {
@@ -65,9 +83,13 @@ func TestEnsureStreamIdempotent(t *testing.T) {
 }
 
 func TestPublisherOrderedIdempotent(t *testing.T) {
+	forEachPublishMode(t, testPublisherOrderedIdempotent)
+}
+
+func testPublisherOrderedIdempotent(t *testing.T, newPublisher newPublisherFunc) {
 	js, _ := singleServer(t)
 	ctx := testCtx(t, 30*time.Second)
-	p := NewPublisher(js, WithWindow(16))
+	p := newPublisher(js, WithWindow(16))
 
 	if last, err := p.LastSeq(ctx); err != nil || last != 0 {
 		t.Fatalf("LastSeq on empty stream = %d, %v", last, err)
@@ -167,6 +189,10 @@ func TestPublisherRejectsBadBatch(t *testing.T) {
 // Two publishers racing over the same events (two issuer nodes around a
 // leader change) leave exactly one copy of each, in order.
 func TestPublisherConcurrentPublishers(t *testing.T) {
+	forEachPublishMode(t, testPublisherConcurrentPublishers)
+}
+
+func testPublisherConcurrentPublishers(t *testing.T, newPublisher newPublisherFunc) {
 	s := startServer(t, testConfig(t, "race"))
 	ctx := testCtx(t, 30*time.Second)
 	_, js1 := connect(t, ClientURL(s))
@@ -179,7 +205,7 @@ func TestPublisherConcurrentPublishers(t *testing.T) {
 	errs := make(chan error, 2)
 	for _, js := range []jetstream.JetStream{js1, js2} {
 		wg.Go(func() {
-			p := NewPublisher(js, WithWindow(8))
+			p := newPublisher(js, WithWindow(8))
 			// Publish in overlapping chunks so the two interleave.
 			for from := uint64(1); from <= n; from += 25 {
 				if _, err := p.Publish(ctx, eventMsgs(from, min(from+40, n))); err != nil {
@@ -282,6 +308,10 @@ func TestEnsureStreamRepairsExisting(t *testing.T) {
 // stream info round trip, and that the remembered position never lets a
 // publisher skip past what another publisher wrote meanwhile.
 func TestPublisherRemembersPosition(t *testing.T) {
+	forEachPublishMode(t, testPublisherRemembersPosition)
+}
+
+func testPublisherRemembersPosition(t *testing.T, newPublisher newPublisherFunc) {
 	s := startServer(t, testConfig(t, "position"))
 	ctx := testCtx(t, 30*time.Second)
 	nc, js1 := connect(t, ClientURL(s))
@@ -306,7 +336,7 @@ func TestPublisherRemembersPosition(t *testing.T) {
 		return n
 	}
 
-	p1, p2 := NewPublisher(js1, WithWindow(4)), NewPublisher(js2, WithWindow(4))
+	p1, p2 := newPublisher(js1, WithWindow(4)), newPublisher(js2, WithWindow(4))
 	for from := uint64(1); from <= 30; from += 10 {
 		if got, err := p1.Publish(ctx, eventMsgs(from, from+9)); err != nil || got != from+9 {
 			t.Fatalf("Publish %d..%d = %d, %v", from, from+9, got, err)
@@ -336,5 +366,84 @@ func TestPublisherRemembersPosition(t *testing.T) {
 	}
 	if msgs, last := streamMsgs(t, ctx, js1); msgs != 41 || last != 41 {
 		t.Fatalf("stream holds %d messages up to %d, want 41", msgs, last)
+	}
+}
+
+// batchOf returns the atomic batch id and place a stored message carries
+// ("" and 0 for a message published on its own).
+func batchOf(t *testing.T, ctx context.Context, st jetstream.Stream, seq uint64) (string, int) {
+	t.Helper()
+	raw, err := st.GetMsg(ctx, seq)
+	if err != nil {
+		t.Fatalf("GetMsg(%d): %v", seq, err)
+	}
+	want := event(seq)
+	if raw.Subject != want.Subject || string(raw.Data) != string(want.Data) || raw.Header.Get(jetstream.MsgIDHeader) != strconv.FormatUint(seq, 10) {
+		t.Fatalf("seq %d holds %s %q (id %q), want %s %q (id %d)", seq, raw.Subject, raw.Data,
+			raw.Header.Get(jetstream.MsgIDHeader), want.Subject, want.Data, seq)
+	}
+	place, _ := strconv.Atoi(raw.Header.Get(hdrBatchSeq))
+	return raw.Header.Get(hdrBatchID), place
+}
+
+// TestPublisherBatchesKeepEachReceipt checks that a window goes to the
+// stream as one atomic batch in which every receipt is still its own
+// message, at its own sequence, with its own subject and message id.
+func TestPublisherBatchesKeepEachReceipt(t *testing.T) {
+	js, st := singleServer(t)
+	ctx := testCtx(t, 30*time.Second)
+	if !st.CachedInfo().Config.AllowAtomicPublish {
+		t.Fatal("the receipt stream does not allow atomic batches")
+	}
+	if got, err := NewPublisher(js, WithWindow(64)).Publish(ctx, eventMsgs(1, 150)); err != nil || got != 150 {
+		t.Fatalf("Publish 1..150 = %d, %v", got, err)
+	}
+	ids := map[string]bool{}
+	for seq := uint64(1); seq <= 150; seq++ {
+		id, place := batchOf(t, ctx, st, seq)
+		if want := int(seq-1)%64 + 1; id == "" || place != want {
+			t.Fatalf("seq %d is in batch %q at place %d, want a batch at place %d", seq, id, place, want)
+		}
+		ids[id] = true
+	}
+	if len(ids) != 3 {
+		t.Fatalf("150 messages in windows of 64 went as %d batches, want 3", len(ids))
+	}
+	if msgs, last := streamMsgs(t, ctx, js); msgs != 150 || last != 150 {
+		t.Fatalf("stream holds %d messages up to %d, want 150", msgs, last)
+	}
+}
+
+// TestPublisherFallsBackWhenBatchesRefused checks that a stream refusing
+// atomic batches (its setting changed after the publisher read it) loses
+// nothing: the window is published message by message, and so is every
+// later one.
+func TestPublisherFallsBackWhenBatchesRefused(t *testing.T) {
+	js, st := singleServer(t)
+	ctx := testCtx(t, 30*time.Second)
+	p := NewPublisher(js, WithWindow(16))
+	if got, err := p.Publish(ctx, eventMsgs(1, 10)); err != nil || got != 10 {
+		t.Fatalf("Publish 1..10 = %d, %v", got, err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.AllowAtomicPublish = false
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatalf("turning atomic batches off: %v", err)
+	}
+	// p remembers the stream as it was, so it sends a batch first.
+	if got, err := p.Publish(ctx, eventMsgs(11, 40)); err != nil || got != 40 {
+		t.Fatalf("Publish 11..40 to a stream without atomic batches = %d, %v", got, err)
+	}
+	if !p.perMessage.Load() {
+		t.Fatal("the publisher still sends batches to a stream that refuses them")
+	}
+	for seq := uint64(1); seq <= 40; seq++ {
+		id, _ := batchOf(t, ctx, st, seq)
+		if batched := id != ""; batched != (seq <= 10) {
+			t.Fatalf("seq %d: batched %v, want %v", seq, batched, seq <= 10)
+		}
+	}
+	if msgs, last := streamMsgs(t, ctx, js); msgs != 40 || last != 40 {
+		t.Fatalf("stream holds %d messages up to %d, want 40", msgs, last)
 	}
 }

@@ -39,6 +39,9 @@ func StreamConfig(replicas int) jetstream.StreamConfig {
 		DenyDelete:  true,
 		DenyPurge:   true,
 		AllowRollup: false,
+		// Lets a publisher send a window of receipts as one atomic batch
+		// (see Publisher.Publish); servers before 2.12 ignore it.
+		AllowAtomicPublish: true,
 	}
 }
 
