@@ -212,6 +212,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []Message) (_ uint64, err 
 			// anywhere in it refuses all of it.
 			end = i + 1
 		}
+		wasGuessed := guessed
 		guessed = false
 		var (
 			n      int
@@ -221,8 +222,10 @@ func (p *Publisher) Publish(ctx context.Context, msgs []Message) (_ uint64, err 
 			n, pubErr = p.publishBatch(ctx, msgs[i:end])
 			if permanentBatchRefusal(pubErr) {
 				// Nothing was stored: publish this window message by
-				// message, and every later one too.
+				// message (from a guessed position, its first message
+				// alone), and every later one too.
 				p.perMessage.Store(true)
+				guessed = wasGuessed
 				continue
 			}
 		} else {

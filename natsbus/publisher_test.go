@@ -447,3 +447,38 @@ func TestPublisherFallsBackWhenBatchesRefused(t *testing.T) {
 		t.Fatalf("stream holds %d messages up to %d, want 40", msgs, last)
 	}
 }
+
+// TestPublisherFallbackStopsAtADivergedMessage checks that falling back
+// from batches keeps the guard of a remembered position: when another
+// publisher wrote a different message at the next sequence, nothing is
+// appended after it.
+func TestPublisherFallbackStopsAtADivergedMessage(t *testing.T) {
+	s := startServer(t, testConfig(t, "fallback-diverged"))
+	ctx := testCtx(t, 30*time.Second)
+	_, js1 := connect(t, ClientURL(s))
+	_, js2 := connect(t, ClientURL(s))
+	st, err := EnsureStream(ctx, js1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPublisher(js1, WithWindow(16))
+	if got, err := p.Publish(ctx, eventMsgs(1, 10)); err != nil || got != 10 {
+		t.Fatalf("Publish 1..10 = %d, %v", got, err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.AllowAtomicPublish = false
+	if _, err := js1.UpdateStream(ctx, cfg); err != nil {
+		t.Fatalf("turning atomic batches off: %v", err)
+	}
+	forged := eventMsgs(11, 11)
+	forged[0].Data = []byte("forged")
+	if _, err := NewPublisher(js2).Publish(ctx, forged); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Publish(ctx, eventMsgs(11, 20)); !errors.Is(err, ErrStreamDiverged) {
+		t.Fatalf("Publish 11..20 over a forged 11 = %v; want ErrStreamDiverged", err)
+	}
+	if msgs, last := streamMsgs(t, ctx, js1); msgs != 11 || last != 11 {
+		t.Fatalf("stream holds %d messages up to %d, want 11: something was appended after the diverged message", msgs, last)
+	}
+}
