@@ -24,8 +24,9 @@ const (
 
 // StreamConfig is the receipt stream's configuration with the given replica
 // count: file storage, subjects writ.evt.>, no deletes, purges or roll-ups,
-// no message TTLs, no age or count limits, and new messages refused rather
-// than old ones dropped when a server limit is reached.
+// no message TTLs, no age or count limits, new messages refused rather
+// than old ones dropped when a server limit is reached, and atomic batches
+// allowed, so a publisher can append a round of receipts all or nothing.
 func StreamConfig(replicas int) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        events.StreamName,
