@@ -65,46 +65,64 @@ func publishEventually(t *testing.T, ctx context.Context, p *Publisher, msgs []M
 	}
 }
 
-func TestClusterR3(t *testing.T) {
-	start := time.Now()
-	step := func(what string) { t.Logf("%6.2fs %s", time.Since(start).Seconds(), what) }
-	cfgs := clusterConfigs(t, 3)
-	servers := make([]*server.Server, len(cfgs))
-	for i, cfg := range cfgs {
-		name := cfg.Name
-		s, err := StartServer(cfg, func(f string, a ...any) { t.Logf(name+" "+f, a...) })
-		if err != nil {
-			t.Fatalf("StartServer(%s): %v", cfg.Name, err)
-		}
-		servers[i] = s
-	}
-	t.Cleanup(func() {
-		for i, s := range servers {
+// testCluster is one loopback cluster of servers with a client on each.
+// servers[i] is nil while that server is stopped.
+type testCluster struct {
+	cfgs    []ServerConfig
+	servers []*server.Server
+	js      []jetstream.JetStream
+}
+
+// startCluster starts n servers of one cluster, stops those still running
+// when the test ends, connects a client to each, and has every node ensure
+// the receipt stream with the given replicas at once while the cluster
+// forms. Server logs go to tb when verbose, else nowhere.
+func startCluster(tb testing.TB, ctx context.Context, n, replicas int, verbose bool) *testCluster {
+	tb.Helper()
+	c := &testCluster{cfgs: clusterConfigs(tb, n)}
+	c.servers = make([]*server.Server, n)
+	tb.Cleanup(func() {
+		for _, s := range c.servers {
 			if s != nil {
 				stopServer(s)
-				step(fmt.Sprintf("stopped n%d", i))
 			}
 		}
 	})
-	ctx := testCtx(t, 45*time.Second)
-	js := make([]jetstream.JetStream, len(servers))
-	for i, s := range servers {
-		_, js[i] = connect(t, ClientURL(s))
+	for i, cfg := range c.cfgs {
+		logf := func(string, ...any) {}
+		if verbose {
+			logf = func(f string, a ...any) { tb.Logf(cfg.Name+" "+f, a...) }
+		}
+		s, err := StartServer(cfg, logf)
+		if err != nil {
+			tb.Fatalf("StartServer(%s): %v", cfg.Name, err)
+		}
+		c.servers[i] = s
 	}
-
-	step("servers started")
-	// Every node ensures the stream at once while the cluster forms.
+	c.js = make([]jetstream.JetStream, n)
+	for i, s := range c.servers {
+		_, c.js[i] = connect(tb, ClientURL(s))
+	}
 	var wg sync.WaitGroup
-	errs := make([]error, len(js))
-	for i := range js {
-		wg.Go(func() { _, errs[i] = EnsureStream(ctx, js[i], 3) })
+	errs := make([]error, n)
+	for i := range c.js {
+		wg.Go(func() { _, errs[i] = EnsureStream(ctx, c.js[i], replicas) })
 	}
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			t.Fatalf("EnsureStream via n%d: %v", i, err)
+			tb.Fatalf("EnsureStream via n%d: %v", i, err)
 		}
 	}
+	return c
+}
+
+func TestClusterR3(t *testing.T) {
+	start := time.Now()
+	step := func(what string) { t.Logf("%6.2fs %s", time.Since(start).Seconds(), what) }
+	ctx := testCtx(t, 45*time.Second)
+	c := startCluster(t, ctx, 3, 3, true)
+	cfgs, servers, js := c.cfgs, c.servers, c.js
 
 	step("stream ensured")
 	// Publish through each node in turn.

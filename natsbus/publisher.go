@@ -212,8 +212,6 @@ func (p *Publisher) Publish(ctx context.Context, msgs []Message) (_ uint64, err 
 			// anywhere in it refuses all of it.
 			end = i + 1
 		}
-		wasGuessed := guessed
-		guessed = false
 		var (
 			n      int
 			pubErr error
@@ -225,12 +223,12 @@ func (p *Publisher) Publish(ctx context.Context, msgs []Message) (_ uint64, err 
 				// message (from a guessed position, its first message
 				// alone), and every later one too.
 				p.perMessage.Store(true)
-				guessed = wasGuessed
 				continue
 			}
 		} else {
 			n, pubErr = p.publishWindow(ctx, st, msgs[i:end])
 		}
+		guessed = false
 		if n > 0 {
 			i += n
 			last = msgs[i-1].Seq

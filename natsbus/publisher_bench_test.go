@@ -2,12 +2,8 @@ package natsbus
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/writ-dev/writ/events"
 	"github.com/writ-dev/writ/internal/testing/benchcpu"
@@ -29,36 +25,8 @@ func BenchmarkPublisherR3(b *testing.B) {
 }
 
 func benchPublish(b *testing.B, replicas, window int, perMessage bool) {
-	cfgs := clusterConfigs(b, replicas)
-	servers := make([]*server.Server, len(cfgs))
-	for i, cfg := range cfgs {
-		s, err := StartServer(cfg, func(string, ...any) {})
-		if err != nil {
-			b.Fatal(err)
-		}
-		servers[i] = s
-	}
-	b.Cleanup(func() {
-		for _, s := range servers {
-			stopServer(s)
-		}
-	})
 	ctx := testCtx(b, 5*time.Minute)
-	js := make([]jetstream.JetStream, len(servers))
-	for i, s := range servers {
-		_, js[i] = connect(b, ClientURL(s))
-	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(js))
-	for i := range js {
-		wg.Go(func() { _, errs[i] = EnsureStream(ctx, js[i], replicas) })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
+	js := startCluster(b, ctx, replicas, replicas, false).js
 	p := NewPublisher(js[0], WithWindow(window))
 	p.perMessage.Store(perMessage)
 	data := make([]byte, 305) // a spend's attempt receipt

@@ -414,13 +414,11 @@ func TestPublisherBatchesKeepEachReceipt(t *testing.T) {
 	}
 }
 
-// TestPublisherFallsBackWhenBatchesRefused checks that a stream refusing
-// atomic batches (its setting changed after the publisher read it) loses
-// nothing: the window is published message by message, and so is every
-// later one.
-func TestPublisherFallsBackWhenBatchesRefused(t *testing.T) {
-	js, st := singleServer(t)
-	ctx := testCtx(t, 30*time.Second)
+// batchesTurnedOff publishes 1..10 through a new Publisher, which then
+// remembers the stream allowing atomic batches, turns them off on the
+// stream, and returns that Publisher.
+func batchesTurnedOff(t *testing.T, ctx context.Context, js jetstream.JetStream, st jetstream.Stream) *Publisher {
+	t.Helper()
 	p := NewPublisher(js, WithWindow(16))
 	if got, err := p.Publish(ctx, eventMsgs(1, 10)); err != nil || got != 10 {
 		t.Fatalf("Publish 1..10 = %d, %v", got, err)
@@ -430,6 +428,17 @@ func TestPublisherFallsBackWhenBatchesRefused(t *testing.T) {
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatalf("turning atomic batches off: %v", err)
 	}
+	return p
+}
+
+// TestPublisherFallsBackWhenBatchesRefused checks that a stream refusing
+// atomic batches (its setting changed after the publisher read it) loses
+// nothing: the window is published message by message, and so is every
+// later one.
+func TestPublisherFallsBackWhenBatchesRefused(t *testing.T) {
+	js, st := singleServer(t)
+	ctx := testCtx(t, 30*time.Second)
+	p := batchesTurnedOff(t, ctx, js, st)
 	// p remembers the stream as it was, so it sends a batch first.
 	if got, err := p.Publish(ctx, eventMsgs(11, 40)); err != nil || got != 40 {
 		t.Fatalf("Publish 11..40 to a stream without atomic batches = %d, %v", got, err)
@@ -453,32 +462,18 @@ func TestPublisherFallsBackWhenBatchesRefused(t *testing.T) {
 // publisher wrote a different message at the next sequence, nothing is
 // appended after it.
 func TestPublisherFallbackStopsAtADivergedMessage(t *testing.T) {
-	s := startServer(t, testConfig(t, "fallback-diverged"))
+	js, st := singleServer(t)
 	ctx := testCtx(t, 30*time.Second)
-	_, js1 := connect(t, ClientURL(s))
-	_, js2 := connect(t, ClientURL(s))
-	st, err := EnsureStream(ctx, js1, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := NewPublisher(js1, WithWindow(16))
-	if got, err := p.Publish(ctx, eventMsgs(1, 10)); err != nil || got != 10 {
-		t.Fatalf("Publish 1..10 = %d, %v", got, err)
-	}
-	cfg := st.CachedInfo().Config
-	cfg.AllowAtomicPublish = false
-	if _, err := js1.UpdateStream(ctx, cfg); err != nil {
-		t.Fatalf("turning atomic batches off: %v", err)
-	}
+	p := batchesTurnedOff(t, ctx, js, st)
 	forged := eventMsgs(11, 11)
 	forged[0].Data = []byte("forged")
-	if _, err := NewPublisher(js2).Publish(ctx, forged); err != nil {
+	if _, err := NewPublisher(js).Publish(ctx, forged); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Publish(ctx, eventMsgs(11, 20)); !errors.Is(err, ErrStreamDiverged) {
 		t.Fatalf("Publish 11..20 over a forged 11 = %v; want ErrStreamDiverged", err)
 	}
-	if msgs, last := streamMsgs(t, ctx, js1); msgs != 11 || last != 11 {
+	if msgs, last := streamMsgs(t, ctx, js); msgs != 11 || last != 11 {
 		t.Fatalf("stream holds %d messages up to %d, want 11: something was appended after the diverged message", msgs, last)
 	}
 }
