@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/writ-dev/writ/grants"
+	"github.com/writ-dev/writ/policy"
 )
 
 // Receipt format levels. Every replica must write byte-identical receipts
@@ -73,14 +74,25 @@ import (
 //     the NATS servers when the child is revoked, respawned or restored.
 //     Below this level the key is not recorded and no credential is
 //     signed.
+//   - ReceiptFormatShellHosts (13): the policy engine classifies the
+//     hosts that network tools in a shell command name without a scheme
+//     (nc HOST PORT, ssh user@HOST, scp FILE HOST:, curl HOST/path, dig
+//     NAME) against the egress allow-list, as it always did a URL with a
+//     scheme (policy.FeatureShellHosts). It changes what is decided, so
+//     it waits for every voter: below this level such a command is
+//     judged as before, and a log written before the raise replays to
+//     the decisions it recorded.
 //
 // The level only goes up. Evolve reads every form whatever the level.
 //
 // The level is kept out of Digest and out of the receipt stream: it is
-// publication bookkeeping, like the outbox, not authority. It decides
-// how a receipt is written, never what is decided, and both forms fold to
-// the same state (a permit's recorded facts are what the policy in force
-// gives at decide time; a source descriptor reads the same either way).
+// publication bookkeeping, like the outbox, not authority. Most levels
+// decide how a receipt is written, not what is decided, and both forms
+// fold to the same state (a permit's recorded facts are what the policy
+// in force gives at decide time; a source descriptor reads the same
+// either way). A level that changes a decision (10, 13) changes it in
+// the receipt, which is what a replay folds, so the stream still carries
+// everything the digest holds.
 // Recording the raise as a receipt would put a kind into the stream that
 // auditors of earlier builds refuse (unknown_kind), and would add the
 // level to the digest only to make replay carry it back; kept out, a
@@ -122,10 +134,23 @@ const (
 	// names on its spawn event and in the fleet; below it the key is
 	// dropped.
 	ReceiptFormatWorkerKeys uint64 = 12
+	// ReceiptFormatShellHosts (13) judges shell commands with
+	// policy.FeatureShellHosts; below it they are judged as before.
+	ReceiptFormatShellHosts uint64 = 13
 	// MaxReceiptFormat is the highest level this build writes: what its
 	// status reports as receipt_format.
-	MaxReceiptFormat = ReceiptFormatWorkerKeys
+	MaxReceiptFormat = ReceiptFormatShellHosts
 )
+
+// judgeFeatures are the policy engine's features the level in force
+// turns on.
+func (s *State) judgeFeatures() policy.Features {
+	var f policy.Features
+	if s.ReceiptFormat() >= ReceiptFormatShellHosts {
+		f |= policy.FeatureShellHosts
+	}
+	return f
+}
 
 // ReceiptFormat is the receipt format level in force (at least
 // ReceiptFormatLegacy).

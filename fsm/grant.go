@@ -179,7 +179,7 @@ func decideJudged(s *State, now int64, node string, e events.Event, c *Command, 
 		Worker: c.Caller, Lane: c.Lane, Tool: c.Tool, Args: c.Args, Digest: c.Digest,
 		Cwd: c.Cwd, Resolved: c.Resolved, Label: c.TargetLabel,
 		Amount: c.Amount, HasAmount: c.HasAmount, Bytes: c.Bytes, TTL: c.TTL,
-		Provenance: origins,
+		Provenance: origins, Features: s.judgeFeatures(),
 	}
 	j := s.policy.Judge(&req, s, now)
 	if s.WritesFleet() {

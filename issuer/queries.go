@@ -181,8 +181,11 @@ func JudgeRequest(st *fsm.State, now int64, node, worker string, r *api.GrantReq
 // no grants, usage, sources, reviews or approvals.
 func JudgeWithPolicy(p *policy.Policy, now int64, worker string, r *api.GrantRequest) api.PolicyTestAnswer {
 	st := fsm.New()
+	// Judged as a cluster of this build judges: at its highest receipt
+	// format level, which turns on every judging feature it has.
 	env := fsm.Apply(st, 1, fsm.Batch{Time: now, Node: "policy-test", Commands: []fsm.Command{
 		{Op: fsm.OpSetPolicy, Caller: "operator", Policy: p.Canonical()},
+		{Op: fsm.OpRaiseFormat, Caller: "issuer:policy-test", Format: fsm.MaxReceiptFormat},
 	}})
 	if env[0].Decision != grants.Permit {
 		return api.PolicyTestAnswer{Error: "policy: " + env[0].Detail}

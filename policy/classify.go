@@ -62,7 +62,8 @@ func (c *compiled) classifyHost(out []string, s *cSurface, host string) []string
 	return out
 }
 
-// classifyCommand looks at the paths and URLs a shell command mentions.
+// classifyCommand looks at the paths and URLs a shell command mentions and,
+// with FeatureShellHosts, the hosts its network tools name without a scheme.
 func (c *compiled) classifyCommand(out []string, f *facts) []string {
 	protected, egress := false, false
 	for _, w := range shellTokens(f.screen) {
@@ -90,6 +91,14 @@ func (c *compiled) classifyCommand(out []string, f *facts) []string {
 					protected = true
 					out = append(out, g)
 				}
+			}
+		}
+	}
+	if !egress && f.features&FeatureShellHosts != 0 {
+		for _, h := range shellHosts(f.screen) {
+			if !c.egressInside(f.s, h) {
+				egress = true
+				break
 			}
 		}
 	}

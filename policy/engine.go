@@ -24,6 +24,9 @@ type Request struct {
 	// Provenance of the argument fields (see FieldOrigin); a sink field
 	// without an entry counts as model-made (evidence).
 	Provenance []FieldOrigin
+	// Features are the judging behaviours in force for this request (the
+	// state machine sets them from the receipt format level).
+	Features Features
 }
 
 // Usage is the consumption state Judge reads: how often an effect-ledger

@@ -21,6 +21,7 @@ type facts struct {
 	sinks     []string // screen forms
 	args      []string // screen forms of every string argument, when a shape rule reads them
 	screen    string   // the screen form of a shell target
+	features  Features // the request's Features
 	elided    bool     // a sink value was too long to carry
 	// A list target (target.list): its elements, and target holds only
 	// the emitted form of the set. noTarget: an optional target left out.
@@ -80,7 +81,7 @@ func (c *compiled) surfaceOf(tool string) int {
 
 // extract reads the target, amount, bytes and sinks of a call.
 func (c *compiled) extract(s *cSurface, lane *cLane, r *Request) (f facts, reason grants.Reason, missing, detail string) {
-	f.s, f.lane = s, lane
+	f.s, f.lane, f.features = s, lane, r.Features
 	f.res = Resolution{Cwd: r.Cwd, Resolved: r.Resolved, Workspace: workspaceOf(lane.workspace, r.Worker)}
 	needArgs := s.hasTarget || len(s.sinks) > 0 || s.amountPtr != "" || s.bytesPtr != "" || s.args
 	if needArgs && !r.Args.Carried {

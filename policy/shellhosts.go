@@ -1,0 +1,401 @@
+package policy
+
+import (
+	"strings"
+)
+
+// Features are judging behaviours added after the version 2 document
+// first shipped. A log must replay to the decisions it recorded, so the
+// state machine turns each one on only from the receipt format level that
+// introduced it (package fsm), once every voter's build judges the same
+// way; a Request without it is judged exactly as before.
+type Features uint32
+
+const (
+	// FeatureShellHosts classifies the destinations that network tools in
+	// a shell command name without a scheme (nc HOST PORT, ssh
+	// user@HOST, scp FILE HOST:, curl HOST/path, dig NAME) against
+	// boundaries.egress_allow, as a URL with a scheme always was
+	// (shellHosts). Receipt format level 13.
+	FeatureShellHosts Features = 1 << iota
+)
+
+// netTool says how one network tool names its destination.
+type netTool struct {
+	// every: each operand is a destination (curl and wget take URLs with
+	// or without a scheme); otherwise only the first operand is (nc
+	// HOST PORT, ssh HOST CMD, telnet HOST).
+	every bool
+	// remote: operands of the form [user@]host:path name a host (scp,
+	// rsync, git's scp-like addresses); other operands are local.
+	remote bool
+	// socat: operands are socat addresses (TCP:host:port).
+	socat bool
+	// shortValue are the one-letter options that take a value; longValue
+	// the long ones (without their dashes) that take one when it is not
+	// joined by '='. An option not listed takes none.
+	shortValue string
+	longValue  []string
+	// listen are options that make the tool listen instead of connect:
+	// then it names no destination.
+	listen []string
+	// hostValue are short options whose value is a destination too (ssh
+	// -J, nc -x proxy).
+	hostValue string
+}
+
+var (
+	curlLong = []string{"data", "data-raw", "data-binary", "data-urlencode", "data-ascii", "json", "header", "output",
+		"request", "user", "user-agent", "referer", "upload-file", "form", "form-string", "cookie", "cookie-jar",
+		"config", "max-time", "connect-timeout", "write-out", "proxy", "proxy-user", "resolve", "connect-to",
+		"cacert", "capath", "cert", "key", "retry", "retry-delay", "retry-max-time", "range", "limit-rate",
+		"max-filesize", "dump-header", "output-dir", "interface", "dns-servers", "doh-url", "noproxy",
+		"oauth2-bearer", "pass", "aws-sigv4", "trace", "trace-ascii", "stderr", "netrc-file", "ciphers",
+		"variable", "cert-type", "key-type", "local-port", "max-redirs", "speed-limit", "speed-time", "time-cond",
+		"unix-socket", "abstract-unix-socket", "expect100-timeout", "happy-eyeballs-timeout-ms", "hostpubmd5",
+		"pinnedpubkey", "proto", "proto-redir", "quote", "socks4", "socks4a", "socks5", "socks5-hostname",
+		"preproxy", "url-query", "rate", "etag-save", "etag-compare", "alt-svc", "hsts", "sasl-authzid",
+		"login-options", "mail-from", "mail-rcpt", "mail-auth", "tls-max", "tlsuser", "tlspassword"}
+	wgetLong = []string{"output-document", "output-file", "append-output", "directory-prefix", "user-agent",
+		"header", "post-data", "post-file", "body-data", "body-file", "method", "user", "password",
+		"http-user", "http-password", "ftp-user", "ftp-password", "referer", "tries", "timeout",
+		"connect-timeout", "read-timeout", "dns-timeout", "wait", "waitretry", "input-file", "load-cookies",
+		"save-cookies", "bind-address", "limit-rate", "quota", "level", "accept", "reject", "domains",
+		"exclude-domains", "include-directories", "exclude-directories", "execute", "base", "config",
+		"ca-certificate", "ca-directory", "certificate", "private-key", "restrict-file-names", "local-encoding",
+		"remote-encoding", "progress", "report-speed", "cut-dirs", "default-page", "rejected-log",
+		"regex-type", "accept-regex", "reject-regex", "max-redirect", "backups"}
+)
+
+// netTools are the network tools whose operands shellHosts reads, by the
+// command's base name.
+var netTools = map[string]netTool{
+	"curl": {every: true, shortValue: "AbcCdDeEFHKmoPQrtTuUwxXyYz", longValue: curlLong, hostValue: "x"},
+	"wget": {every: true, shortValue: "aABeDiIlOoPQRtTUwX", longValue: wgetLong},
+	"nc":   {shortValue: "cegGiIOpPqsTwWxX", listen: []string{"l", "listen"}, hostValue: "x"},
+	"ncat": {shortValue: "cegGiImpsw", longValue: []string{"proxy", "proxy-type", "proxy-auth", "source-port",
+		"source", "wait", "idle-timeout", "exec", "sh-exec", "lua-exec", "output", "hex-dump", "max-conns",
+		"allow", "allowfile", "deny", "denyfile", "ssl-cert", "ssl-key", "ssl-trustfile", "ssl-ciphers",
+		"ssl-servername", "ssl-alpn"}, listen: []string{"l", "listen"}},
+	"netcat":     {shortValue: "cegGiIOpPqsTwWxX", listen: []string{"l", "listen"}, hostValue: "x"},
+	"telnet":     {shortValue: "belnX"},
+	"ssh":        {shortValue: "BbcDEeFIiJLlmOopQRSWw", hostValue: "J"},
+	"sftp":       {remote: true, shortValue: "BbcDFiJloPRSs", hostValue: "J"},
+	"scp":        {remote: true, shortValue: "cDFiJloPS", hostValue: "J"},
+	"rsync":      {remote: true, shortValue: "eBfMT", longValue: []string{"rsh", "rsync-path", "exclude", "include", "exclude-from", "include-from", "files-from", "filter", "password-file", "port", "bwlimit", "chmod", "chown", "log-file", "temp-dir", "partial-dir", "backup-dir", "suffix", "timeout", "contimeout", "compare-dest", "copy-dest", "link-dest", "max-size", "min-size", "block-size", "out-format", "sockopts", "address"}},
+	"git":        {remote: true, shortValue: "Cc", longValue: []string{"git-dir", "work-tree", "namespace", "exec-path", "config-env", "depth", "branch", "origin", "template", "reference", "separate-git-dir", "upload-pack", "receive-pack", "jobs", "filter", "shallow-since", "shallow-exclude", "push-option", "repo"}},
+	"ftp":        {shortValue: "Pos"},
+	"tftp":       {shortValue: "clmR"},
+	"socat":      {socat: true, shortValue: "dlLT"},
+	"nslookup":   {every: true},
+	"dig":        {every: true, shortValue: "bcfkpqtxy"},
+	"host":       {every: true, shortValue: "cNRtW"},
+	"drill":      {every: true, shortValue: "ckpqrstxy"},
+	"ping":       {shortValue: "cfiIlmMpQsStTw"},
+	"ping6":      {shortValue: "cfiIlmMpQsStTw"},
+	"traceroute": {shortValue: "fFgimNpqszw"},
+}
+
+// commandPrefixes run the word after them (and their own options) as the
+// command: sudo curl ..., env X=1 nc ..., timeout 5 ssh ....
+var commandPrefixes = map[string]string{
+	// the prefix's one-letter options that take a value
+	"sudo": "CDghpRTUu", "doas": "Cu", "env": "CSu", "nohup": "", "time": "fo", "exec": "a",
+	"command": "", "builtin": "", "nice": "n", "ionice": "cnp", "timeout": "ks", "stdbuf": "eio",
+	"torsocks": "aPu", "proxychains": "f", "proxychains4": "f", "xargs": "adEeILnPs", "watch": "dn",
+	"strace": "eoOpsSu", "then": "", "do": "", "else": "", "if": "", "while": "", "until": "", "!": "",
+	"{": "", "nocorrect": "", "noglob": "", "eval": "",
+}
+
+// shells run the command after -c: bash -c "nc host 9".
+var shells = map[string]bool{"sh": true, "bash": true, "zsh": true, "dash": true, "ksh": true, "ash": true, "fish": true}
+
+// shellHosts returns the hosts that network tools in a screen-form shell
+// command name as destinations without a scheme. A URL with a scheme is
+// classified by classifyCommand already and is left out here. It reads
+// each simple command (split at ; | & ( ) ` < > and line breaks) whose
+// command word, after prefixes such as sudo, env and timeout, is a tool
+// of netTools, skips the values of the options that take one, and keeps
+// the operands that name a destination in that tool's grammar: a dotted
+// host name or an IP address (a single-label name such as db is a local
+// name and is left out), with any user@, :port and /path taken off.
+//
+// It is a reading of common command lines, not a shell: a destination in
+// a variable ($HOST) or built at run time is not seen, and a word it
+// misreads as a destination only asks for a review.
+func shellHosts(screen string) []string {
+	var out []string
+	for _, seg := range strings.FieldsFunc(screen, func(r rune) bool {
+		switch r {
+		case ';', '|', '&', '(', ')', '`', '<', '>', '\n':
+			return true
+		}
+		return false
+	}) {
+		out = segmentHosts(out, strings.Fields(seg))
+	}
+	return out
+}
+
+// segmentHosts appends the destinations of one simple command's words.
+func segmentHosts(out []string, words []string) []string {
+	i := skipPrefixes(words)
+	if i >= len(words) {
+		return out
+	}
+	name := strings.ToLower(words[i])
+	if k := strings.LastIndexByte(name, '/'); k >= 0 {
+		name = name[k+1:]
+	}
+	name = strings.TrimSuffix(name, ".exe")
+	if shells[name] {
+		// sh -c CMD (also -lc, -ec): the words after it are a command
+		// (the screen form has lost its quotes).
+		for k := i + 1; k < len(words); k++ {
+			w := words[k]
+			if len(w) < 2 || w[0] != '-' || strings.HasPrefix(w, "--") {
+				break
+			}
+			if strings.ContainsRune(w[1:], 'c') {
+				return segmentHosts(out, words[k+1:])
+			}
+		}
+		return out
+	}
+	tool, ok := netTools[name]
+	if !ok {
+		return out
+	}
+	var operands []string
+	words = words[i+1:]
+	for j := 0; j < len(words); j++ {
+		w := words[j]
+		if w == "--" {
+			operands = append(operands, words[j+1:]...)
+			break
+		}
+		if len(w) < 2 || w[0] != '-' {
+			if name == "dig" && w[0] == '+' {
+				continue // dig's +short and the like
+			}
+			if name == "dig" && w[0] == '@' {
+				out = appendHost(out, w[1:]) // the resolver asked
+				continue
+			}
+			operands = append(operands, w)
+			continue
+		}
+		if strings.HasPrefix(w, "--") {
+			opt, _, joined := strings.Cut(w[2:], "=")
+			if contains(tool.listen, opt) {
+				return out
+			}
+			if !joined && contains(tool.longValue, opt) && j+1 < len(words) {
+				j++
+			}
+			continue
+		}
+		// A cluster of short options (-sSL, -o file, -ofile): the first
+		// letter that takes a value takes the rest of the word, or the
+		// next word.
+		for k := 1; k < len(w); k++ {
+			c := string(w[k])
+			if contains(tool.listen, c) {
+				return out
+			}
+			if !strings.Contains(tool.shortValue, c) {
+				continue
+			}
+			val := w[k+1:]
+			if val == "" && j+1 < len(words) {
+				j++
+				val = words[j]
+			}
+			if strings.Contains(tool.hostValue, c) {
+				for _, h := range strings.Split(val, ",") {
+					out = appendHost(out, h)
+				}
+			}
+			break
+		}
+	}
+	switch {
+	case tool.socat:
+		for _, op := range operands {
+			out = appendSocatHost(out, op)
+		}
+	case tool.remote:
+		for k, op := range operands {
+			if host, ok := remoteHost(op); ok {
+				out = appendHost(out, host)
+			} else if name == "sftp" && k == 0 {
+				out = appendHost(out, op)
+			}
+		}
+	case tool.every:
+		for _, op := range operands {
+			out = appendHost(out, op)
+		}
+	case len(operands) > 0:
+		out = appendHost(out, operands[0])
+	}
+	return out
+}
+
+// skipPrefixes returns the index of the command word: past assignments
+// (X=1) and the command prefixes with their options.
+func skipPrefixes(words []string) int {
+	i := 0
+	for i < len(words) {
+		w := words[i]
+		if eq := strings.IndexByte(w, '='); eq > 0 && isName(w[:eq]) {
+			i++
+			continue
+		}
+		valued, ok := commandPrefixes[strings.ToLower(w)]
+		if !ok {
+			return i
+		}
+		i++
+		timeout := strings.ToLower(w) == "timeout"
+		for i < len(words) && len(words[i]) > 1 && words[i][0] == '-' {
+			opt := words[i]
+			i++
+			if len(opt) == 2 && strings.ContainsRune(valued, rune(opt[1])) && i < len(words) {
+				i++ // the option's value: sudo -u root
+			}
+		}
+		if timeout && i < len(words) {
+			i++ // timeout's duration
+		}
+	}
+	return i
+}
+
+// isName reports whether s is a shell variable name.
+func isName(s string) bool {
+	for i, c := range s {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// remoteHost returns the host of an scp-like address, [user@]host:path
+// (or rsync's host::module), where the host has no '/' before the colon.
+func remoteHost(w string) (string, bool) {
+	if strings.Contains(w, "://") {
+		return "", false // a URL: classifyCommand has it
+	}
+	c := strings.IndexByte(w, ':')
+	if c <= 0 || strings.ContainsRune(w[:c], '/') {
+		return "", false
+	}
+	return w[:c], true
+}
+
+// appendSocatHost appends the host of a socat address that connects
+// (TCP:host:port, OPENSSL:host:port, UDP-SENDTO:host:port, ...).
+func appendSocatHost(out []string, addr string) []string {
+	kind, rest, ok := strings.Cut(addr, ":")
+	if !ok {
+		return out
+	}
+	switch strings.ToLower(kind) {
+	case "tcp", "tcp4", "tcp6", "tcp-connect", "tcp4-connect", "tcp6-connect", "openssl", "openssl-connect", "ssl",
+		"udp", "udp4", "udp6", "udp-connect", "udp4-connect", "udp6-connect", "udp-sendto", "udp4-sendto",
+		"udp6-sendto", "socks", "socks4", "socks4a", "socks5", "proxy", "proxy-connect":
+	default:
+		return out
+	}
+	host, _, _ := strings.Cut(rest, ":")
+	host, _, _ = strings.Cut(host, ",")
+	return appendHost(out, host)
+}
+
+// appendHost appends the host an operand names when it names one: a
+// dotted DNS name whose last label is letters, or an IP address, after
+// taking off user@, a path and a :port. Anything else (a file name without
+// a dot, a variable, a glob, a URL with a scheme) is left out.
+func appendHost(out []string, w string) []string {
+	if strings.Contains(w, "://") {
+		return out
+	}
+	if k := strings.IndexAny(w, "/?#"); k >= 0 {
+		w = w[:k]
+	}
+	if w == "" || strings.ContainsAny(w, "$*{}\"'=,") || strings.ContainsAny(w, "[]") && !strings.HasPrefix(w, "[") {
+		return out
+	}
+	if at := strings.LastIndexByte(w, '@'); at >= 0 {
+		w = w[at+1:]
+	}
+	if strings.HasPrefix(w, "[") {
+		if end := strings.IndexByte(w, ']'); end > 1 && strings.Contains(w[1:end], ":") {
+			return append(out, strings.ToLower(w[:end+1]))
+		}
+		return out
+	}
+	if k := strings.IndexByte(w, ':'); k >= 0 {
+		w = w[:k]
+	}
+	w = strings.TrimSuffix(strings.ToLower(w), ".")
+	if isIPv4(w) || isDottedName(w) {
+		return append(out, w)
+	}
+	return out
+}
+
+// isIPv4 reports whether s is a dotted-quad IPv4 address.
+func isIPv4(s string) bool {
+	parts := strings.Split(s, ".")
+	if len(parts) != 4 {
+		return false
+	}
+	for _, p := range parts {
+		if p == "" || len(p) > 3 {
+			return false
+		}
+		n := 0
+		for _, c := range p {
+			if c < '0' || c > '9' {
+				return false
+			}
+			n = n*10 + int(c-'0')
+		}
+		if n > 255 {
+			return false
+		}
+	}
+	return true
+}
+
+// isDottedName reports whether s is a DNS name of two or more labels
+// whose last label is two or more letters.
+func isDottedName(s string) bool {
+	labels := strings.Split(s, ".")
+	if len(labels) < 2 || len(s) > 253 {
+		return false
+	}
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for _, c := range l {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	tld := labels[len(labels)-1]
+	if len(tld) < 2 {
+		return false
+	}
+	for _, c := range tld {
+		if c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	return true
+}

