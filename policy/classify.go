@@ -95,7 +95,7 @@ func (c *compiled) classifyCommand(out []string, f *facts) []string {
 		}
 	}
 	if !egress && f.features&FeatureShellHosts != 0 {
-		for _, h := range shellHosts(f.screen) {
+		for _, h := range shellHosts(f.command) {
 			if !c.egressInside(f.s, h) {
 				egress = true
 				break

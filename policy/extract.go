@@ -21,6 +21,7 @@ type facts struct {
 	sinks     []string // screen forms
 	args      []string // screen forms of every string argument, when a shape rule reads them
 	screen    string   // the screen form of a shell target
+	command   string   // a shell target as given (shellHosts reads its quoting)
 	features  Features // the request's Features
 	elided    bool     // a sink value was too long to carry
 	// A list target (target.list): its elements, and target holds only
@@ -119,7 +120,7 @@ func (c *compiled) extract(s *cSurface, lane *cLane, r *Request) (f facts, reaso
 			}
 			f.target = t
 			if s.canon == CanonShell {
-				f.screen = ScreenText(vals[0].Value)
+				f.screen, f.command = ScreenText(vals[0].Value), vals[0].Value
 			}
 		}
 	}

@@ -110,35 +110,157 @@ var commandPrefixes = map[string]string{
 // shells run the command after -c: bash -c "nc host 9".
 var shells = map[string]bool{"sh": true, "bash": true, "zsh": true, "dash": true, "ksh": true, "ash": true, "fish": true}
 
-// shellHosts returns the hosts that network tools in a screen-form shell
-// command name as destinations without a scheme. A URL with a scheme is
-// classified by classifyCommand already and is left out here. It reads
-// each simple command (split at ; | & ( ) ` < > and line breaks) whose
-// command word, after prefixes such as sudo, env and timeout, is a tool
-// of netTools, skips the values of the options that take one, and keeps
-// the operands that name a destination in that tool's grammar: a dotted
-// host name or an IP address (a single-label name such as db is a local
-// name and is left out), with any user@, :port and /path taken off.
+// shellHosts returns the hosts that network tools in a shell command
+// name as destinations without a scheme. A URL with a scheme is
+// classified by classifyCommand already and is left out here. It splits
+// the command as a shell quotes it (shellSegments), reads each simple
+// command whose command word, after prefixes such as sudo, env and
+// timeout, is a tool of netTools, skips the values of the options that
+// take one, and keeps the operands that name a destination in that tool's
+// grammar: a dotted host name or an IP address (a single-label name such
+// as db is a local name and is left out), with any user@, :port and /path
+// taken off.
 //
 // It is a reading of common command lines, not a shell: a destination in
 // a variable ($HOST) or built at run time is not seen, and a word it
 // misreads as a destination only asks for a review.
-func shellHosts(screen string) []string {
-	var out []string
-	for _, seg := range strings.FieldsFunc(screen, func(r rune) bool {
-		switch r {
-		case ';', '|', '&', '(', ')', '`', '<', '>', '\n':
-			return true
-		}
-		return false
-	}) {
-		out = segmentHosts(out, strings.Fields(seg))
+func shellHosts(cmd string) []string {
+	return appendShellHosts(nil, cmd, 0)
+}
+
+// maxShellDepth bounds how deep sh -c "..." and "$(...)" are followed.
+const maxShellDepth = 4
+
+func appendShellHosts(out []string, cmd string, depth int) []string {
+	if depth > maxShellDepth {
+		return out
+	}
+	for _, seg := range shellSegments(cmd, depth) {
+		out = segmentHosts(out, seg, depth)
 	}
 	return out
 }
 
+// shellSegments splits a command into simple commands and their words the
+// way a shell quotes: blanks (and $IFS) outside quotes end a word; ; | &
+// ( ) ` < > and line breaks outside quotes also end the simple command;
+// single quotes keep everything, double quotes keep everything but \ " $
+// and ` after a backslash; a backslash outside quotes keeps the next
+// character (a backslash-newline is a continuation). Quote characters are
+// removed, so curl split by an empty pair of quotes or a backslash, or
+// written in quotes, is the word curl. A command
+// substitution inside double quotes ("$(nc h 1)") is also read as a
+// command of its own.
+func shellSegments(s string, depth int) [][]string {
+	var (
+		segs  [][]string
+		words []string
+		w     strings.Builder
+		inW   bool
+	)
+	endWord := func() {
+		if inW {
+			words = append(words, w.String())
+			w.Reset()
+			inW = false
+		}
+	}
+	endSeg := func() {
+		endWord()
+		if len(words) > 0 {
+			segs = append(segs, words)
+			words = nil
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\v' || c == '\f' || c == '\r':
+			endWord()
+		case c == ';' || c == '|' || c == '&' || c == '(' || c == ')' || c == '`' || c == '<' || c == '>' || c == '\n':
+			endSeg()
+		case c == '\\':
+			if i+1 < len(s) {
+				i++
+				if s[i] != '\n' {
+					w.WriteByte(s[i])
+					inW = true
+				}
+			}
+		case c == '\'':
+			inW = true
+			j := strings.IndexByte(s[i+1:], '\'')
+			if j < 0 {
+				w.WriteString(s[i+1:])
+				i = len(s)
+				break
+			}
+			w.WriteString(s[i+1 : i+1+j])
+			i += 1 + j
+		case c == '"':
+			inW = true
+			for i++; i < len(s) && s[i] != '"'; i++ {
+				switch {
+				case s[i] == '\\' && i+1 < len(s) && strings.IndexByte("\\\"$`\n", s[i+1]) >= 0:
+					i++
+					if s[i] != '\n' {
+						w.WriteByte(s[i])
+					}
+				case s[i] == '$' && i+1 < len(s) && s[i+1] == '(':
+					if k := closingParen(s, i+1); k > 0 {
+						segs = append(segs, nestedSegments(s[i+2:k], depth)...)
+						w.WriteString(s[i : k+1])
+						i = k
+					} else {
+						w.WriteByte(s[i])
+					}
+				default:
+					w.WriteByte(s[i])
+				}
+			}
+		case c == '$' && strings.HasPrefix(s[i:], "${IFS}"):
+			endWord()
+			i += len("${IFS}") - 1
+		case c == '$' && strings.HasPrefix(s[i:], "$IFS"):
+			endWord()
+			i += len("$IFS") - 1
+		default:
+			w.WriteByte(c)
+			inW = true
+		}
+	}
+	endSeg()
+	return segs
+}
+
+// nestedSegments are the simple commands of a command substitution's
+// text, one level deeper (none past maxShellDepth).
+func nestedSegments(s string, depth int) [][]string {
+	if depth+1 > maxShellDepth {
+		return nil
+	}
+	return shellSegments(s, depth+1)
+}
+
+// closingParen returns the index of the ')' that closes the '(' at open,
+// counting nesting, or -1.
+func closingParen(s string, open int) int {
+	n := 0
+	for i := open; i < len(s); i++ {
+		switch s[i] {
+		case '(':
+			n++
+		case ')':
+			if n--; n == 0 {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
 // segmentHosts appends the destinations of one simple command's words.
-func segmentHosts(out []string, words []string) []string {
+func segmentHosts(out []string, words []string, depth int) []string {
 	i := skipPrefixes(words)
 	if i >= len(words) {
 		return out
@@ -149,15 +271,17 @@ func segmentHosts(out []string, words []string) []string {
 	}
 	name = strings.TrimSuffix(name, ".exe")
 	if shells[name] {
-		// sh -c CMD (also -lc, -ec): the words after it are a command
-		// (the screen form has lost its quotes).
+		// sh -c CMD (also -lc, -ec): the word after it is a command.
 		for k := i + 1; k < len(words); k++ {
 			w := words[k]
 			if len(w) < 2 || w[0] != '-' || strings.HasPrefix(w, "--") {
 				break
 			}
 			if strings.ContainsRune(w[1:], 'c') {
-				return segmentHosts(out, words[k+1:])
+				if k+1 < len(words) {
+					return appendShellHosts(out, words[k+1], depth+1)
+				}
+				break
 			}
 		}
 		return out
@@ -173,6 +297,10 @@ func segmentHosts(out []string, words []string) []string {
 		if w == "--" {
 			operands = append(operands, words[j+1:]...)
 			break
+		}
+		if w == "" {
+			operands = append(operands, w) // an empty quoted argument
+			continue
 		}
 		if len(w) < 2 || w[0] != '-' {
 			if name == "dig" && w[0] == '+' {

