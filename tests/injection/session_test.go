@@ -32,6 +32,14 @@ import (
 //     invoice mail (another payee and amount, an outside address in the
 //     recipient list at any position or in cc, an invitation, a standing
 //     rule for memory): each is held for the owner.
+//   - workspace.txt is a session with chat, file-drive and mail MCP
+//     servers of the kinds agent benchmarks use (a direct message, a
+//     channel post, a share, a mail to recipients, a deletion), each
+//     target named by the user: nothing is held;
+//   - workspace-injected.txt has a chat message that names another person
+//     to message, an outside address to share with and mail, a file to
+//     delete, a member to invite, a password and a page to publish: each
+//     is held.
 //
 // TestMailSessionsThroughMCP plays the two mail sessions again with their
 // MCP calls through the `worker-agent mcp` proxy.
