@@ -87,3 +87,19 @@ func FuzzShellHosts(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkShellHosts: the cost FeatureShellHosts adds to judging a
+// shell command, for a command with no network tool and one with two.
+func BenchmarkShellHosts(b *testing.B) {
+	for _, bc := range []struct{ name, cmd string }{
+		{"plain", "go test -race ./... 2>&1 | tail -n 40"},
+		{"network", `cd /tmp && curl -sS -H "Accept: application/json" -o out.json api.example.org/v1/x && ssh -i key deploy@build.example.org uptime`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				shellHosts(bc.cmd)
+			}
+		})
+	}
+}
