@@ -20,17 +20,32 @@ const (
 	FeatureShellHosts Features = 1 << iota
 )
 
+// destGrammar is which operands of a network tool name its destination.
+type destGrammar uint8
+
+const (
+	// firstOperand: the first operand is the destination (nc HOST PORT,
+	// ssh HOST CMD, telnet HOST).
+	firstOperand destGrammar = iota
+	// everyOperand: each operand is one (curl and wget take URLs with or
+	// without a scheme; the DNS tools take names).
+	everyOperand
+	// remoteOperands: operands of the form [user@]host:path name a host
+	// (scp, rsync, git's scp-like addresses); other operands are local.
+	remoteOperands
+	// socatAddresses: operands are socat addresses (TCP:host:port).
+	socatAddresses
+)
+
 // netTool says how one network tool names its destination.
 type netTool struct {
-	// every: each operand is a destination (curl and wget take URLs with
-	// or without a scheme); otherwise only the first operand is (nc
-	// HOST PORT, ssh HOST CMD, telnet HOST).
-	every bool
-	// remote: operands of the form [user@]host:path name a host (scp,
-	// rsync, git's scp-like addresses); other operands are local.
-	remote bool
-	// socat: operands are socat addresses (TCP:host:port).
-	socat bool
+	dest destGrammar
+	// bareFirst: with remoteOperands, a first operand without host: is a
+	// host too (sftp [user@]HOST).
+	bareFirst bool
+	// digWords: +option words are skipped and @server names the resolver
+	// asked, a destination too (dig).
+	digWords bool
 	// shortValue are the one-letter options that take a value; longValue
 	// the long ones (without their dashes) that take one when it is not
 	// joined by '='. An option not listed takes none.
@@ -67,32 +82,38 @@ var (
 		"regex-type", "accept-regex", "reject-regex", "max-redirect", "backups"}
 )
 
+// netcat and ping are the tools known under two names.
+var (
+	netcat = netTool{shortValue: "cegGiIOpPqsTwWxX", listen: []string{"l", "listen"}, hostValue: "x"}
+	ping   = netTool{shortValue: "cfiIlmMpQsStTw"}
+)
+
 // netTools are the network tools whose operands shellHosts reads, by the
 // command's base name.
 var netTools = map[string]netTool{
-	"curl": {every: true, shortValue: "AbcCdDeEFHKmoPQrtTuUwxXyYz", longValue: curlLong, hostValue: "x"},
-	"wget": {every: true, shortValue: "aABeDiIlOoPQRtTUwX", longValue: wgetLong},
-	"nc":   {shortValue: "cegGiIOpPqsTwWxX", listen: []string{"l", "listen"}, hostValue: "x"},
+	"curl": {dest: everyOperand, shortValue: "AbcCdDeEFHKmoPQrtTuUwxXyYz", longValue: curlLong, hostValue: "x"},
+	"wget": {dest: everyOperand, shortValue: "aABeDiIlOoPQRtTUwX", longValue: wgetLong},
+	"nc":   netcat,
 	"ncat": {shortValue: "cegGiImpsw", longValue: []string{"proxy", "proxy-type", "proxy-auth", "source-port",
 		"source", "wait", "idle-timeout", "exec", "sh-exec", "lua-exec", "output", "hex-dump", "max-conns",
 		"allow", "allowfile", "deny", "denyfile", "ssl-cert", "ssl-key", "ssl-trustfile", "ssl-ciphers",
 		"ssl-servername", "ssl-alpn"}, listen: []string{"l", "listen"}},
-	"netcat":     {shortValue: "cegGiIOpPqsTwWxX", listen: []string{"l", "listen"}, hostValue: "x"},
+	"netcat":     netcat,
 	"telnet":     {shortValue: "belnX"},
 	"ssh":        {shortValue: "BbcDEeFIiJLlmOopQRSWw", hostValue: "J"},
-	"sftp":       {remote: true, shortValue: "BbcDFiJloPRSs", hostValue: "J"},
-	"scp":        {remote: true, shortValue: "cDFiJloPS", hostValue: "J"},
-	"rsync":      {remote: true, shortValue: "eBfMT", longValue: []string{"rsh", "rsync-path", "exclude", "include", "exclude-from", "include-from", "files-from", "filter", "password-file", "port", "bwlimit", "chmod", "chown", "log-file", "temp-dir", "partial-dir", "backup-dir", "suffix", "timeout", "contimeout", "compare-dest", "copy-dest", "link-dest", "max-size", "min-size", "block-size", "out-format", "sockopts", "address"}},
-	"git":        {remote: true, shortValue: "Cc", longValue: []string{"git-dir", "work-tree", "namespace", "exec-path", "config-env", "depth", "branch", "origin", "template", "reference", "separate-git-dir", "upload-pack", "receive-pack", "jobs", "filter", "shallow-since", "shallow-exclude", "push-option", "repo"}},
+	"sftp":       {dest: remoteOperands, bareFirst: true, shortValue: "BbcDFiJloPRSs", hostValue: "J"},
+	"scp":        {dest: remoteOperands, shortValue: "cDFiJloPS", hostValue: "J"},
+	"rsync":      {dest: remoteOperands, shortValue: "eBfMT", longValue: []string{"rsh", "rsync-path", "exclude", "include", "exclude-from", "include-from", "files-from", "filter", "password-file", "port", "bwlimit", "chmod", "chown", "log-file", "temp-dir", "partial-dir", "backup-dir", "suffix", "timeout", "contimeout", "compare-dest", "copy-dest", "link-dest", "max-size", "min-size", "block-size", "out-format", "sockopts", "address"}},
+	"git":        {dest: remoteOperands, shortValue: "Cc", longValue: []string{"git-dir", "work-tree", "namespace", "exec-path", "config-env", "depth", "branch", "origin", "template", "reference", "separate-git-dir", "upload-pack", "receive-pack", "jobs", "filter", "shallow-since", "shallow-exclude", "push-option", "repo"}},
 	"ftp":        {shortValue: "Pos"},
 	"tftp":       {shortValue: "clmR"},
-	"socat":      {socat: true, shortValue: "dlLT"},
-	"nslookup":   {every: true},
-	"dig":        {every: true, shortValue: "bcfkpqtxy"},
-	"host":       {every: true, shortValue: "cNRtW"},
-	"drill":      {every: true, shortValue: "ckpqrstxy"},
-	"ping":       {shortValue: "cfiIlmMpQsStTw"},
-	"ping6":      {shortValue: "cfiIlmMpQsStTw"},
+	"socat":      {dest: socatAddresses, shortValue: "dlLT"},
+	"nslookup":   {dest: everyOperand},
+	"dig":        {dest: everyOperand, digWords: true, shortValue: "bcfkpqtxy"},
+	"host":       {dest: everyOperand, shortValue: "cNRtW"},
+	"drill":      {dest: everyOperand, shortValue: "ckpqrstxy"},
+	"ping":       ping,
+	"ping6":      ping,
 	"traceroute": {shortValue: "fFgimNpqszw"},
 }
 
@@ -303,10 +324,10 @@ func segmentHosts(out []string, words []string, depth int) []string {
 			continue
 		}
 		if len(w) < 2 || w[0] != '-' {
-			if name == "dig" && w[0] == '+' {
+			if tool.digWords && w[0] == '+' {
 				continue // dig's +short and the like
 			}
-			if name == "dig" && w[0] == '@' {
+			if tool.digWords && w[0] == '@' {
 				out = appendHost(out, w[1:]) // the resolver asked
 				continue
 			}
@@ -347,25 +368,27 @@ func segmentHosts(out []string, words []string, depth int) []string {
 			break
 		}
 	}
-	switch {
-	case tool.socat:
+	switch tool.dest {
+	case socatAddresses:
 		for _, op := range operands {
 			out = appendSocatHost(out, op)
 		}
-	case tool.remote:
+	case remoteOperands:
 		for k, op := range operands {
 			if host, ok := remoteHost(op); ok {
 				out = appendHost(out, host)
-			} else if name == "sftp" && k == 0 {
+			} else if tool.bareFirst && k == 0 {
 				out = appendHost(out, op)
 			}
 		}
-	case tool.every:
+	case everyOperand:
 		for _, op := range operands {
 			out = appendHost(out, op)
 		}
-	case len(operands) > 0:
-		out = appendHost(out, operands[0])
+	default:
+		if len(operands) > 0 {
+			out = appendHost(out, operands[0])
+		}
 	}
 	return out
 }
@@ -475,7 +498,10 @@ func appendHost(out []string, w string) []string {
 	return out
 }
 
-// isIPv4 reports whether s is a dotted-quad IPv4 address.
+// isIPv4 reports whether s is a dotted-quad IPv4 address. It is written
+// out rather than taken from net/netip: the state machine judges with
+// this package, and its dependency tree holds no net package
+// (internal/purity).
 func isIPv4(s string) bool {
 	parts := strings.Split(s, ".")
 	if len(parts) != 4 {
