@@ -178,12 +178,12 @@ func TestArgsRulesFailClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bare := &policy.Request{Worker: "w1", Lane: "coordinator", Tool: "mcp__nats__request"}
+	bare := &policy.Request{Worker: "w1", Lane: "coordinator", Tool: "mcp__nats__publish"}
 	if j := p.Judge(bare, usage{}, now); j.Decision != grants.Deny || j.Reason != grants.ReasonInvalidRequest || j.Missing != "args" {
 		t.Fatalf("arguments not forwarded: %+v", j)
 	}
 	padded := `{"subject":"writ.op.approve` + strings.Repeat(" ", args.MaxString) + `"}`
-	if j := p.Judge(req(t, "w1", "coordinator", "mcp__nats__request", padded), usage{}, now); j.Decision != grants.Deny || j.Rules[len(j.Rules)-1] != "shape:unscreened" {
+	if j := p.Judge(req(t, "w1", "coordinator", "mcp__nats__publish", padded), usage{}, now); j.Decision != grants.Deny || j.Rules[len(j.Rules)-1] != "shape:unscreened" {
 		t.Fatalf("an argument too long to screen: %+v", j)
 	}
 	// Without the built-in rules the same surface reads no argument.

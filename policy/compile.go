@@ -48,8 +48,9 @@ const (
 // names resolved to indexes, lookups built. It is immutable once built.
 type compiled struct {
 	surfaces     []cSurface
-	toolExact    map[string]int // literal tool name -> first surface listing it
-	toolGlobs    []toolGlob     // non-literal tool patterns, by surface index
+	toolExact    map[string]int      // literal tool name -> first surface listing it
+	toolGlobs    []toolGlob          // non-literal tool patterns, and those of surfaces with verbs, by surface index
+	verbs        map[string]struct{} // every verb any surface lists (verbs.go)
 	lanes        map[string]*cLane
 	allow        []cRule
 	deny         []cRule
@@ -84,8 +85,9 @@ type cSurface struct {
 	targetPtr, canon           string
 	sinks                      []string // JSON pointers
 	amountPtr, bytesPtr        string
-	shape                      []int // indexes of the shape rules that apply
-	args                       bool  // a shape rule that applies reads every argument
+	shape                      []int           // indexes of the shape rules that apply
+	args                       bool            // a shape rule that applies reads every argument
+	verbs                      map[string]bool // nil: the surface takes its tools whatever their verb
 	x                          surfaceExt
 }
 
@@ -299,8 +301,19 @@ func (c *compiled) compileSurfaces(p *Policy) error {
 		}
 		gs, err := globs(f+".tools", s.Tools, nil)
 		ps.add(err)
+		verbs, err := checkVerbs(f+".verbs", s.Verbs)
+		ps.add(err)
+		for v := range verbs {
+			if c.verbs == nil {
+				c.verbs = map[string]struct{}{}
+			}
+			c.verbs[v] = struct{}{}
+		}
 		for _, g := range gs {
-			if g.Literal() {
+			// A surface with verbs may pass a tool its pattern matches on
+			// to a later surface, so its literal names are looked up in
+			// order with the patterns, not in toolExact.
+			if g.Literal() && verbs == nil {
 				if _, ok := c.toolExact[g.String()]; !ok {
 					c.toolExact[g.String()] = i
 				}
@@ -311,7 +324,7 @@ func (c *compiled) compileSurfaces(p *Policy) error {
 		if err := safeID(s.Operation); err != nil {
 			ps.add(invalid(f+".operation", "%v", err))
 		}
-		cs := cSurface{id: s.ID, operation: s.Operation, consequence: s.Consequence, class: classIndex(s.Consequence)}
+		cs := cSurface{id: s.ID, operation: s.Operation, consequence: s.Consequence, class: classIndex(s.Consequence), verbs: verbs}
 		if cs.class < 0 {
 			ps.add(invalid(f+".consequence", "want one of %s, got %q", strings.Join(Consequences, ", "), s.Consequence))
 			cs.class = 0
@@ -340,7 +353,7 @@ func (c *compiled) compileSurfaces(p *Policy) error {
 			cs.bytesPtr = args.FieldPointer(s.BytesField)
 		}
 		if len(ps.list)+ps.more != bad {
-			cs = cSurface{id: s.ID, operation: s.Operation, consequence: s.Consequence, class: cs.class}
+			cs = cSurface{id: s.ID, operation: s.Operation, consequence: s.Consequence, class: cs.class, verbs: verbs}
 		}
 		c.surfaces = append(c.surfaces, cs)
 	}

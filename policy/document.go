@@ -132,6 +132,10 @@ type Surface struct {
 	// result's source registration then carries that resource, so path
 	// and resource levels apply to it as to a file read.
 	ResultFrom string `json:"result_from,omitempty"`
+	// Verbs, when set, narrow the surface to the tools its patterns match
+	// whose name's verb is one of these (verbs.go): the first word of the
+	// tool's own name that any surface lists under verbs.
+	Verbs []string `json:"verbs,omitempty"`
 }
 
 // Rule is an explicit allowance or denial: which lanes and workers (all

@@ -58,21 +58,31 @@ func (f *facts) prepareFolded() {
 	}
 }
 
-// surfaceOf returns the index of the first surface whose tools match tool,
-// or -1.
+// surfaceOf returns the index of the first surface whose tools match tool
+// and, for a surface with verbs, whose verbs hold the tool's verb; or -1.
 func (c *compiled) surfaceOf(tool string) int {
 	best := len(c.surfaces)
 	if i, ok := c.toolExact[tool]; ok {
 		best = i
 	}
+	verb, verbRead := "", false
 	for _, tg := range c.toolGlobs {
 		if tg.surface >= best {
 			break
 		}
-		if tg.g.Match(tool) {
-			best = tg.surface
-			break
+		if !tg.g.Match(tool) {
+			continue
 		}
+		if vs := c.surfaces[tg.surface].verbs; vs != nil {
+			if !verbRead {
+				verb, verbRead = c.verbOf(tool), true
+			}
+			if !vs[verb] {
+				continue
+			}
+		}
+		best = tg.surface
+		break
 	}
 	if best == len(c.surfaces) {
 		return -1

@@ -82,6 +82,7 @@ var (
 			"recipient_domains": sStrings,
 			"memory":            sBool,
 			"result_from":       sString,
+			"verbs":             sStrings,
 		})),
 		"allow": list(strct(ruleFields)),
 		"deny":  list(strct(ruleFields)),

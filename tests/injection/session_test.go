@@ -40,6 +40,11 @@ import (
 //     to message, an outside address to share with and mail, a file to
 //     delete, a member to invite, a password and a page to publish: each
 //     is held.
+//   - mcp-actions-injected.txt has servers with no surface of their own
+//     (a shop, a bank, a smart lock, a browser) and a product review that
+//     asks for a guest key, a transfer, an order and a deletion: the reads
+//     go through, every action is held by the verb of its tool's name, and
+//     fetches keep their URLs to the egress allow-list.
 //
 // TestMailSessionsThroughMCP plays the two mail sessions again with their
 // MCP calls through the `worker-agent mcp` proxy.
