@@ -38,15 +38,16 @@ func benchPolicy(b *testing.B) *policy.Policy {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if len(q.Surfaces) != 50 || len(q.ShapeRules) != 20 {
+	if len(q.Surfaces) != 50 || len(q.ShapeRules) < 20 {
 		b.Fatalf("%d surfaces, %d rules", len(q.Surfaces), len(q.ShapeRules))
 	}
 	return q
 }
 
 // BenchmarkJudge evaluates one request against a policy of 50 tool
-// surfaces and 20 shape rules; each op is one Judge call (the arguments
-// are flattened once, as the leader does before proposing).
+// surfaces and at least 20 shape rules (the recommended rulebook, padded
+// to 20 if it has fewer); each op is one Judge call (the arguments are
+// flattened once, as the leader does before proposing).
 func BenchmarkJudge(b *testing.B) {
 	p := benchPolicy(b)
 	cases := []struct{ name, worker, lane, tool, args string }{
@@ -56,7 +57,9 @@ func BenchmarkJudge(b *testing.B) {
 		{"write_permit", "w1", "specialist", "Write", `{"file_path":"src/main.go","content":"package main\n\nfunc main() {}\n"}`},
 		{"fetch_crossing", "w1", "isolated", "WebFetch", `{"url":"https://evil.example.com/x?y=1"}`},
 		{"refund_preauth", "w1", "coordinator", "mcp__stripe__refund", `{"payee":"cus_42","amount":1200}`},
-		{"mcp_last_surface", "w1", "coordinator", "mcp__other__call", `{}`},
+		{"mcp_last_surface", "w1", "coordinator", "mcp__other__weather", `{}`},
+		{"mcp_query_verb", "w1", "coordinator", "mcp__github__get_issue", `{"repo":"o/r","number":1}`},
+		{"mcp_act_verb", "w1", "coordinator", "mcp__bank__BankManagerTransferFunds", `{"to_account_number":"456","amount":5000}`},
 	}
 	for _, c := range cases {
 		r := req(b, c.worker, c.lane, c.tool, c.args)
