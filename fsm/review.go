@@ -301,7 +301,9 @@ func (s *State) coveredPermit(now int64, e events.Event, c *Command, j *policy.J
 			return deny(e, grants.ReasonQuotaExhausted, "quotas."+qid+"."+field,
 				"window resets at "+policy.Timestamp(AddSat(q.Start, q.Window)).String())
 		}
-		rules = append(rules, "quota:"+qid)
+		if s.judgeFeatures()&policy.FeatureCountedQuotas == 0 || limit.Counts(j.Amount, j.Bytes) {
+			rules = append(rules, "quota:"+qid)
+		}
 	}
 	ttl := int64(p.DefaultTTL)
 	if l, ok := p.Lanes[c.Lane]; ok && l.TTL > 0 {

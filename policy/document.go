@@ -242,6 +242,17 @@ type Quota struct {
 	Bytes    *uint64  `json:"bytes,omitempty"`
 }
 
+// Counts reports whether a call declaring amount and bytes counts against
+// q: always when q limits requests, else when it declares some of what q
+// limits.
+func (q *Quota) Counts(amount, bytes uint64) bool {
+	return quotaCounts(q.Requests, q.Amount, q.Bytes, amount, bytes)
+}
+
+func quotaCounts(requests, amountLimit, bytesLimit *uint64, amount, bytes uint64) bool {
+	return requests != nil || amountLimit != nil && amount > 0 || bytesLimit != nil && bytes > 0
+}
+
 // Ledger configures the effect ledger: how long a permitted
 // boundary-crossing effect is remembered, and whether its key is per
 // worker, per lane or fleet-wide.

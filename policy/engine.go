@@ -228,7 +228,9 @@ func (p *Policy) Judge(r *Request, u Usage, now int64) Judgement {
 			return j.refuse(grants.Deny, grants.ReasonQuotaExhausted, "quotas."+q.id+"."+field,
 				"window resets at "+Timestamp(addSat(start, q.window)).String(), "quota:"+q.id)
 		}
-		j.Rules = append(j.Rules, "quota:"+q.id)
+		if r.Features&FeatureCountedQuotas == 0 || quotaCounts(q.requests, q.amount, q.bytes, f.amount, f.bytes) {
+			j.Rules = append(j.Rules, "quota:"+q.id)
+		}
 	}
 
 	// Permit.

@@ -3,6 +3,7 @@ package policy_test
 import (
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -378,5 +379,44 @@ func TestLedgerScope(t *testing.T) {
 	r := req(t, "w1", "coordinator", "Read", `{"file_path":"/etc/writ/p"}`)
 	if j := p.Judge(r, usage{}, now); j.LedgerKey != "" {
 		t.Errorf("an uncovered crossing has no ledger key yet: %q", j.LedgerKey)
+	}
+}
+
+// TestCountedQuotas: with FeatureCountedQuotas a permit names only the
+// quotas the call counts against; without it, every quota of the lane.
+// The check itself is the same either way.
+func TestCountedQuotas(t *testing.T) {
+	p := policy.Recommended()
+	for _, tc := range []struct {
+		name, tool, call string
+		amount           uint64
+		wantLevel13      bool // quota:refunds-daily listed without the feature
+		wantCounted      bool // and with it
+	}{
+		{"a shell call declares no amount", "Bash", `{"command":"git status"}`, 0, true, false},
+		{"a payment declares one", "mcp__stripe__refund", `{"payee":"cus_1","amount":1200}`, 1200, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, f := range []struct {
+				features policy.Features
+				want     bool
+			}{{0, tc.wantLevel13}, {policy.FeatureCountedQuotas, tc.wantCounted}} {
+				r := req(t, "w1", "coordinator", tc.tool, tc.call)
+				r.Features = f.features
+				if tc.amount > 0 {
+					// The payee and the amount as the user's own words.
+					u := fact(p, "s-user", "user_prompt", "", "")
+					r.Amount, r.HasAmount = tc.amount, true
+					r.Provenance = []policy.FieldOrigin{origin("/payee", true, u), origin("/amount", true, u)}
+				}
+				j := p.Judge(r, usage{}, now)
+				if j.Decision != grants.Permit {
+					t.Fatalf("features %b: %s %s (%s), want permit", f.features, j.Decision, j.Reason, j.Missing)
+				}
+				if got := slices.Contains(j.Rules, "quota:refunds-daily"); got != f.want {
+					t.Errorf("features %b: quota:refunds-daily listed %v, want %v (rules %v)", f.features, got, f.want, j.Rules)
+				}
+			}
+		})
 	}
 }

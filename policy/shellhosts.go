@@ -28,6 +28,14 @@ const (
 	// substitution, as a host outside every allow-list). Receipt format
 	// level 14.
 	FeatureShellWords
+	// FeatureCountedQuotas lists on a permit only the quotas the call
+	// counts against (Quota.Counts): a quota that limits requests always,
+	// one that limits only an amount or bytes when the call declares
+	// some. Before it every quota of the lane was listed, so git status
+	// named an amount-only refunds quota. Every quota is still checked and
+	// charged as before; only the rules a receipt names change. Receipt
+	// format level 14.
+	FeatureCountedQuotas
 )
 
 // destGrammar is which operands of a network tool name its destination.
