@@ -59,7 +59,8 @@ func TestDefaultRulebook(t *testing.T) {
 }
 
 // ruleRequest builds the call a rule's example stands for: a shell
-// command, a read or write of a path, or a Codex patch.
+// command, a read or write of a path, a Codex patch, or a query tool's
+// argument.
 func ruleRequest(t *testing.T, r policy.ShapeRule, example string) *policy.Request {
 	t.Helper()
 	tool, field := "Bash", "command"
@@ -70,6 +71,8 @@ func ruleRequest(t *testing.T, r policy.ShapeRule, example string) *policy.Reque
 		tool, field = "Write", "file_path"
 	case slices.Contains(r.Surfaces, "patch"):
 		tool = "apply_patch"
+	case slices.Contains(r.Surfaces, "mcp_query"):
+		tool, field = "mcp__db__query", "sql" // a database server's query tool
 	}
 	args, _ := json.Marshal(map[string]string{field: example})
 	return req(t, "w1", "coordinator", tool, string(args))
