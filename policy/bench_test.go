@@ -61,14 +61,27 @@ func BenchmarkJudge(b *testing.B) {
 		{"mcp_query_verb", "w1", "coordinator", "mcp__github__get_issue", `{"repo":"o/r","number":1}`},
 		{"mcp_act_verb", "w1", "coordinator", "mcp__bank__BankManagerTransferFunds", `{"to_account_number":"456","amount":5000}`},
 	}
+	// Judged as a cluster at this build's highest receipt format level
+	// judges (every feature on); the _level0 rows are the same shell
+	// calls without them, to show what the features cost.
+	all := policy.FeatureShellHosts | policy.FeatureShellWords | policy.FeatureCountedQuotas
 	for _, c := range cases {
-		r := req(b, c.worker, c.lane, c.tool, c.args)
-		u := usage{}
-		b.Run(c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				p.Judge(r, u, now)
+		for _, v := range []struct {
+			suffix   string
+			features policy.Features
+		}{{"", all}, {"_level0", 0}} {
+			if v.features == 0 && c.tool != "Bash" {
+				continue
 			}
-		})
+			r := req(b, c.worker, c.lane, c.tool, c.args)
+			r.Cwd, r.Features = "/work/w1", v.features
+			u := usage{}
+			b.Run(c.name+v.suffix, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					p.Judge(r, u, now)
+				}
+			})
+		}
 	}
 }

@@ -100,10 +100,11 @@ func (c *compiled) classifyCommand(out []string, f *facts) []string {
 	if !egress && f.features&FeatureShellHosts != 0 {
 		egress = c.anyHostOutside(f.s, shellHosts(f.command))
 	}
-	if !egress && words {
-		// Read again with expansions. Level 13's reading is kept as well,
-		// so that the level only ever holds more: it can find a command
-		// after "$(...)" that this reading, rightly, takes as an argument.
+	if !egress && words && strings.ContainsAny(f.command, "$`") {
+		// Read again with expansions (without a $ or ` the two readings
+		// are the same). Level 13's reading is kept as well, so that the
+		// level only ever holds more: it can find a command after
+		// "$(...)" that this reading, rightly, takes as an argument.
 		egress = c.anyHostOutside(f.s, appendShellHosts(nil, f.command, 0, &hostReading{expand: true}))
 	}
 	if egress {
