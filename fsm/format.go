@@ -92,7 +92,10 @@ import (
 //     substitution is outside every allow-list). Like 13 it changes what
 //     is decided and waits for every voter. A permit also names only the
 //     quotas the call counts against (policy.FeatureCountedQuotas): an
-//     amount-only quota is no longer listed on git status.
+//     amount-only quota is no longer listed on git status. And protected
+//     content is refused in any argument of a remote call that names no
+//     destination (policy.FeatureProtectedUndeclared): a secret in a
+//     spare argument of an MCP tool.
 //
 // The level only goes up. Evolve reads every form whatever the level.
 //
@@ -149,8 +152,9 @@ const (
 	// policy.FeatureShellHosts; below it they are judged as before.
 	ReceiptFormatShellHosts uint64 = 13
 	// ReceiptFormatShellWords (14) judges shell commands with
-	// policy.FeatureShellWords as well, and lists quotas on permits with
-	// policy.FeatureCountedQuotas; below it both are as at 13.
+	// policy.FeatureShellWords as well, lists quotas on permits with
+	// policy.FeatureCountedQuotas and checks protected content with
+	// policy.FeatureProtectedUndeclared; below it all three are as at 13.
 	ReceiptFormatShellWords uint64 = 14
 	// MaxReceiptFormat is the highest level this build writes: what its
 	// status reports as receipt_format.
@@ -165,7 +169,7 @@ func (s *State) judgeFeatures() policy.Features {
 		f |= policy.FeatureShellHosts
 	}
 	if s.ReceiptFormat() >= ReceiptFormatShellWords {
-		f |= policy.FeatureShellWords | policy.FeatureCountedQuotas
+		f |= policy.FeatureShellWords | policy.FeatureCountedQuotas | policy.FeatureProtectedUndeclared
 	}
 	return f
 }

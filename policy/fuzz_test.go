@@ -39,12 +39,12 @@ func FuzzJudge(f *testing.F) {
 			a = args.Flat{}
 		}
 		r := &policy.Request{Worker: worker, Lane: lane, Tool: tool, Args: a, Cwd: cwd, Amount: amount, HasAmount: hasAmount,
-			Features: policy.FeatureShellHosts | policy.FeatureShellWords}
+			Features: policy.FeatureShellHosts | policy.FeatureShellWords | policy.FeatureCountedQuotas | policy.FeatureProtectedUndeclared}
 		j := p.Judge(r, usage{}, now)
 		if again := p.Judge(r, usage{}, now); !reflect.DeepEqual(j, again) {
 			t.Fatalf("not deterministic:\n%+v\n%+v", j, again)
 		}
-		for _, lower := range []policy.Features{policy.FeatureShellHosts, 0} {
+		for _, lower := range []policy.Features{policy.FeatureShellHosts | policy.FeatureShellWords, policy.FeatureShellHosts, 0} {
 			before := *r
 			before.Features = lower
 			if jb := p.Judge(&before, usage{}, now); j.Decision == grants.Permit && jb.Decision != grants.Permit {
@@ -73,7 +73,8 @@ func FuzzJudge(f *testing.F) {
 // FuzzJudgeProvenance: judging calls with arbitrary field origins under
 // every provenance check never panics, is deterministic, answers with a
 // reason whose recovery class fits the decision, and writes at most
-// MaxGrounds grounds lines.
+// MaxGrounds grounds lines; a call permitted with every judging feature
+// is permitted without them.
 func FuzzJudgeProvenance(f *testing.F) {
 	raw, err := os.ReadFile("testdata/provenance.yaml")
 	if err != nil {
@@ -91,6 +92,7 @@ func FuzzJudgeProvenance(f *testing.F) {
 	f.Add("ext:send_email", `{"to":["a@example.com","eve@x.example"]}`, "/to/1", true, "tool_result", "raw:m-1", "mcp__mail__get_message", true, uint8(0))
 	f.Add("ext:mcp__bank__transfer_funds", `{"iban":"DE89","amount":1,"ok":true}`, "/iban", true, "tool_result", "/home/u/bills/x", "mcp__fs__read_file", true, uint8(2))
 	f.Add("ext:update_event", `{"event":"e"}`, "/invitee", false, "user_prompt", "", "", true, uint8(2))
+	f.Add("mcp__calc__calculate", `{"a":2,"sidenote":"k"}`, "/sidenote", true, "file_read", "/w/config/credentials.json", "", true, uint8(0))
 	ext, err := os.ReadFile("testdata/surfaces.yaml")
 	if err != nil {
 		f.Fatal(err)
@@ -110,10 +112,16 @@ func FuzzJudgeProvenance(f *testing.F) {
 		}
 		src := policy.SourceFact{ID: "s1", Registered: registered, Authority: authority.Level(level), Channel: channel, Path: path, Tool: srcTool}
 		r := &policy.Request{Worker: "w1", Lane: "coordinator", Tool: tool, Args: a,
-			Provenance: []policy.FieldOrigin{{Field: field, Covered: covered, Sources: []policy.SourceFact{src}}, {Field: field}}}
+			Provenance: []policy.FieldOrigin{{Field: field, Covered: covered, Sources: []policy.SourceFact{src}}, {Field: field}},
+			Features:   policy.FeatureShellHosts | policy.FeatureShellWords | policy.FeatureCountedQuotas | policy.FeatureProtectedUndeclared}
 		j := p.Judge(r, usage{}, now)
 		if again := p.Judge(r, usage{}, now); !reflect.DeepEqual(j, again) {
 			t.Fatalf("not deterministic:\n%+v\n%+v", j, again)
+		}
+		before := *r
+		before.Features = 0
+		if jb := p.Judge(&before, usage{}, now); j.Decision == grants.Permit && jb.Decision != grants.Permit {
+			t.Fatalf("permitted with every feature, not without:\n%+v\nthere: %+v", j, jb)
 		}
 		if len(j.Grounds) > policy.MaxGrounds {
 			t.Fatalf("%d grounds lines", len(j.Grounds))

@@ -178,9 +178,22 @@ func (c *compiled) judgeProvenance(j *Judgement, r *Request, si int, f *facts, c
 	pc := &provCheck{c: c, r: r}
 
 	// a. Protected content leaving the declared domains.
-	if exit := leavesDomains(f, crossing); exit != "" && pv.hasProtected() {
+	exit := leavesDomains(f, crossing)
+	fields := surfaceFields(s)
+	if r.Features&FeatureProtectedUndeclared != 0 {
+		if exit == "" && !f.hasTargets() && (s.class == classRemoteQuery || s.class == classOutboundSend) {
+			exit = exitUndeclared
+		}
+		if (len(fields) == 0 || strings.HasPrefix(r.Tool, "mcp__")) && r.Args.Carried {
+			// An MCP server is handed the whole argument object, and a
+			// surface that names no field cannot say which ones carry
+			// content: every argument can leave.
+			fields = everyArgFields(r.Args)
+		}
+	}
+	if exit != "" && pv.hasProtected() {
 		var hitField, hitSource string
-		for _, ptr := range surfaceFields(s) {
+		for _, ptr := range fields {
 			for _, leaf := range r.Args.Under(ptr) {
 				pc.check(leaf.Path)
 				if hitSource != "" {
@@ -439,6 +452,11 @@ func groundsValue(s string) string {
 // target, or none). A crossing class with a URL or email destination
 // inside the declared domains stays, as do protected-path and workspace
 // crossings (the material stays on the host).
+// exitUndeclared is the exit of a remote call that names no destination
+// (FeatureProtectedUndeclared): its arguments go to a service whose host
+// the issuer cannot check.
+const exitUndeclared = "a remote call with no destination to check"
+
 func leavesDomains(f *facts, crossing []string) string {
 	class := ""
 	for _, c := range crossing {

@@ -596,3 +596,38 @@ func TestWholeSourceDecides(t *testing.T) {
 		})
 	}
 }
+
+// TestProtectedUndeclared: with FeatureProtectedUndeclared, content from a
+// protected file in any argument of an MCP tool, or in a web search,
+// is refused even though the call names no host to hold it to; content
+// from elsewhere is not. Without the feature the same calls are
+// permitted, as before.
+func TestProtectedUndeclared(t *testing.T) {
+	p := policy.Recommended()
+	secret := fact(p, "s-cred", "file_read", "/work/w1/config/credentials.json", "")
+	notes := fact(p, "s-notes", "file_read", "/work/w1/notes.txt", "")
+	for _, tc := range []struct {
+		name, tool, call, field string
+		src                     policy.SourceFact
+		want                    grants.Decision
+	}{
+		{"a spare MCP argument", "mcp__calc__calculate", `{"a":2,"b":3,"sidenote":"wJalrXUtnFEMIK7MDENGbPxRf"}`, "/sidenote", secret, grants.Deny},
+		{"a web search", "WebSearch", `{"query":"wJalrXUtnFEMIK7MDENGbPxRf"}`, "/query", secret, grants.Deny},
+		{"a project note", "mcp__calc__calculate", `{"a":2,"b":3,"sidenote":"see the notes"}`, "/sidenote", notes, grants.Permit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, features := range []policy.Features{0, policy.FeatureProtectedUndeclared} {
+				r := traced(t, tc.tool, tc.call, origin(tc.field, true, tc.src))
+				r.Features = features
+				j := p.Judge(r, usage{}, now)
+				want := tc.want
+				if features == 0 {
+					want = grants.Permit
+				}
+				if j.Decision != want || want == grants.Deny && j.Reason != grants.ReasonProtectedTransfer {
+					t.Errorf("features %b: %s %s (%s), want %s", features, j.Decision, j.Reason, j.Detail, want)
+				}
+			}
+		})
+	}
+}

@@ -36,6 +36,15 @@ const (
 	// charged as before; only the rules a receipt names change. Receipt
 	// format level 14.
 	FeatureCountedQuotas
+	// FeatureProtectedUndeclared closes two gaps of the protected-content
+	// check (provenance.protected): a remote query or send that names no
+	// destination (an MCP tool's arguments go to its server, wherever
+	// that is; a web search's query to the search engine) counts as
+	// leaving, and every argument of an MCP tool (its server is handed
+	// the whole object) or of a surface that names none of its fields is
+	// checked, so a secret in a spare argument of a poisoned MCP tool is
+	// refused (protected_transfer). Receipt format level 14.
+	FeatureProtectedUndeclared
 )
 
 // destGrammar is which operands of a network tool name its destination.
