@@ -13,8 +13,10 @@ var ErrBuiltin = errors.New("built-in rules")
 
 // builtinShapeRules are the rules every policy writ writes to its log
 // carries (WithBuiltins). They keep an agent from acting as writ's
-// operator: approving its own held call, reinstating itself, changing the
-// policy or restoring state, whether through the issuer command line or by
+// operator: approving its own held call, reinstating, respawning or
+// lifting itself, relaying a person's reply, minting credentials,
+// changing the policy or restoring state, whether through the issuer
+// command line or by
 // publishing to the operator subjects directly. They read every string
 // argument of every call (in: args), on every surface, in screen form, so
 // a command in an MCP tool's argument, a shell one-liner or a subshell is
@@ -77,6 +79,46 @@ var builtinShapeRules = []ShapeRule{
 		},
 	},
 	{
+		ID:          "writ-operator-decisions",
+		Description: "deciding or relaying reviews, respawning or lifting workers, and minting or revoking NATS credentials with writ's command line: only a person does these",
+		In:          []string{"args"},
+		// issuer (as writ-operator-command finds it) with any global flags,
+		// then review approve/reject/reply, respawn, lift or auth
+		// init/mint/revoke; or review approve/reject of a review id or
+		// caption, whatever runs it.
+		Match: `(?i)((^|[^\w.-])issuer(\.exe)?[)\x60]?` + operatorFlags + `[\s,]+(review` + operatorFlags + `[\s,]+(approve|reject|reply)|respawn|lift|auth` + operatorFlags +
+			`[\s,]+(init|mint|revoke))\b|\breview\s+(approve|reject)\s+(-[^\s,;&|]*\s+)*(rv-[0-9a-f]|[a-z0-9]+(_[a-z0-9]+)*_v[0-9]+_review\b))`,
+		Action: "deny",
+		Examples: Examples{
+			Hit: []string{
+				"issuer review approve bash_v1_review",
+				"issuer review reject rv-0123456789abcdef0123",
+				"issuer --json review approve k-7f3a",
+				"issuer review reply --channel slack --sender ops --at 2026-12-07T10:00:00Z --text yes",
+				"issuer respawn w1 --lane isolated",
+				"issuer lift w1",
+				"issuer auth mint --dir keys --worker w1 --ttl 1h --out w1.creds",
+				"issuer auth revoke --dir keys --worker w2",
+				"/usr/local/bin/issuer auth init --dir keys",
+				`python3 -c "import subprocess; subprocess.run(['issuer', 'lift', 'w1'])"`,
+				"$ISSUER review approve bash_v2_review",
+				"./x review reject rv-1",
+			},
+			Miss: []string{
+				"issuer review list",
+				"issuer review show rv-1",
+				"issuer reviews --json",
+				"issuer fleet --json",
+				"issuer route list",
+				"issuer auth --help",
+				"Please review, approve and merge the PR",
+				"review approve flow in docs/reviews.md",
+				"go test ./issuer/... -run TestRespawn",
+				"cat cmd/issuer/lift.go",
+			},
+		},
+	},
+	{
 		ID:          "writ-operator-subject",
 		Description: "publishing to writ's operator subjects (writ.op.*) directly: only a person acts as writ's operator",
 		In:          []string{"args"},
@@ -100,6 +142,10 @@ var builtinShapeRules = []ShapeRule{
 		},
 	},
 }
+
+// operatorFlags is the global flags of the issuer command line, with
+// their values, as the built-in rules skip them.
+const operatorFlags = `([\s,]+-[^\s,;&|]*([\s,]+[^-\s,;&|][^\s,;&|]*)?)*`
 
 // BuiltinShapeRules returns a copy of the rules WithBuiltins adds to every
 // version 2 document.
