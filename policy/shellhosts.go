@@ -222,6 +222,7 @@ func shellSegments(s string, depth int, expand bool) [][]string {
 		words []string
 		w     strings.Builder
 		inW   bool
+		pm    = parens{s: s}
 	)
 	endWord := func() {
 		if inW {
@@ -240,8 +241,8 @@ func shellSegments(s string, depth int, expand bool) [][]string {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
-		case expand && c == '$' && i+1 < len(s) && s[i+1] == '(' && closingParen(s, i+1) > 0:
-			k := closingParen(s, i+1)
+		case expand && c == '$' && i+1 < len(s) && s[i+1] == '(' && pm.closing(i+1) > 0:
+			k := pm.closing(i + 1)
 			segs = append(segs, nestedSegments(s[i+2:k], depth, expand)...)
 			w.WriteString(s[i : k+1])
 			inW = true
@@ -284,7 +285,7 @@ func shellSegments(s string, depth int, expand bool) [][]string {
 						w.WriteByte(s[i])
 					}
 				case s[i] == '$' && i+1 < len(s) && s[i+1] == '(':
-					if k := closingParen(s, i+1); k > 0 {
+					if k := pm.closing(i + 1); k > 0 {
 						segs = append(segs, nestedSegments(s[i+2:k], depth, expand)...)
 						w.WriteString(s[i : k+1])
 						i = k
@@ -322,6 +323,42 @@ func nestedSegments(s string, depth int, expand bool) [][]string {
 		return nil
 	}
 	return shellSegments(s, depth+1, expand)
+}
+
+// parens answers closingParen for the '(' of one string, matching every
+// pair in a single pass the first time it is asked: a command of many
+// unclosed "$(" must not cost a scan to its end for each of them (the
+// state machine judges it on every replica).
+type parens struct {
+	s     string
+	close []int32 // the index of the ')' closing the '(' at each index, or -1
+}
+
+func (p *parens) closing(open int) int {
+	if p.close == nil {
+		p.close = matchParens(p.s)
+	}
+	return int(p.close[open])
+}
+
+// matchParens returns, for each index of s, the index of the ')' that
+// closes a '(' there (as closingParen finds it), or -1.
+func matchParens(s string) []int32 {
+	m := make([]int32, len(s))
+	var open []int32
+	for i := 0; i < len(s); i++ {
+		m[i] = -1
+		switch s[i] {
+		case '(':
+			open = append(open, int32(i))
+		case ')':
+			if n := len(open); n > 0 {
+				m[open[n-1]] = int32(i)
+				open = open[:n-1]
+			}
+		}
+	}
+	return m
 }
 
 // closingParen returns the index of the ')' that closes the '(' at open,

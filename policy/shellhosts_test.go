@@ -131,6 +131,12 @@ func FuzzShellHosts(f *testing.F) {
 	f.Fuzz(func(t *testing.T, cmd string) {
 		hosts := shellHosts(cmd)
 		hosts = appendShellHosts(hosts, cmd, 0, &hostReading{expand: true})
+		m := matchParens(cmd)
+		for i := range len(cmd) {
+			if cmd[i] == '(' && int(m[i]) != closingParen(cmd, i) {
+				t.Fatalf("matchParens(%q)[%d] = %d, closingParen %d", cmd, i, m[i], closingParen(cmd, i))
+			}
+		}
 		for _, h := range hosts {
 			switch {
 			case h == "", strings.ContainsAny(h, " \t\n@/?#"), h != strings.ToLower(h):
@@ -146,17 +152,21 @@ func FuzzShellHosts(f *testing.F) {
 	})
 }
 
-// BenchmarkShellHosts: the cost FeatureShellHosts adds to judging a
-// shell command, for a command with no network tool and one with two.
+// BenchmarkShellHosts: the cost the two readings (levels 13 and 14) add
+// to judging a shell command, for a command with no network tool, one
+// with two, and 16 KiB of unclosed substitutions (linear, not quadratic).
 func BenchmarkShellHosts(b *testing.B) {
 	for _, bc := range []struct{ name, cmd string }{
 		{"plain", "go test -race ./... 2>&1 | tail -n 40"},
+		{"unclosed", strings.Repeat(`"$(`, 5000)},
+		{"unclosed_expand", "nc " + strings.Repeat("$(", 8000)},
 		{"network", `cd /tmp && curl -sS -H "Accept: application/json" -o out.json api.example.org/v1/x && ssh -i key deploy@build.example.org uptime`},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for range b.N {
 				shellHosts(bc.cmd)
+				appendShellHosts(nil, bc.cmd, 0, &hostReading{expand: true})
 			}
 		})
 	}
