@@ -19,12 +19,6 @@ var Consequences = []string{
 
 const nClasses = 7
 
-// The indexes of the classes the engine names.
-const (
-	classOutboundSend = 2
-	classRemoteQuery  = 3
-)
-
 func classIndex(c string) int {
 	for i, n := range Consequences {
 		if n == c {

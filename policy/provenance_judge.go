@@ -181,7 +181,7 @@ func (c *compiled) judgeProvenance(j *Judgement, r *Request, si int, f *facts, c
 	exit := leavesDomains(f, crossing)
 	fields := surfaceFields(s)
 	if r.Features&FeatureProtectedUndeclared != 0 {
-		if exit == "" && !f.hasTargets() && (s.class == classRemoteQuery || s.class == classOutboundSend) {
+		if exit == "" && !f.hasTargets() && (s.consequence == "remote_query" || s.consequence == "outbound_send") {
 			exit = exitUndeclared
 		}
 		if (len(fields) == 0 || strings.HasPrefix(r.Tool, "mcp__")) && r.Args.Carried {
@@ -444,6 +444,11 @@ func groundsValue(s string) string {
 	return s
 }
 
+// exitUndeclared is the exit of a remote call that names no destination
+// (FeatureProtectedUndeclared): its arguments go to a service whose host
+// the issuer cannot check.
+const exitUndeclared = "a remote call with no destination to check"
+
 // leavesDomains returns the crossing through which the call's material
 // leaves the declared domains, or "" when it stays inside them: a URL host
 // outside boundaries.egress_allow or a recipient outside
@@ -452,11 +457,6 @@ func groundsValue(s string) string {
 // target, or none). A crossing class with a URL or email destination
 // inside the declared domains stays, as do protected-path and workspace
 // crossings (the material stays on the host).
-// exitUndeclared is the exit of a remote call that names no destination
-// (FeatureProtectedUndeclared): its arguments go to a service whose host
-// the issuer cannot check.
-const exitUndeclared = "a remote call with no destination to check"
-
 func leavesDomains(f *facts, crossing []string) string {
 	class := ""
 	for _, c := range crossing {

@@ -238,21 +238,22 @@ func shellSegments(s string, depth int, expand bool) [][]string {
 			words = nil
 		}
 	}
+	// keep reads the command substitution s[i..k], whose command starts
+	// at from, as commands of their own, keeps its text in the word and
+	// returns k.
+	keep := func(i, from, k int) int {
+		segs = append(segs, nestedSegments(s[from:k], depth, expand)...)
+		w.WriteString(s[i : k+1])
+		inW = true
+		return k
+	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case expand && c == '$' && i+1 < len(s) && s[i+1] == '(' && pm.closing(i+1) > 0:
-			k := pm.closing(i + 1)
-			segs = append(segs, nestedSegments(s[i+2:k], depth, expand)...)
-			w.WriteString(s[i : k+1])
-			inW = true
-			i = k
-		case expand && c == '`' && strings.IndexByte(s[i+1:], '`') >= 0:
-			k := i + 1 + strings.IndexByte(s[i+1:], '`')
-			segs = append(segs, nestedSegments(s[i+1:k], depth, expand)...)
-			w.WriteString(s[i : k+1])
-			inW = true
-			i = k
+			i = keep(i, i+2, pm.closing(i+1))
+		case expand && c == '`' && closingTick(s, i) > 0:
+			i = keep(i, i+1, closingTick(s, i))
 		case c == ' ' || c == '\t' || c == '\v' || c == '\f' || c == '\r':
 			endWord()
 		case c == ';' || c == '|' || c == '&' || c == '(' || c == ')' || c == '`' || c == '<' || c == '>' || c == '\n':
@@ -284,19 +285,10 @@ func shellSegments(s string, depth int, expand bool) [][]string {
 					if s[i] != '\n' {
 						w.WriteByte(s[i])
 					}
-				case s[i] == '$' && i+1 < len(s) && s[i+1] == '(':
-					if k := pm.closing(i + 1); k > 0 {
-						segs = append(segs, nestedSegments(s[i+2:k], depth, expand)...)
-						w.WriteString(s[i : k+1])
-						i = k
-					} else {
-						w.WriteByte(s[i])
-					}
-				case expand && s[i] == '`' && strings.IndexByte(s[i+1:], '`') >= 0:
-					k := i + 1 + strings.IndexByte(s[i+1:], '`')
-					segs = append(segs, nestedSegments(s[i+1:k], depth, expand)...)
-					w.WriteString(s[i : k+1])
-					i = k
+				case s[i] == '$' && i+1 < len(s) && s[i+1] == '(' && pm.closing(i+1) > 0:
+					i = keep(i, i+2, pm.closing(i+1))
+				case expand && s[i] == '`' && closingTick(s, i) > 0:
+					i = keep(i, i+1, closingTick(s, i))
 				default:
 					w.WriteByte(s[i])
 				}
@@ -323,6 +315,15 @@ func nestedSegments(s string, depth int, expand bool) [][]string {
 		return nil
 	}
 	return shellSegments(s, depth+1, expand)
+}
+
+// closingTick returns the index of the backquote that closes the one at
+// open, or -1.
+func closingTick(s string, open int) int {
+	if j := strings.IndexByte(s[open+1:], '`'); j >= 0 {
+		return open + 1 + j
+	}
+	return -1
 }
 
 // parens answers closingParen for the '(' of one string, matching every

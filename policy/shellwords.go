@@ -69,7 +69,9 @@ func (rd *hostReading) appendHost(out []string, w string) []string {
 		return out
 	case last < 0:
 		return appendHost(out, w)
-	case strings.Trim(m, "\x00") == "" && len(names) == 1 && names[0] != "" && names[0] == variableName(w):
+	case strings.Trim(m, "\x00") == "" && len(names) == 1 && names[0] != "":
+		// One expansion that is the whole host and names a variable: the
+		// host is exactly $NAME or ${NAME}.
 		for _, a := range rd.assigns {
 			if a.name == names[0] && !strings.ContainsAny(a.value, "$`") {
 				out = appendHost(out, a.value)
@@ -84,23 +86,6 @@ func (rd *hostReading) appendHost(out []string, w string) []string {
 		}
 	}
 	return append(out, builtHost)
-}
-
-// variableName returns NAME for a word that is exactly $NAME or ${NAME},
-// else "".
-func variableName(w string) string {
-	switch {
-	case strings.HasPrefix(w, "${") && strings.HasSuffix(w, "}"):
-		w = w[2 : len(w)-1]
-	case strings.HasPrefix(w, "$"):
-		w = w[1:]
-	default:
-		return ""
-	}
-	if !isName(w) {
-		return ""
-	}
-	return w
 }
 
 // maskExpansions returns w with every byte of each expansion in it
@@ -119,10 +104,9 @@ func maskExpansions(w string) (string, []string) {
 	for i := 0; i < len(w); i++ {
 		switch {
 		case w[i] == '`':
-			j := strings.IndexByte(w[i+1:], '`')
 			end := len(w)
-			if j >= 0 {
-				end = i + 2 + j
+			if k := closingTick(w, i); k > 0 {
+				end = k + 1
 			}
 			mask(i, end)
 			names = append(names, "")
@@ -155,10 +139,11 @@ func maskExpansions(w string) (string, []string) {
 			if end == i+1 {
 				end++ // $1, $@, $?, $$ ...
 			}
-			names = append(names, w[i+1:end])
-			if !isName(w[i+1 : end]) {
-				names[len(names)-1] = ""
+			name := w[i+1 : end]
+			if !isName(name) {
+				name = ""
 			}
+			names = append(names, name)
 			mask(i, end)
 			i = end - 1
 		}
