@@ -96,6 +96,12 @@ import (
 //     content is refused in any argument of a remote call that names no
 //     destination (policy.FeatureProtectedUndeclared): a secret in a
 //     spare argument of an MCP tool.
+//   - ReceiptFormatAuthorityUncarried (15): a require rule whose fields
+//     a call carries none of reads every argument instead
+//     (policy.FeatureAuthorityUncarried): a delete that names its file by
+//     "path", or a chat send addressed by "user_id", no longer passes the
+//     rule unchecked. It changes what is decided and waits for every
+//     voter, as 13 and 14 do.
 //
 // The level only goes up. Evolve reads every form whatever the level.
 //
@@ -104,7 +110,7 @@ import (
 // decide how a receipt is written, not what is decided, and both forms
 // fold to the same state (a permit's recorded facts are what the policy
 // in force gives at decide time; a source descriptor reads the same
-// either way). A level that changes a decision (10, 13, 14) changes it in
+// either way). A level that changes a decision (10, 13, 14, 15) changes it in
 // the receipt, which is what a replay folds, so the stream still carries
 // everything the digest holds.
 // Recording the raise as a receipt would put a kind into the stream that
@@ -156,9 +162,13 @@ const (
 	// policy.FeatureCountedQuotas and checks protected content with
 	// policy.FeatureProtectedUndeclared; below it all three are as at 13.
 	ReceiptFormatShellWords uint64 = 14
+	// ReceiptFormatAuthorityUncarried (15) judges require rules with
+	// policy.FeatureAuthorityUncarried; below it a call that carries none
+	// of a rule's fields is not checked by that rule.
+	ReceiptFormatAuthorityUncarried uint64 = 15
 	// MaxReceiptFormat is the highest level this build writes: what its
 	// status reports as receipt_format.
-	MaxReceiptFormat = ReceiptFormatShellWords
+	MaxReceiptFormat = ReceiptFormatAuthorityUncarried
 )
 
 // judgeFeatures are the policy engine's features the level in force
@@ -170,6 +180,9 @@ func (s *State) judgeFeatures() policy.Features {
 	}
 	if s.ReceiptFormat() >= ReceiptFormatShellWords {
 		f |= policy.FeatureShellWords | policy.FeatureCountedQuotas | policy.FeatureProtectedUndeclared
+	}
+	if s.ReceiptFormat() >= ReceiptFormatAuthorityUncarried {
+		f |= policy.FeatureAuthorityUncarried
 	}
 	return f
 }

@@ -13,6 +13,9 @@ import (
 	"github.com/writ-dev/writ/policy/policyfile"
 )
 
+// level14 are the judging features of receipt format level 14.
+const level14 = policy.FeatureShellHosts | policy.FeatureShellWords | policy.FeatureCountedQuotas | policy.FeatureProtectedUndeclared
+
 // FuzzJudge: judging arbitrary calls against the recommended policy never
 // panics, is deterministic, and answers with a declared reason whose
 // recovery class fits the decision (approval_required answers recover by
@@ -39,12 +42,12 @@ func FuzzJudge(f *testing.F) {
 			a = args.Flat{}
 		}
 		r := &policy.Request{Worker: worker, Lane: lane, Tool: tool, Args: a, Cwd: cwd, Amount: amount, HasAmount: hasAmount,
-			Features: policy.FeatureShellHosts | policy.FeatureShellWords | policy.FeatureCountedQuotas | policy.FeatureProtectedUndeclared}
+			Features: policy.FeatureShellHosts | policy.FeatureShellWords | policy.FeatureCountedQuotas | policy.FeatureProtectedUndeclared | policy.FeatureAuthorityUncarried}
 		j := p.Judge(r, usage{}, now)
 		if again := p.Judge(r, usage{}, now); !reflect.DeepEqual(j, again) {
 			t.Fatalf("not deterministic:\n%+v\n%+v", j, again)
 		}
-		for _, lower := range []policy.Features{policy.FeatureShellHosts | policy.FeatureShellWords, policy.FeatureShellHosts, 0} {
+		for _, lower := range []policy.Features{level14, policy.FeatureShellHosts | policy.FeatureShellWords, policy.FeatureShellHosts, 0} {
 			before := *r
 			before.Features = lower
 			if jb := p.Judge(&before, usage{}, now); j.Decision == grants.Permit && jb.Decision != grants.Permit {
@@ -87,6 +90,8 @@ func FuzzJudgeProvenance(f *testing.F) {
 	f.Add("send_email", `{"to":"bob@outside.net","body":"k"}`, "/body", true, "file_read", "/w/.env", "", true, uint8(0))
 	f.Add("mcp__pay__refund", `{"payee":"cus_1","amount":5}`, "/payee", true, "user_prompt", "", "", true, uint8(2))
 	f.Add("Write", `{"file_path":"CLAUDE.md","content":"x"}`, "/content", false, "tool_result", "", "mcp__crm__a", false, uint8(9))
+	f.Add("mcp__github__delete_file", `{"owner":"o","repo":"r","path":"src/x.go"}`, "/path", true, "user_prompt", "", "", true, uint8(2))
+	f.Add("mcp__slack__send_message", `{"user_id":"U9","text":"hi"}`, "/user_id", true, "tool_result", "", "mcp__slack__read", true, uint8(0))
 	f.Add("bank_transfer", `{"recipient":{"iban":"x"},"memo":["a","b"]}`, "/memo/1", true, "derived", "", "", true, uint8(1))
 	// The fields of surfaces_ext.go, judged under testdata/surfaces.yaml.
 	f.Add("ext:send_email", `{"to":["a@example.com","eve@x.example"]}`, "/to/1", true, "tool_result", "raw:m-1", "mcp__mail__get_message", true, uint8(0))
@@ -113,15 +118,17 @@ func FuzzJudgeProvenance(f *testing.F) {
 		src := policy.SourceFact{ID: "s1", Registered: registered, Authority: authority.Level(level), Channel: channel, Path: path, Tool: srcTool}
 		r := &policy.Request{Worker: "w1", Lane: "coordinator", Tool: tool, Args: a,
 			Provenance: []policy.FieldOrigin{{Field: field, Covered: covered, Sources: []policy.SourceFact{src}}, {Field: field}},
-			Features:   policy.FeatureShellHosts | policy.FeatureShellWords | policy.FeatureCountedQuotas | policy.FeatureProtectedUndeclared}
+			Features:   policy.FeatureShellHosts | policy.FeatureShellWords | policy.FeatureCountedQuotas | policy.FeatureProtectedUndeclared | policy.FeatureAuthorityUncarried}
 		j := p.Judge(r, usage{}, now)
 		if again := p.Judge(r, usage{}, now); !reflect.DeepEqual(j, again) {
 			t.Fatalf("not deterministic:\n%+v\n%+v", j, again)
 		}
-		before := *r
-		before.Features = 0
-		if jb := p.Judge(&before, usage{}, now); j.Decision == grants.Permit && jb.Decision != grants.Permit {
-			t.Fatalf("permitted with every feature, not without:\n%+v\nthere: %+v", j, jb)
+		for _, lower := range []policy.Features{level14, 0} {
+			before := *r
+			before.Features = lower
+			if jb := p.Judge(&before, usage{}, now); j.Decision == grants.Permit && jb.Decision != grants.Permit {
+				t.Fatalf("permitted with every feature, not with %b:\n%+v\nthere: %+v", lower, j, jb)
+			}
 		}
 		if len(j.Grounds) > policy.MaxGrounds {
 			t.Fatalf("%d grounds lines", len(j.Grounds))

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/writ-dev/writ/args"
 	"github.com/writ-dev/writ/authority"
 	"github.com/writ-dev/writ/grants"
 )
@@ -238,6 +239,11 @@ func (c *compiled) judgeProvenance(j *Judgement, r *Request, si int, f *facts, c
 		case len(fields) == 0:
 			fields = surfaceFields(s)
 		}
+		if r.Features&FeatureAuthorityUncarried != 0 && !a.x.everyArg && r.Args.Carried && !carriesAny(r.Args, fields) {
+			// None of the fields the rule reads is in the call: it names
+			// its target some other way, so every argument must trace.
+			fields = everyArgFields(r.Args)
+		}
 		for _, ptr := range fields {
 			var m *authorityMiss
 			if !r.Args.Carried {
@@ -295,6 +301,17 @@ func (c *compiled) judgeProvenance(j *Judgement, r *Request, si int, f *facts, c
 	}
 	j.Rules = append(j.Rules, applied...)
 	return Judgement{}, false
+}
+
+// carriesAny reports whether the call's arguments hold a value under any
+// of fields.
+func carriesAny(flat args.Flat, fields []string) bool {
+	for _, ptr := range fields {
+		if len(flat.Under(ptr)) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // isWrite reports whether a surface's calls change what they target:

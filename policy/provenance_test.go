@@ -631,3 +631,57 @@ func TestProtectedUndeclared(t *testing.T) {
 		})
 	}
 }
+
+// TestAuthorityUncarried: from FeatureAuthorityUncarried a require rule
+// whose fields a call carries none of reads every argument, so a delete
+// by "path" or a chat send to "user_id" is held unless everything it
+// names traces to the user; a call that carries one of the rule's fields
+// is judged by that field alone, as before.
+func TestAuthorityUncarried(t *testing.T) {
+	p := policy.Recommended()
+	user := fact(p, "s-user", "user_prompt", "", "")
+	page := fact(p, "s-page", "tool_result", "", "mcp__slack__read_channel_messages")
+	from := func(src policy.SourceFact, fields ...string) []policy.FieldOrigin {
+		var out []policy.FieldOrigin
+		for _, f := range fields {
+			out = append(out, origin(f, true, src))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name, tool, call string
+		origins          []policy.FieldOrigin
+		before, after    grants.Decision
+	}{
+		{"a delete by path, named by no one", "mcp__github__delete_file", `{"owner":"o","repo":"r","path":"src/x.go"}`,
+			nil, grants.Permit, grants.ApprovalRequired},
+		{"a delete by fileId, from a message", "mcp__gdrive__delete_file", `{"fileId":"1AbC"}`,
+			from(page, "/fileId"), grants.Permit, grants.ApprovalRequired},
+		{"a delete by path the user named", "mcp__github__delete_file", `{"owner":"o","repo":"r","path":"src/x.go"}`,
+			from(user, "/owner", "/repo", "/path"), grants.Permit, grants.Permit},
+		{"a chat send to a user id from a message", "mcp__slack__send_message", `{"user_id":"U999","text":"hi"}`,
+			from(page, "/user_id"), grants.Permit, grants.ApprovalRequired},
+		{"a chat send the user dictated", "mcp__slack__send_message", `{"user_id":"U999","text":"hi"}`,
+			from(user, "/user_id", "/text"), grants.Permit, grants.Permit},
+		{"the rule's own field, from the user", "mcp__workspace__delete_file", `{"file_id":"13","note":"cleanup"}`,
+			from(user, "/file_id"), grants.Permit, grants.Permit},
+		{"the rule's own field, from a message", "mcp__workspace__delete_file", `{"file_id":"13"}`,
+			from(page, "/file_id"), grants.ApprovalRequired, grants.ApprovalRequired},
+		{"no arguments at all", "mcp__workspace__delete_file", `{}`,
+			nil, grants.Permit, grants.Permit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, step := range []struct {
+				features policy.Features
+				want     grants.Decision
+			}{{level14, tc.before}, {level14 | policy.FeatureAuthorityUncarried, tc.after}} {
+				r := traced(t, tc.tool, tc.call, tc.origins...)
+				r.Features = step.features
+				j := p.Judge(r, usage{}, now)
+				if j.Decision != step.want || step.want == grants.ApprovalRequired && j.Reason != grants.ReasonAuthorityReview {
+					t.Errorf("features %b: %s %s (%s; %s), want %s", step.features, j.Decision, j.Reason, j.Missing, j.Detail, step.want)
+				}
+			}
+		})
+	}
+}

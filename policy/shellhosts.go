@@ -45,6 +45,15 @@ const (
 	// checked, so a secret in a spare argument of a poisoned MCP tool is
 	// refused (protected_transfer). Receipt format level 14.
 	FeatureProtectedUndeclared
+	// FeatureAuthorityUncarried closes a gap of the require rules
+	// (provenance.require): a call that carries none of the fields a rule
+	// reads (a delete by "path" where the rule names file_id, a chat send
+	// to "user_id" where it names recipient and channel) had nothing
+	// checked and passed. What such a call acts on is somewhere in its
+	// arguments, so every argument must then trace as the rule requires;
+	// a call that carries one of the fields is judged as before. Receipt
+	// format level 15.
+	FeatureAuthorityUncarried
 )
 
 // destGrammar is which operands of a network tool name its destination.
