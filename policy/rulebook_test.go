@@ -65,6 +65,10 @@ func ruleRequest(t *testing.T, r policy.ShapeRule, example string) *policy.Reque
 	t.Helper()
 	tool, field := "Bash", "command"
 	switch {
+	case slices.Contains(r.Surfaces, "file_write") && slices.Contains(r.In, "sinks"):
+		// A rule on what a write carries: the example is the file's content.
+		args, _ := json.Marshal(map[string]string{"file_path": "/work/w1/.github/workflows/ci.yml", "content": example})
+		return req(t, "w1", "coordinator", "Write", string(args))
 	case slices.Contains(r.Surfaces, "file_read"):
 		tool, field = "Read", "file_path"
 	case slices.Contains(r.Surfaces, "file_write"):
