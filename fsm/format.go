@@ -96,12 +96,15 @@ import (
 //     content is refused in any argument of a remote call that names no
 //     destination (policy.FeatureProtectedUndeclared): a secret in a
 //     spare argument of an MCP tool.
-//   - ReceiptFormatAuthorityUncarried (15): a require rule whose fields
-//     a call carries none of reads every argument instead
+//   - ReceiptFormatUnnamedTargets (15): the policy engine reads what a
+//     call acts on where the policy does not name it. A require rule
+//     whose fields a call carries none of reads every argument instead
 //     (policy.FeatureAuthorityUncarried): a delete that names its file by
 //     "path", or a chat send addressed by "user_id", no longer passes the
-//     rule unchecked. It changes what is decided and waits for every
-//     voter, as 13 and 14 do.
+//     rule unchecked. And the files a patch names (Codex's apply_patch)
+//     are held to the protected paths, the workspace and the memory paths
+//     as a Write's target is (policy.FeaturePatchPaths). It changes what
+//     is decided and waits for every voter, as 13 and 14 do.
 //
 // The level only goes up. Evolve reads every form whatever the level.
 //
@@ -162,13 +165,14 @@ const (
 	// policy.FeatureCountedQuotas and checks protected content with
 	// policy.FeatureProtectedUndeclared; below it all three are as at 13.
 	ReceiptFormatShellWords uint64 = 14
-	// ReceiptFormatAuthorityUncarried (15) judges require rules with
-	// policy.FeatureAuthorityUncarried; below it a call that carries none
-	// of a rule's fields is not checked by that rule.
-	ReceiptFormatAuthorityUncarried uint64 = 15
+	// ReceiptFormatUnnamedTargets (15) judges with
+	// policy.FeatureAuthorityUncarried and policy.FeaturePatchPaths;
+	// below it a call that carries none of a require rule's fields is not
+	// checked by that rule, and a patch's files by the shape rules alone.
+	ReceiptFormatUnnamedTargets uint64 = 15
 	// MaxReceiptFormat is the highest level this build writes: what its
 	// status reports as receipt_format.
-	MaxReceiptFormat = ReceiptFormatAuthorityUncarried
+	MaxReceiptFormat = ReceiptFormatUnnamedTargets
 )
 
 // judgeFeatures are the policy engine's features the level in force
@@ -181,8 +185,8 @@ func (s *State) judgeFeatures() policy.Features {
 	if s.ReceiptFormat() >= ReceiptFormatShellWords {
 		f |= policy.FeatureShellWords | policy.FeatureCountedQuotas | policy.FeatureProtectedUndeclared
 	}
-	if s.ReceiptFormat() >= ReceiptFormatAuthorityUncarried {
-		f |= policy.FeatureAuthorityUncarried
+	if s.ReceiptFormat() >= ReceiptFormatUnnamedTargets {
+		f |= policy.FeatureAuthorityUncarried | policy.FeaturePatchPaths
 	}
 	return f
 }

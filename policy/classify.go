@@ -30,6 +30,18 @@ func (c *compiled) classify(f *facts) []string {
 			out = appendNew(out[:n], added)
 		}
 	}
+	if len(f.patchFiles) > 0 || f.patchOverflow {
+		// The files a patch names are written as a Write's target is.
+		n := len(out)
+		for _, p := range f.patchFiles {
+			out = c.classifyPath(out, f.s, p, f.res.Workspace)
+		}
+		if f.patchOverflow {
+			out = append(out, "boundary:patch_files")
+		}
+		added := append([]string(nil), out[n:]...)
+		out = appendNew(out[:n], added)
+	}
 	if c.crossing[f.s.class] {
 		out = append(out, "boundary:class:"+f.s.consequence)
 	}

@@ -30,6 +30,11 @@ type facts struct {
 	elems    []CanonTarget
 	noTarget bool
 	one      [1]CanonTarget // targets()'s slice of the one target
+	// The files a patch in the sinks names (FeaturePatchPaths, surfaces
+	// without a target), canonical; patchOverflow: more than
+	// maxPatchFiles.
+	patchFiles    []string
+	patchOverflow bool
 	// Case-folded forms for shape-rule prefilters, filled on first use.
 	foldedSinks  []string
 	foldedArgs   []string
@@ -164,6 +169,9 @@ func (c *compiled) extract(s *cSurface, lane *cLane, r *Request) (f facts, reaso
 			switch v.Kind {
 			case args.String:
 				f.sinks = append(f.sinks, ScreenText(v.Value))
+				if r.Features&FeaturePatchPaths != 0 && !s.hasTarget {
+					f.addPatchFiles(v.Value)
+				}
 			case args.Elided:
 				f.elided = true
 			}

@@ -291,6 +291,15 @@ func (c *compiled) judgeProvenance(j *Judgement, r *Request, si int, f *facts, c
 			}
 		}
 	}
+	for _, p := range f.patchFiles {
+		for _, g := range pv.memory {
+			if g.Match(p) {
+				return j.refuse(grants.ApprovalRequired, grants.ReasonMemoryWrite, "owner review of a write to memory path "+g.String(),
+					"the patch writes "+p+"; it is recorded as a draft (argument digest) until the owner approves it",
+					"memory:"+g.String()), true
+			}
+		}
+	}
 	if s.x.memory {
 		return j.refuse(grants.ApprovalRequired, grants.ReasonMemoryWrite, "owner review of a write to agent memory by surface "+s.id,
 			"this "+r.Tool+" call writes the agent's memory or history; it is recorded as a draft (argument digest) until the owner approves it",

@@ -54,6 +54,13 @@ const (
 	// a call that carries one of the fields is judged as before. Receipt
 	// format level 15.
 	FeatureAuthorityUncarried
+	// FeaturePatchPaths reads the files a patch in the apply_patch format
+	// names (patchpaths.go) on a surface without a target, and holds each
+	// to the protected paths, boundaries.paths, the workspace and the
+	// memory paths, as a Write's target always was: before it a Codex
+	// patch to ~/.aws/config, outside the workspace or to CLAUDE.md was
+	// judged by the shape rules alone. Receipt format level 15.
+	FeaturePatchPaths
 )
 
 // destGrammar is which operands of a network tool name its destination.
