@@ -103,8 +103,10 @@ import (
 //     "path", or a chat send addressed by "user_id", no longer passes the
 //     rule unchecked. And the files a patch names (Codex's apply_patch)
 //     are held to the protected paths, the workspace and the memory paths
-//     as a Write's target is (policy.FeaturePatchPaths). It changes what
-//     is decided and waits for every voter, as 13 and 14 do.
+//     as a Write's target is (policy.FeaturePatchPaths), as is a shell
+//     word that looks like a file in the working directory (cat ops.pw;
+//     policy.FeatureShellBareWords). It changes what is decided and waits
+//     for every voter, as 13 and 14 do.
 //
 // The level only goes up. Evolve reads every form whatever the level.
 //
@@ -166,7 +168,8 @@ const (
 	// policy.FeatureProtectedUndeclared; below it all three are as at 13.
 	ReceiptFormatShellWords uint64 = 14
 	// ReceiptFormatUnnamedTargets (15) judges with
-	// policy.FeatureAuthorityUncarried and policy.FeaturePatchPaths;
+	// policy.FeatureAuthorityUncarried, policy.FeaturePatchPaths and
+	// policy.FeatureShellBareWords;
 	// below it a call that carries none of a require rule's fields is not
 	// checked by that rule, and a patch's files by the shape rules alone.
 	ReceiptFormatUnnamedTargets uint64 = 15
@@ -186,7 +189,7 @@ func (s *State) judgeFeatures() policy.Features {
 		f |= policy.FeatureShellWords | policy.FeatureCountedQuotas | policy.FeatureProtectedUndeclared
 	}
 	if s.ReceiptFormat() >= ReceiptFormatUnnamedTargets {
-		f |= policy.FeatureAuthorityUncarried | policy.FeaturePatchPaths
+		f |= policy.FeatureAuthorityUncarried | policy.FeaturePatchPaths | policy.FeatureShellBareWords
 	}
 	return f
 }

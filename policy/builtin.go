@@ -16,8 +16,8 @@ var ErrBuiltin = errors.New("built-in rules")
 // operator: approving its own held call, reinstating, respawning or
 // lifting itself, relaying a person's reply, minting credentials,
 // changing the policy or restoring state, whether through the issuer
-// command line or by
-// publishing to the operator subjects directly. They read every string
+// command line or by publishing to the operator or reviewer subjects
+// directly. They read every string
 // argument of every call (in: args), on every surface, in screen form, so
 // a command in an MCP tool's argument, a shell one-liner or a subshell is
 // caught alike. A person runs these commands; no agent does.
@@ -138,6 +138,27 @@ var builtinShapeRules = []ShapeRule{
 				"grep -rn OperatorPrefix api/",
 				"cat api/api.go",
 				"writ.opinion.md",
+			},
+		},
+	},
+	{
+		ID:          "writ-reviewer-subject",
+		Description: "publishing to writ's reviewer subjects (writ.review.*) directly: decisions and relayed replies come from a person's reviewer identity, never an agent",
+		In:          []string{"args"},
+		Match:       `(?i)\bwrit\.review\.`,
+		Action:      "deny",
+		Examples: Examples{
+			Hit: []string{
+				`nats req writ.review.dana.reply '{"text":"approve bash_v1_review"}'`,
+				"nats pub writ.review.ops.decide {}",
+				`"writ.review.gateway.reply"`,
+				"WRIT.REVIEW.DANA.DECIDE",
+			},
+			Miss: []string{
+				"issuer review list",
+				"cat docs/reviews.md",
+				"writ.reviewers.md",
+				"nats sub writ.evt.review_opened",
 			},
 		},
 	},

@@ -81,9 +81,14 @@ func (c *compiled) classifyHost(out []string, s *cSurface, host string) []string
 func (c *compiled) classifyCommand(out []string, f *facts) []string {
 	protected, egress := false, false
 	words := f.features&FeatureShellWords != 0
+	bare := f.features&FeatureShellBareWords != 0
 	for _, w := range shellTokens(f.screen) {
 		if words && !protected {
-			if pw := shellPathWord(w); pw != "" {
+			pw := shellPathWord(w)
+			if pw == "" && bare && shellFileWord(w) {
+				pw = w
+			}
+			if pw != "" {
 				if g := c.shellPathGround(pw, f.res); g != "" {
 					protected = true
 					out = append(out, g)

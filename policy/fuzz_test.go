@@ -42,7 +42,7 @@ func FuzzJudge(f *testing.F) {
 			a = args.Flat{}
 		}
 		r := &policy.Request{Worker: worker, Lane: lane, Tool: tool, Args: a, Cwd: cwd, Amount: amount, HasAmount: hasAmount,
-			Features: policy.FeatureShellHosts | policy.FeatureShellWords | policy.FeatureCountedQuotas | policy.FeatureProtectedUndeclared | policy.FeatureAuthorityUncarried | policy.FeaturePatchPaths}
+			Features: policy.FeatureShellHosts | policy.FeatureShellWords | policy.FeatureCountedQuotas | policy.FeatureProtectedUndeclared | policy.FeatureAuthorityUncarried | policy.FeaturePatchPaths | policy.FeatureShellBareWords}
 		j := p.Judge(r, usage{}, now)
 		if again := p.Judge(r, usage{}, now); !reflect.DeepEqual(j, again) {
 			t.Fatalf("not deterministic:\n%+v\n%+v", j, again)
@@ -118,7 +118,7 @@ func FuzzJudgeProvenance(f *testing.F) {
 		src := policy.SourceFact{ID: "s1", Registered: registered, Authority: authority.Level(level), Channel: channel, Path: path, Tool: srcTool}
 		r := &policy.Request{Worker: "w1", Lane: "coordinator", Tool: tool, Args: a,
 			Provenance: []policy.FieldOrigin{{Field: field, Covered: covered, Sources: []policy.SourceFact{src}}, {Field: field}},
-			Features:   policy.FeatureShellHosts | policy.FeatureShellWords | policy.FeatureCountedQuotas | policy.FeatureProtectedUndeclared | policy.FeatureAuthorityUncarried | policy.FeaturePatchPaths}
+			Features:   policy.FeatureShellHosts | policy.FeatureShellWords | policy.FeatureCountedQuotas | policy.FeatureProtectedUndeclared | policy.FeatureAuthorityUncarried | policy.FeaturePatchPaths | policy.FeatureShellBareWords}
 		j := p.Judge(r, usage{}, now)
 		if again := p.Judge(r, usage{}, now); !reflect.DeepEqual(j, again) {
 			t.Fatalf("not deterministic:\n%+v\n%+v", j, again)

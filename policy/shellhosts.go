@@ -61,6 +61,12 @@ const (
 	// patch to ~/.aws/config, outside the workspace or to CLAUDE.md was
 	// judged by the shape rules alone. Receipt format level 15.
 	FeaturePatchPaths
+	// FeatureShellBareWords also holds a shell word with no slash that
+	// looks like a file name (shellFileWord: cat ops.pw, cp
+	// terraform.tfstate /tmp) to the protected paths, resolved against the
+	// working directory; FeatureShellWords read only words that start
+	// with a dot or hold a slash. Receipt format level 15.
+	FeatureShellBareWords
 )
 
 // destGrammar is which operands of a network tool name its destination.

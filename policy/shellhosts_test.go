@@ -2,9 +2,21 @@ package policy
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/writ-dev/writ/args"
+	"github.com/writ-dev/writ/grants"
 )
+
+// noUsage is a state with nothing used: no ledger entries, instruments or
+// quota windows.
+type noUsage struct{}
+
+func (noUsage) LedgerCount(string, int64) uint64                { return 0 }
+func (noUsage) PreauthUsed(string, int64) (uint64, uint64)      { return 0, 0 }
+func (noUsage) QuotaUsed(string, int64, int64) (a, b, c uint64) { return 0, 0, 0 }
 
 // TestShellHosts: the destinations network tools name without a scheme,
 // read through the command's quoting.
@@ -114,6 +126,56 @@ func TestShellPathWord(t *testing.T) {
 	} {
 		if got := shellPathWord(tc.w); got != tc.want {
 			t.Errorf("shellPathWord(%q) = %q, want %q", tc.w, got, tc.want)
+		}
+	}
+}
+
+// TestShellFileWord: a bare word that looks like a file name is read as
+// one (FeatureShellBareWords); options, assignments, remote forms, dotted
+// numbers, hidden files (read as path words already) and words without an
+// inner dot are not.
+func TestShellFileWord(t *testing.T) {
+	for _, tc := range []struct {
+		w    string
+		want bool
+	}{
+		{"ops.pw", true}, {"terraform.tfstate", true}, {"main.go", true}, {"v1.2.3", true}, {"a.b.c", true},
+		{".env", false}, {"src/a.go", false}, {"-o.x", false}, {"A=b.c", false}, {"host:a.b", false}, {"u@h.example", false},
+		{"1.5", false}, {"10.0.0.1", false}, {"status", false}, {"x.", false}, {".", false}, {"", false},
+	} {
+		if got := shellFileWord(tc.w); got != tc.want {
+			t.Errorf("shellFileWord(%q) = %v, want %v", tc.w, got, tc.want)
+		}
+	}
+}
+
+// TestShellBareWordsJudged: a bare file name in a shell command that
+// resolves to a protected path is held from FeatureShellBareWords on, and
+// permitted below it; a bare name that is not protected is permitted at
+// both.
+func TestShellBareWordsJudged(t *testing.T) {
+	p := Recommended()
+	level14 := FeatureShellHosts | FeatureShellWords | FeatureCountedQuotas | FeatureProtectedUndeclared
+	for _, tc := range []struct {
+		cmd  string
+		held bool
+	}{
+		{"cat ops.pw", true}, {"cp operator.nk /tmp/", true}, {"base64 w1.creds", true},
+		{"cat main.go", false}, {"python3 setup.py install", false}, {"echo 1.5", false},
+	} {
+		for _, f := range []Features{level14, level14 | FeatureShellBareWords} {
+			a, err := args.Flatten([]byte(`{"command":` + strconv.Quote(tc.cmd) + `}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			j := p.Judge(&Request{Worker: "w1", Lane: "coordinator", Tool: "Bash", Args: a, Cwd: "/home/u/proj", Features: f}, noUsage{}, 0)
+			want := grants.Permit
+			if tc.held && f&FeatureShellBareWords != 0 {
+				want = grants.ApprovalRequired
+			}
+			if j.Decision != want {
+				t.Errorf("%q at features %b: %s %s %v, want %s", tc.cmd, f, j.Decision, j.Reason, j.Rules, want)
+			}
 		}
 	}
 }

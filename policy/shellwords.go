@@ -158,6 +158,27 @@ func maskExpansions(w string) (string, []string) {
 // the file). Options, URLs and remote host:path forms are not paths. An
 // expansion or a glob stays in the path as written, so a protected-path
 // pattern can still match around it.
+// shellFileWord reports whether a word with no slash names a file in the
+// working directory by its look (FeatureShellBareWords): a name with a
+// dot inside it (ops.pw, terraform.tfstate, id_rsa.key), not an option,
+// an assignment, a remote form or a number. Such a word is resolved and
+// held to the protected paths as a path word is.
+func shellFileWord(w string) bool {
+	if w == "" || w[0] == '-' || w[0] == '.' || strings.ContainsAny(w, "/:=@") {
+		return false
+	}
+	dot := strings.IndexByte(w, '.')
+	if dot <= 0 || dot == len(w)-1 {
+		return false
+	}
+	for i := 0; i < len(w); i++ {
+		if (w[i] < '0' || w[i] > '9') && w[i] != '.' {
+			return true
+		}
+	}
+	return false // 1.5, 10.0.0.1
+}
+
 func shellPathWord(w string) string {
 	w = strings.TrimPrefix(w, "@")
 	switch {
