@@ -44,10 +44,11 @@ func patchPaths(raw string) []string {
 	return out
 }
 
-// addPatchFiles adds to f.patchFiles the files a string sink value of a call on
-// a surface without a target names: each path resolved against the
-// working directory or workspace (never the hook's resolved target, which
-// is not one of them), or cleaned as written when it cannot be.
+// addPatchFiles adds to f.patchFiles the files that raw, a string sink
+// value of a call on a surface without a target, names: each resolved
+// against the working directory or workspace (never the hook's resolved
+// target, which is none of them), or cleaned as written when it cannot
+// be.
 func (f *facts) addPatchFiles(raw string) {
 	for _, p := range patchPaths(raw) {
 		if len(f.patchFiles) == maxPatchFiles {

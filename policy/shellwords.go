@@ -158,6 +158,17 @@ func maskExpansions(w string) (string, []string) {
 // the file). Options, URLs and remote host:path forms are not paths. An
 // expansion or a glob stays in the path as written, so a protected-path
 // pattern can still match around it.
+func shellPathWord(w string) string {
+	w = strings.TrimPrefix(w, "@")
+	switch {
+	case w == "", w[0] == '-', strings.ContainsRune(w, ':'):
+		return ""
+	case w[0] == '/', w[0] == '~', w[0] == '.', strings.Contains(w, "/"):
+		return w
+	}
+	return ""
+}
+
 // shellFileWord reports whether a word with no slash names a file in the
 // working directory by its look (FeatureShellBareWords): a name with a
 // dot inside it (ops.pw, terraform.tfstate, id_rsa.key), not an option,
@@ -177,15 +188,4 @@ func shellFileWord(w string) bool {
 		}
 	}
 	return false // 1.5, 10.0.0.1
-}
-
-func shellPathWord(w string) string {
-	w = strings.TrimPrefix(w, "@")
-	switch {
-	case w == "", w[0] == '-', strings.ContainsRune(w, ':'):
-		return ""
-	case w[0] == '/', w[0] == '~', w[0] == '.', strings.Contains(w, "/"):
-		return w
-	}
-	return ""
 }
