@@ -60,17 +60,19 @@ func BenchmarkJudge(b *testing.B) {
 		{"mcp_last_surface", "w1", "coordinator", "mcp__other__weather", `{}`},
 		{"mcp_query_verb", "w1", "coordinator", "mcp__github__get_issue", `{"repo":"o/r","number":1}`},
 		{"mcp_act_verb", "w1", "coordinator", "mcp__bank__BankManagerTransferFunds", `{"to_account_number":"456","amount":5000}`},
+		{"patch_permit", "w1", "specialist", "apply_patch", `{"input":"*** Begin Patch\n*** Update File: src/main.go\n@@\n-a\n+b\n*** Add File: src/util.go\n+package main\n*** End Patch\n"}`},
 	}
 	// Judged as a cluster at this build's highest receipt format level
 	// judges (every feature on); the _level0 rows are the same shell
 	// calls without them, to show what the features cost.
-	all := policy.FeatureShellHosts | policy.FeatureShellWords | policy.FeatureCountedQuotas
+	all := policy.FeatureShellHosts | policy.FeatureShellWords | policy.FeatureCountedQuotas | policy.FeatureProtectedUndeclared |
+		policy.FeatureAuthorityUncarried | policy.FeaturePatchPaths | policy.FeatureShellBareWords
 	for _, c := range cases {
 		for _, v := range []struct {
 			suffix   string
 			features policy.Features
 		}{{"", all}, {"_level0", 0}} {
-			if v.features == 0 && c.tool != "Bash" {
+			if v.features == 0 && c.tool != "Bash" && c.tool != "apply_patch" {
 				continue
 			}
 			r := req(b, c.worker, c.lane, c.tool, c.args)
