@@ -13,21 +13,23 @@ import (
 // spends and effects carry idempotency keys the state machine reads; an
 // operator command does not, so a policy apply whose commit outlasted one
 // try was applied twice (two epochs) and a resent approval was answered
-// "no open review" although it had been approved. The leader keeps the
-// answers to the operator requests it received in the last resentWindow,
-// keyed by subject and body: the same bytes again are answered with the
-// first answer, or wait for it while the first is still being committed.
-// An answer stands only until the next different operator request: a
-// document applied, another applied, then the first applied again (a
-// rollback) is three changes, never an old answer. A relayed reply is
-// not kept: the state machine knows a reply it has seen and records the
-// repeat. Only committed answers
-// are kept (issuer_unavailable is not: the client
-// must be free to try again), and only on the node that answered, so a
-// resend to a new leader after a failover is proposed again.
+// "no open review" although it had been approved.
+//
+// The leader keeps the operator requests it is committing and the answers
+// it gave since the last different one, keyed by subject and body, for at
+// most resentWindow: the same bytes again are answered with the first
+// answer, or wait for it while it is still being committed. A different
+// request ends the kept answers, so a document applied, another applied,
+// then the first applied again (a rollback) is three changes, never an
+// old answer. Only committed answers are kept (issuer_unavailable is not:
+// the client must be free to try again), and only on the node that
+// answered, so a resend to a new leader after a failover is proposed
+// again. A relayed reply is not kept: the state machine knows a reply it
+// has seen and records the repeat.
 
 // resentWindow is how long an operator request's answer is kept: longer
-// than a client retries one call (the CLI's default timeout is 30 s).
+// than a client keeps trying one call (the CLI's --timeout is 10 s by
+// default).
 const resentWindow = 60 * time.Second
 
 // maxResent bounds the requests kept while being committed.
