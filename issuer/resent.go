@@ -5,6 +5,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/writ-dev/writ/api"
+	"github.com/writ-dev/writ/fsm"
 	"github.com/writ-dev/writ/grants"
 )
 
@@ -114,4 +118,34 @@ func (e *resentEntry) wait(d time.Duration) (grants.Envelope, bool) {
 	case <-t.C:
 		return grants.Envelope{}, false
 	}
+}
+
+// answerOperator proposes an operator command and answers m, or answers a
+// resend of a request already proposed with that request's answer. It
+// returns the answer sent.
+func (s *Service) answerOperator(m *nats.Msg, cmd fsm.Command) grants.Envelope {
+	if m.Subject == api.SubjectReviewReply {
+		return s.propose(m, cmd) // the state machine records a repeat itself
+	}
+	key := resentKeyOf(m.Subject, m.Data)
+	prior, first := s.resent.begin(key, time.Now())
+	if !first {
+		// The same request again, as a client sends it when its try
+		// timed out: the first one's answer, not a second change.
+		env, ok := prior.wait(s.cfg.CommitTimeout)
+		if !ok {
+			prior, first = s.resent.begin(key, time.Now())
+		}
+		if !first {
+			if !ok {
+				// Still not answered: let the client try again later.
+				env = grants.Refuse(grants.ReasonIssuerUnavail, "commit", "the same request is still being committed; "+grants.KeptUnconfirmed)
+			}
+			s.respond(m, env)
+			return env
+		}
+	}
+	env := s.propose(m, cmd)
+	s.resent.finish(prior, env)
+	return env
 }

@@ -712,33 +712,7 @@ func (s *Service) operator(m *nats.Msg) {
 		return
 	}
 	proposed := s.clock()
-	if m.Subject == api.SubjectReviewReply {
-		// The state machine recognizes a relayed reply seen before and
-		// records the repeat (review_orphaned, "new reply").
-		env := s.propose(m, cmd)
-		s.observe(op, &env, "", s.since(proposed))
-		return
-	}
-	key := resentKeyOf(m.Subject, m.Data)
-	prior, first := s.resent.begin(key, time.Now())
-	if !first {
-		// The same request again, as a client sends it when its try
-		// timed out: the first one's answer, not a second change.
-		if env, ok := prior.wait(s.cfg.CommitTimeout); ok {
-			s.respond(m, env)
-			s.observe(op, &env, "", s.since(proposed))
-			return
-		}
-		if prior, first = s.resent.begin(key, time.Now()); !first {
-			// Still not answered: let the client try again later.
-			env := grants.Refuse(grants.ReasonIssuerUnavail, "commit", "the same request is still being committed; "+grants.KeptUnconfirmed)
-			s.respond(m, env)
-			s.observe(op, &env, "", s.since(proposed))
-			return
-		}
-	}
-	env := s.propose(m, cmd)
-	s.resent.finish(prior, env)
+	env := s.answerOperator(m, cmd)
 	s.observe(op, &env, "", s.since(proposed))
 }
 
